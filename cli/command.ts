@@ -1,0 +1,13 @@
+/** What every `capyctl` command is: its words, its help with an example, and how it runs. */
+export interface Command {
+  /** The words that name it: `['settings', 'check']`. */
+  words: readonly string[];
+  summary: string;
+  usage: string;
+  example: string;
+  /** Returns the exit code; writes its output itself. */
+  run(args: readonly string[]): Promise<number>;
+}
+
+/** Exit codes: 0 done, 1 the API or an engine refused, 2 the command or a document was wrong. */
+export const exitCodes = { ok: 0, refused: 1, usage: 2 } as const;

@@ -1,0 +1,119 @@
+/**
+ * The Temporal CLI's dev server: a real Temporal server (SQLite persistence, Web UI) for the
+ * standalone and for the test suite. The CLI comes from deploy/temporal.sh.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { openSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { Connection } from '@temporalio/client';
+import { SearchAttributeType } from '@temporalio/common';
+import { searchAttributes } from '../workflows/definitions.js';
+
+const PROVIDE_SCRIPT = fileURLToPath(new URL('./temporal.sh', import.meta.url));
+
+/** The path of a Temporal CLI, building it on first use (see deploy/temporal.sh). */
+export function resolveTemporalCli(): string {
+  return execFileSync('bash', [PROVIDE_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+}
+
+/** A free TCP port on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const cliTypeNames: Record<SearchAttributeType, string> = {
+  [SearchAttributeType.TEXT]: 'Text',
+  [SearchAttributeType.KEYWORD]: 'Keyword',
+  [SearchAttributeType.INT]: 'Int',
+  [SearchAttributeType.DOUBLE]: 'Double',
+  [SearchAttributeType.BOOL]: 'Bool',
+  [SearchAttributeType.DATETIME]: 'Datetime',
+  [SearchAttributeType.KEYWORD_LIST]: 'KeywordList',
+};
+
+export interface DevServerOptions {
+  /** The SQLite file that keeps workflows across restarts. */
+  dbFile: string;
+  port?: number;
+  /** The Web UI's port; without it the server runs headless. */
+  uiPort?: number;
+  ip?: string;
+  namespace?: string;
+  /** Where the server's own output goes; discarded when absent. */
+  logFile?: string;
+  readyTimeoutMs?: number;
+}
+
+export interface DevServer {
+  address: string;
+  namespace: string;
+  uiUrl: string | undefined;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** Starts the dev server with the project's search attributes and resolves once it serves them. */
+export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
+  const ip = options.ip ?? '127.0.0.1';
+  const port = options.port ?? (await freePort());
+  const namespace = options.namespace ?? 'default';
+  const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--db-filename', options.dbFile, '--namespace', namespace];
+  args.push(...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]));
+  for (const key of Object.values(searchAttributes)) args.push('--search-attribute', `${key.name}=${cliTypeNames[key.type]}`);
+  args.push('--log-level', 'warn');
+
+  const output = options.logFile ? openSync(options.logFile, 'a') : 'ignore';
+  const child = spawn(resolveTemporalCli(), args, { stdio: ['ignore', output, output] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const address = `${ip}:${port}`;
+  const server: DevServer = {
+    address,
+    namespace,
+    uiUrl: options.uiPort === undefined ? undefined : `http://${ip}:${options.uiPort}`,
+    process: child,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(killer);
+    },
+  };
+  try {
+    await awaitReady(address, namespace, options.readyTimeoutMs ?? 60_000, () => child.exitCode !== null);
+  } catch (e) {
+    await server.stop();
+    throw e;
+  }
+  return server;
+}
+
+async function awaitReady(address: string, namespace: string, timeoutMs: number, hasExited: () => boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const wanted = Object.values(searchAttributes).map((k) => k.name);
+  let last: unknown;
+  while (Date.now() < deadline) {
+    if (hasExited()) throw new Error(`the Temporal dev server at ${address} exited during start`);
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1_000 });
+      try {
+        const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+        if (wanted.every((name) => customAttributes && name in customAttributes)) return;
+      } finally {
+        await connection.close();
+      }
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`the Temporal dev server at ${address} was not ready within ${timeoutMs} ms: ${String(last)}`);
+}

@@ -1,0 +1,171 @@
+/**
+ * Every status, code and message the spec names, and the few more the API needs. Call sites pick
+ * an entry and pass its facts; no error text is written anywhere else.
+ */
+import { z } from 'zod';
+import { RETRY_AFTER_SECONDS } from './limits.js';
+
+export const errorCodes = z.enum([
+  'unavailable',
+  'queue_full',
+  'deployment_inactive',
+  'deployment_stopped',
+  'capability_missing:deep_park',
+  'wake_mismatch',
+  'wake_reload_failed',
+  'wake_uncertain',
+  'parked_capacity',
+  'insufficient_capacity',
+  'checkpoint_unmeasured',
+  'not_found',
+  'unauthorized',
+  'invalid_request',
+  'payload_too_large',
+]);
+export type ErrorCode = z.infer<typeof errorCodes>;
+
+export interface ApiError {
+  readonly status: number;
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly retryable: boolean;
+}
+
+const error = (status: number, code: ErrorCode, retryable: boolean, message: string): ApiError => ({
+  status,
+  code,
+  message,
+  retryable,
+});
+
+/** The things an API error can say was not found. */
+export type Missing = 'deployment' | 'model' | 'host' | 'switch';
+
+export const apiErrors = {
+  // The spec's "Errors while waiting" table, row by row.
+  queueDeadline: (deploymentId: string) =>
+    error(503, 'unavailable', true, `deployment ${deploymentId} did not become servable within the queue deadline; retry shortly`),
+  drainTimeout: (targetId: string, drainTimeoutMs: number, stillCharged: number) =>
+    error(
+      503,
+      'unavailable',
+      true,
+      `switch to ${targetId} failed: drain timeout after ${drainTimeoutMs} ms with ${stillCharged} request(s) still charged; the victims serve again; retry shortly`,
+    ),
+  dispatchClosed: (deploymentId: string) =>
+    error(503, 'unavailable', true, `dispatch to deployment ${deploymentId} is closed; retry shortly`),
+  waitingLimit: (deploymentId: string) =>
+    error(429, 'queue_full', true, `too many requests are waiting for deployment ${deploymentId}`),
+  bufferedBytes: () => error(429, 'queue_full', true, 'waiting requests exceed the buffered-bytes bound'),
+  inFlightDeadline: (deploymentId: string) =>
+    error(429, 'queue_full', true, `deployment ${deploymentId} stayed at its in-flight bound for the queue deadline`),
+  inFlightNoWait: (deploymentId: string) =>
+    error(429, 'queue_full', true, `deployment ${deploymentId} is at its in-flight bound and lets no request wait; retry shortly`),
+  notServableNoWait: (deploymentId: string) =>
+    error(429, 'queue_full', true, `deployment ${deploymentId} is not servable now and lets no request wait; retry shortly`),
+
+  // Models a request does not start or wake.
+  deploymentInactive: (deploymentId: string) =>
+    error(
+      409,
+      'deployment_inactive',
+      false,
+      `deployment ${deploymentId} is not running and its activation is explicit (lifecycle.activation: explicit); inference does not start or wake it; start it with \`capyctl start deployment ${deploymentId}\``,
+    ),
+  deploymentStopped: (deploymentId: string) =>
+    error(
+      409,
+      'deployment_stopped',
+      false,
+      `deployment ${deploymentId} was stopped by an operator; inference does not start it; start it with \`capyctl start deployment ${deploymentId}\``,
+    ),
+
+  // Parking and waking.
+  capabilityMissingDeepPark: (deploymentName: string, reason: string) =>
+    error(
+      409,
+      'capability_missing:deep_park',
+      false,
+      `deployment ${deploymentName} cannot be parked: ${reason}; declare residency: restart_only`,
+    ),
+  wakeMismatch: (deploymentId: string) =>
+    error(
+      503,
+      'wake_mismatch',
+      true,
+      `wake of deployment ${deploymentId} failed: its answer to the wake check differs from its first answer; the model was stopped and the next request loads it fresh`,
+    ),
+  wakeReloadFailed: (deploymentId: string) =>
+    error(
+      503,
+      'wake_reload_failed',
+      true,
+      `wake of deployment ${deploymentId} failed: its weights did not reload; the model was stopped and the next request loads it fresh`,
+    ),
+  wakeUncertain: (deploymentId: string, wakeWindowMs: number) =>
+    error(
+      503,
+      'wake_uncertain',
+      true,
+      `wake of deployment ${deploymentId} failed: it did not finish within the wake window of ${wakeWindowMs} ms; the model was stopped and the next request loads it fresh`,
+    ),
+  parkedCapacity: (deploymentId: string) =>
+    error(
+      409,
+      'parked_capacity',
+      false,
+      `deployment ${deploymentId} cannot be parked: the parked set has no room and its activation is explicit, so nothing is stopped to make room; it serves again`,
+    ),
+  insufficientCapacity: (deploymentId: string, holders: readonly string[]) =>
+    error(
+      409,
+      'insufficient_capacity',
+      false,
+      `deployment ${deploymentId} needs memory held by ${holders.join(', ')}, which activation: explicit keeps loaded; stop one of them first`,
+    ),
+  checkpointUnmeasured: (deploymentName: string) =>
+    error(
+      409,
+      'checkpoint_unmeasured',
+      true,
+      `the checkpoint of deployment ${deploymentName} is still being measured; start it again once it is measured, or use --wait`,
+    ),
+
+  // The API's own.
+  notFound: (what: Missing, ref: string) => error(404, 'not_found', false, `${what} ${ref} not found`),
+  unauthorized: () =>
+    error(401, 'unauthorized', false, 'a valid admin token is required: send Authorization: Bearer <admin token>'),
+  invalidRequest: (detail: string) => error(400, 'invalid_request', false, detail),
+  payloadTooLarge: (limitBytes: number) =>
+    error(413, 'payload_too_large', false, `the request body is larger than ${limitBytes} bytes`),
+} as const;
+
+/** The line a receipt prints for each way a victim was released. */
+export const releaseLines = {
+  parkedHostRam: 'released: parked (host RAM)',
+  parkedDeep: 'released: parked (deep)',
+  parkedKvOnly: 'released: parked (weights kept)',
+  stopped: 'released: stopped',
+  stoppedNoRoom: 'released: stopped (no room to park)',
+} as const;
+
+export interface RenderedError {
+  status: number;
+  headers: Record<string, string>;
+  body: { code: ErrorCode; message: string; retryable: boolean };
+}
+
+/** The HTTP reply for an error: JSON `{code, message, retryable}`, and `Retry-After` on every 429. */
+export function renderApiError(e: ApiError): RenderedError {
+  const headers: Record<string, string> = { 'content-type': 'application/json; charset=utf-8' };
+  if (e.status === 429) headers['retry-after'] = String(RETRY_AFTER_SECONDS);
+  return { status: e.status, headers, body: { code: e.code, message: e.message, retryable: e.retryable } };
+}
+
+/** Carries a catalogue entry through layers that throw; the edge renders `apiError`. */
+export class CapyError extends Error {
+  constructor(readonly apiError: ApiError) {
+    super(apiError.message);
+    this.name = 'CapyError';
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * The spec's words, defined once. Every state, tier, residency, source and engine name that
+ * crosses a boundary (a document, the store, an HTTP body, a printed table) comes from here.
+ */
+import { z } from 'zod';
+
+export const engineNames = z.enum(['vllm', 'sglang', 'tensorfold']);
+export type EngineName = z.infer<typeof engineNames>;
+
+/** Where a deployment's weights go when it parks; absent in a document = chosen by the rules. */
+export const residencies = z.enum(['host_backed', 'deep', 'restart_only']);
+export type Residency = z.infer<typeof residencies>;
+
+/**
+ * How an instance is parked. `host_ram`: weights copied to host RAM; `deep`: weights dropped,
+ * reloaded from disk on wake; `kv_only`: only the KV cache given back (SGLang with speculative
+ * decoding keeps its weights).
+ */
+export const parkTiers = z.enum(['host_ram', 'deep', 'kv_only']);
+export type ParkTier = z.infer<typeof parkTiers>;
+
+export const memoryKinds = z.enum(['discrete', 'unified']);
+export type MemoryKind = z.infer<typeof memoryKinds>;
+
+/** `on_demand`: requests and memory pressure may start, wake, park and stop it. */
+export const activations = z.enum(['on_demand', 'explicit']);
+export type Activation = z.infer<typeof activations>;
+
+/** What `capyctl list deployments` and the load endpoint show for an instance. */
+export const instanceStates = z.enum([
+  'starting',
+  'ready',
+  'draining',
+  'parking',
+  'parked',
+  'waking',
+  'stopping',
+  'stopped',
+  'failed',
+]);
+export type InstanceState = z.infer<typeof instanceStates>;
+
+/** Where a `max_running` figure comes from (spec, "Reading load"). */
+export const maxRunningSources = z.enum([
+  'engine',
+  'declared',
+  'default',
+  'state_cache',
+  'extra_args',
+  'host_fixed',
+  'engine_default',
+  'on_host',
+]);
+export type MaxRunningSource = z.infer<typeof maxRunningSources>;
+
+/** How a switch ended; a search attribute on every switch workflow. */
+export const switchOutcomes = z.enum(['running', 'released', 'drain_timeout', 'wake_failed', 'park_failed', 'start_failed']);
+export type SwitchOutcome = z.infer<typeof switchOutcomes>;

@@ -1,0 +1,75 @@
+/**
+ * Field builders that carry the spec's ranges. Each refuses a bad value with the value as written
+ * and the allowed range, so the loader only has to put the path in front.
+ */
+import { z } from 'zod';
+import { formatBytes, formatDuration, parseBytes, parseDuration } from './units.js';
+
+export const show = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value));
+
+interface Kind {
+  parse: (value: unknown) => number | undefined;
+  what: string;
+  format: (n: number) => string;
+}
+
+const durations: Kind = {
+  parse: (v) => (typeof v === 'string' ? parseDuration(v) : undefined),
+  what: 'a duration with a unit, such as 500ms, 2s or 5m',
+  format: formatDuration,
+};
+const wholeNumbers: Kind = {
+  parse: (v) => (typeof v === 'number' && Number.isInteger(v) ? v : undefined),
+  what: 'a whole number',
+  format: String,
+};
+const sizes: Kind = {
+  parse: (v) => (typeof v === 'string' || typeof v === 'number' ? parseBytes(v) : undefined),
+  what: 'a size such as 64MiB, 1GB or a number of bytes',
+  format: formatBytes,
+};
+
+function checkRange(kind: Kind, min: number, max: number, value: unknown, ctx: z.RefinementCtx): number {
+  const n = kind.parse(value);
+  if (n === undefined) {
+    ctx.addIssue({ code: 'custom', message: `${show(value)} is not ${kind.what}` });
+    return z.NEVER;
+  }
+  if (n < min || n > max) {
+    ctx.addIssue({ code: 'custom', message: `${show(value)} is out of range: allowed ${kind.format(min)} to ${kind.format(max)}` });
+    return z.NEVER;
+  }
+  return n;
+}
+
+const ranged = (kind: Kind, min: number, max: number) =>
+  z.unknown().transform((value, ctx) => checkRange(kind, min, max, value, ctx));
+
+/** A duration with a unit ("500ms", "2s", "5m"), read as milliseconds. */
+export const durationMs = (min: number, max: number) => ranged(durations, min, max);
+
+/** A timer's duration in milliseconds, or null (written `off`, or left out) when it does not run. */
+export const timerMs = (min: number, max: number) =>
+  z
+    .unknown()
+    .transform((value, ctx) => (value === null || value === 'off' ? null : checkRange(durations, min, max, value, ctx)))
+    .default(null);
+
+/** A whole number. */
+export const count = (min: number, max: number) => ranged(wholeNumbers, min, max);
+
+/** A byte size ("64MiB", "1.5GB" or a plain number of bytes). */
+export const bytes = (min: number, max: number) => ranged(sizes, min, max);
+
+/** A lowercase DNS label: deployment names and host IDs. */
+export const label = z
+  .string()
+  .regex(
+    /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
+    'must be lowercase letters, digits and dashes, 1 to 63 long, starting and ending with a letter or digit',
+  );
+
+/** "host:port", as a listener or a Temporal frontend is addressed. */
+export const address = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):\d{1,5}$/, 'must be host:port, such as 127.0.0.1:7443');

@@ -1,0 +1,118 @@
+/**
+ * Reads a settings document of one kind: YAML text, then `CAPYCTL_SET__…` variables, then
+ * `--set` flags, validated by that kind's schema. Every problem is reported at once, each with its
+ * path, the value and what is allowed, or the unknown key by name.
+ */
+import { readFileSync } from 'node:fs';
+import YAML from 'yaml';
+import { z } from 'zod';
+import { deploymentDocument } from './deploymentDocument.js';
+import { show } from './fields.js';
+import { hostDocument } from './hostDocument.js';
+import { applyOverrides, type Document, overridesFromEnv, overridesFromFlags } from './overrides.js';
+import { serverDocument } from './serverDocument.js';
+import { standaloneDocument } from './standaloneDocument.js';
+
+export const documentSchemas = {
+  standalone: standaloneDocument,
+  server: serverDocument,
+  host: hostDocument,
+  deployment: deploymentDocument,
+} as const;
+export type DocumentKind = keyof typeof documentSchemas;
+export type SettingsOf<K extends DocumentKind> = z.output<(typeof documentSchemas)[K]>;
+
+export class SettingsError extends Error {
+  constructor(
+    readonly kind: DocumentKind,
+    readonly origin: string | undefined,
+    readonly problems: readonly string[],
+  ) {
+    super(`invalid ${kind} settings${origin ? ` in ${origin}` : ''}:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'SettingsError';
+  }
+}
+
+export interface SettingsInput {
+  /** The document's YAML text; absent means an empty document (every default). */
+  text?: string;
+  /** Named in error messages: the document's file name. */
+  origin?: string;
+  /** `--set path=value` flags, in the order given. */
+  sets?: readonly string[];
+  /** Where `CAPYCTL_SET__…` variables are read (not for deployments); `{}` ignores the environment. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Parses YAML into a mapping, reporting a malformed document with its line and column. */
+function parseYaml(text: string, problems: string[]): Document {
+  const parsed = YAML.parseDocument(text, { uniqueKeys: true });
+  for (const e of parsed.errors) problems.push(`malformed YAML: ${e.message.split('\n')[0]!.replace(/:$/, '')}`);
+  if (parsed.errors.length > 0) return {};
+  const value: unknown = parsed.toJS();
+  if (value === null || value === undefined) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    problems.push(`the document must be a mapping of settings, not ${show(value)}`);
+    return {};
+  }
+  return value as Document;
+}
+
+const valueAt = (doc: unknown, path: readonly PropertyKey[]): unknown =>
+  path.reduce<unknown>((v, key) => (typeof v === 'object' && v !== null ? (v as Record<PropertyKey, unknown>)[key] : undefined), doc);
+
+/** One line per zod issue: `path: what is wrong (from --set …)`. */
+function describeIssue(issue: z.core.$ZodIssue, doc: Document, sources: Map<string, string>): string[] {
+  // The override that wrote this path, or one below it (an unknown section it created).
+  const from = (path: readonly PropertyKey[]) => {
+    const key = path.join('.');
+    const hit = [...sources].find(([written]) => written === key || written.startsWith(`${key}.`));
+    return hit ? ` (from ${hit[1]})` : '';
+  };
+  const where = (path: readonly PropertyKey[]) => (path.length > 0 ? path.join('.') : 'the document');
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys.map((key) => {
+      const path = [...issue.path, key];
+      return `${where(path)}: unknown key${from(path)}`;
+    });
+  }
+  const value = valueAt(doc, issue.path);
+  let what: string;
+  if (value === undefined) what = issue.code === 'custom' ? issue.message : 'is required';
+  else if (issue.code === 'invalid_value') what = `${show(value)} is not one of ${issue.values.map(String).join(', ')}`;
+  else if (issue.code === 'invalid_type') what = `${show(value)} is not ${issue.expected === 'array' ? 'a list' : `a ${issue.expected}`}`;
+  else if (issue.code === 'invalid_format' || (issue.code === 'too_small' && typeof value === 'string')) what = `${show(value)} ${issue.message}`;
+  else what = issue.message;
+  return [`${where(issue.path)}: ${what}${from(issue.path)}`];
+}
+
+/** Validates a document of `kind` with its overrides; throws SettingsError naming every problem. */
+export function loadSettings<K extends DocumentKind>(kind: K, input: SettingsInput = {}): SettingsOf<K> {
+  const origin = input.origin;
+  const problems: string[] = [];
+  const doc = parseYaml(input.text ?? '', problems);
+  const sources = new Map<string, string>();
+  // Variables set a process's own settings; a deployment document is only what its file says.
+  const env = kind === 'deployment' ? {} : (input.env ?? process.env);
+  const overrides = [...overridesFromEnv(env), ...overridesFromFlags(input.sets ?? [], problems)];
+  applyOverrides(doc, overrides, sources, problems);
+  if (problems.length > 0) throw new SettingsError(kind, origin, problems);
+
+  const result = documentSchemas[kind].safeParse(doc);
+  if (!result.success) {
+    throw new SettingsError(kind, origin, result.error.issues.flatMap((issue) => describeIssue(issue, doc, sources)));
+  }
+  return result.data as SettingsOf<K>;
+}
+
+/** `loadSettings` for a document on disk (`--file F`); no file means every default. */
+export function loadSettingsFile<K extends DocumentKind>(kind: K, file: string | undefined, input: Omit<SettingsInput, 'text' | 'origin'> = {}): SettingsOf<K> {
+  if (file === undefined) return loadSettings(kind, input);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new SettingsError(kind, file, [`the file cannot be read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`]);
+  }
+  return loadSettings(kind, { ...input, text, origin: file });
+}

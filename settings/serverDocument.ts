@@ -1,0 +1,36 @@
+/** server.yaml (`capyctl start server`), and the `server:` section of a standalone document. */
+import { z } from 'zod';
+import { address, durationMs, timerMs } from './fields.js';
+import { temporalSettings } from './temporal.js';
+
+const SECOND = 1_000;
+const DAY = 86_400 * SECOND;
+
+/** `temporalAddress`: the default frontend, or undefined for a standalone (which then starts its own). */
+export const serverSection = (temporalAddress?: string) =>
+  z.strictObject({
+    listen: z
+      .strictObject({
+        inference: address.default('127.0.0.1:8080'),
+        management: address.default('127.0.0.1:7443'),
+      })
+      .prefault({}),
+    temporal: temporalSettings(temporalAddress).prefault({}),
+    database_url: z.string().min(1).optional(),
+    switching: z
+      .strictObject({
+        drain_timeout: durationMs(1 * SECOND, 600 * SECOND).default(30 * SECOND),
+        /** How long a wake may take before it fails with wake_uncertain. */
+        wake_window: durationMs(1 * SECOND, 3_600 * SECOND).default(300 * SECOND),
+      })
+      .prefault({}),
+    lifecycle_defaults: z
+      .strictObject({
+        ready_idle_timeout: timerMs(1 * SECOND, 30 * DAY),
+        parked_idle_timeout: timerMs(1 * SECOND, 30 * DAY),
+      })
+      .prefault({}),
+  });
+
+export const serverDocument = serverSection('127.0.0.1:7233');
+export type ServerSettings = z.output<typeof serverDocument>;

@@ -1,0 +1,13 @@
+/** standalone.yaml (`capyctl start standalone`): a server and one host in one process. */
+import { z } from 'zod';
+import { hostSection } from './hostDocument.js';
+import { REQUEST_DEADLINE_DEFAULT_MS } from './queue.js';
+import { serverSection } from './serverDocument.js';
+
+export const standaloneDocument = z.strictObject({
+  /** Where the standalone keeps its embedded database, Temporal file and admin token. */
+  data_dir: z.string().min(1).default('.data'),
+  server: serverSection().prefault({}),
+  host: hostSection(REQUEST_DEADLINE_DEFAULT_MS.standalone).prefault({}),
+});
+export type StandaloneSettings = z.output<typeof standaloneDocument>;

@@ -1,0 +1,117 @@
+/** Deployments and their revisions. */
+import { monotonicFactory } from 'ulid';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+import type { Db } from './db.js';
+
+const newId = monotonicFactory();
+
+export interface Deployment {
+  id: string;
+  name: string;
+  revision: number;
+  spec: DeploymentSpec;
+  operatorStopped: boolean;
+  /** The checkpoint measurement of the current revision; null while it is pending. */
+  checkpoint: Record<string, unknown> | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+interface Row {
+  id: string;
+  name: string;
+  revision: number;
+  spec: DeploymentSpec;
+  operator_stopped: boolean;
+  checkpoint: Record<string, unknown> | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const SELECT = `
+  SELECT d.id, d.name, d.revision, r.spec, d.operator_stopped, r.checkpoint, d.created_at, d.updated_at
+  FROM deployments d JOIN deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.revision`;
+
+const fromRow = (r: Row): Deployment => ({
+  id: r.id,
+  name: r.name,
+  revision: r.revision,
+  spec: r.spec,
+  operatorStopped: r.operator_stopped,
+  checkpoint: r.checkpoint,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export interface SaveResult {
+  deployment: Deployment;
+  /** `created`: a new deployment; `revised`: a changed spec made a new revision; `unchanged`: same spec. */
+  outcome: 'created' | 'revised' | 'unchanged';
+}
+
+/** Deploys a spec under its name: a new deployment, a new revision when the spec changed, or nothing. */
+export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<SaveResult> {
+  return db.transaction(async (tx) => {
+    const [current] = await tx.query<{ id: string; revision: number; same: boolean }>(
+      `SELECT d.id, d.revision, r.spec = $2::jsonb AS same
+       FROM deployments d JOIN deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.revision
+       WHERE d.name = $1 FOR UPDATE OF d`,
+      [spec.name, JSON.stringify(spec)],
+    );
+    let outcome: SaveResult['outcome'];
+    let id: string;
+    if (!current) {
+      id = newId();
+      outcome = 'created';
+      await tx.query('INSERT INTO deployments (id, name, revision) VALUES ($1, $2, 1)', [id, spec.name]);
+      await tx.query('INSERT INTO deployment_revisions (deployment_id, revision, spec) VALUES ($1, 1, $2::jsonb)', [
+        id,
+        JSON.stringify(spec),
+      ]);
+    } else if (current.same) {
+      id = current.id;
+      outcome = 'unchanged';
+    } else {
+      id = current.id;
+      outcome = 'revised';
+      const revision = current.revision + 1;
+      await tx.query('INSERT INTO deployment_revisions (deployment_id, revision, spec) VALUES ($1, $2, $3::jsonb)', [
+        id,
+        revision,
+        JSON.stringify(spec),
+      ]);
+      await tx.query('UPDATE deployments SET revision = $2, updated_at = now() WHERE id = $1', [id, revision]);
+    }
+    const deployment = await findDeployment(tx, id);
+    return { deployment: deployment!, outcome };
+  });
+}
+
+/** A deployment by its ID or its name. */
+export async function findDeployment(db: Db, idOrName: string): Promise<Deployment | undefined> {
+  const [row] = await db.query<Row>(`${SELECT} WHERE d.id = $1 OR d.name = $1`, [idOrName]);
+  return row && fromRow(row);
+}
+
+export async function listDeployments(db: Db): Promise<Deployment[]> {
+  return (await db.query<Row>(`${SELECT} ORDER BY d.name`)).map(fromRow);
+}
+
+/** Marks an operator's stop (a request does not start it) or clears it (an operator's start). */
+export async function setOperatorStopped(db: Db, id: string, stopped: boolean): Promise<void> {
+  await db.query('UPDATE deployments SET operator_stopped = $2, updated_at = now() WHERE id = $1', [id, stopped]);
+}
+
+/** Records the checkpoint measurement of one revision; idempotent. */
+export async function recordCheckpoint(db: Db, id: string, revision: number, checkpoint: Record<string, unknown>): Promise<void> {
+  await db.query(
+    `UPDATE deployment_revisions SET checkpoint = $3::jsonb, measured_at = COALESCE(measured_at, now())
+     WHERE deployment_id = $1 AND revision = $2`,
+    [id, revision, JSON.stringify(checkpoint)],
+  );
+}
+
+/** Removes a deployment with its revisions, instances and wake references. True when it existed. */
+export async function deleteDeployment(db: Db, id: string): Promise<boolean> {
+  return (await db.query('DELETE FROM deployments WHERE id = $1 RETURNING id', [id])).length > 0;
+}

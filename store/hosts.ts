@@ -1,0 +1,92 @@
+/** Hosts, and the tokens they register with. */
+import { createHash, randomBytes } from 'node:crypto';
+import type { MemoryKind } from '../domain/vocabulary.js';
+import type { Db } from './db.js';
+
+export interface HostGpu {
+  index: number;
+  name: string;
+  memoryBytes: number;
+  memoryKind: MemoryKind;
+}
+
+export interface Host {
+  id: string;
+  gpus: HostGpu[];
+  hostRamBytes: number | null;
+  /** The host's own settings the server needs: its queue limits and activation policy. */
+  settings: Record<string, unknown>;
+  draining: boolean;
+  registeredAt: Date;
+  lastSeenAt: Date;
+}
+
+interface Row {
+  id: string;
+  gpus: HostGpu[];
+  host_ram_bytes: number | null;
+  settings: Record<string, unknown>;
+  draining: boolean;
+  registered_at: Date;
+  last_seen_at: Date;
+}
+
+const fromRow = (r: Row): Host => ({
+  id: r.id,
+  gpus: r.gpus,
+  hostRamBytes: r.host_ram_bytes,
+  settings: r.settings,
+  draining: r.draining,
+  registeredAt: r.registered_at,
+  lastSeenAt: r.last_seen_at,
+});
+
+const sha256 = (token: string) => createHash('sha256').update(token).digest('hex');
+
+/** A new host token; only its hash is stored, so the caller shows it once. */
+export async function issueHostToken(db: Db): Promise<string> {
+  const token = `capy_host_${randomBytes(24).toString('base64url')}`;
+  await db.query('INSERT INTO host_tokens (token_sha256) VALUES ($1)', [sha256(token)]);
+  return token;
+}
+
+export type Registration = Omit<Host, 'draining' | 'registeredAt' | 'lastSeenAt'>;
+
+/**
+ * Registers (or re-registers) a host with a token the server issued. A token is bound to the first
+ * host ID that uses it. Returns false for an unknown token or one bound to another host.
+ */
+export async function registerHost(db: Db, token: string, host: Registration): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const [bound] = await tx.query<{ host_id: string | null }>(
+      'SELECT host_id FROM host_tokens WHERE token_sha256 = $1 FOR UPDATE',
+      [sha256(token)],
+    );
+    if (!bound || (bound.host_id !== null && bound.host_id !== host.id)) return false;
+    await tx.query('UPDATE host_tokens SET host_id = $2 WHERE token_sha256 = $1', [sha256(token), host.id]);
+    await tx.query(
+      `INSERT INTO hosts (id, gpus, host_ram_bytes, settings) VALUES ($1, $2::jsonb, $3, $4::jsonb)
+       ON CONFLICT (id) DO UPDATE SET gpus = EXCLUDED.gpus, host_ram_bytes = EXCLUDED.host_ram_bytes,
+         settings = EXCLUDED.settings, last_seen_at = now()`,
+      [host.id, JSON.stringify(host.gpus), host.hostRamBytes, JSON.stringify(host.settings)],
+    );
+    return true;
+  });
+}
+
+export async function findHost(db: Db, id: string): Promise<Host | undefined> {
+  const [row] = await db.query<Row>('SELECT * FROM hosts WHERE id = $1', [id]);
+  return row && fromRow(row);
+}
+
+export async function listHosts(db: Db): Promise<Host[]> {
+  return (await db.query<Row>('SELECT * FROM hosts ORDER BY id')).map(fromRow);
+}
+
+export async function markHostSeen(db: Db, id: string): Promise<void> {
+  await db.query('UPDATE hosts SET last_seen_at = now() WHERE id = $1', [id]);
+}
+
+export async function setHostDraining(db: Db, id: string, draining: boolean): Promise<void> {
+  await db.query('UPDATE hosts SET draining = $2 WHERE id = $1', [id, draining]);
+}

@@ -1,0 +1,77 @@
+/** Instances: the store's mirror of what each host scheduler's ledger says a GPU holds. */
+import { instanceStates, type InstanceState, parkTiers, type ParkTier } from '../domain/vocabulary.js';
+import type { Db } from './db.js';
+
+export interface Instance {
+  deploymentId: string;
+  index: number;
+  hostId: string;
+  generation: number;
+  observedState: InstanceState;
+  parkTier: ParkTier | null;
+  gpuBytes: number;
+  hostRamBytes: number;
+  updatedAt: Date;
+}
+
+interface Row {
+  deployment_id: string;
+  instance_index: number;
+  host_id: string;
+  generation: number;
+  observed_state: string;
+  park_tier: string | null;
+  gpu_bytes: number;
+  host_ram_bytes: number;
+  updated_at: Date;
+}
+
+const fromRow = (r: Row): Instance => ({
+  deploymentId: r.deployment_id,
+  index: r.instance_index,
+  hostId: r.host_id,
+  generation: r.generation,
+  observedState: instanceStates.parse(r.observed_state),
+  parkTier: r.park_tier === null ? null : parkTiers.parse(r.park_tier),
+  gpuBytes: r.gpu_bytes,
+  hostRamBytes: r.host_ram_bytes,
+  updatedAt: r.updated_at,
+});
+
+export type InstanceUpdate = Omit<Instance, 'updatedAt'>;
+
+/**
+ * Writes an instance's observed state. Idempotent, and never goes back in time: an update with an
+ * older generation than the stored one is ignored (a late retry of an activity).
+ */
+export async function saveInstance(db: Db, i: InstanceUpdate): Promise<void> {
+  await db.query(
+    `INSERT INTO instances (deployment_id, instance_index, host_id, generation, observed_state, park_tier, gpu_bytes, host_ram_bytes)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     ON CONFLICT (deployment_id, instance_index) DO UPDATE SET
+       host_id = EXCLUDED.host_id, generation = EXCLUDED.generation, observed_state = EXCLUDED.observed_state,
+       park_tier = EXCLUDED.park_tier, gpu_bytes = EXCLUDED.gpu_bytes, host_ram_bytes = EXCLUDED.host_ram_bytes,
+       updated_at = now()
+     WHERE instances.generation <= EXCLUDED.generation`,
+    [
+      i.deploymentId,
+      i.index,
+      i.hostId,
+      i.generation,
+      instanceStates.parse(i.observedState),
+      i.parkTier === null ? null : parkTiers.parse(i.parkTier),
+      i.gpuBytes,
+      i.hostRamBytes,
+    ],
+  );
+}
+
+export async function listInstances(db: Db, filter: { deploymentId?: string; hostId?: string } = {}): Promise<Instance[]> {
+  const rows = await db.query<Row>(
+    `SELECT * FROM instances
+     WHERE ($1::text IS NULL OR deployment_id = $1) AND ($2::text IS NULL OR host_id = $2)
+     ORDER BY deployment_id, instance_index`,
+    [filter.deploymentId ?? null, filter.hostId ?? null],
+  );
+  return rows.map(fromRow);
+}

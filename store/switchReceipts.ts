@@ -1,0 +1,79 @@
+/** Switch receipts: what a switch released, what it woke, and how it ended. */
+import { type SwitchOutcome, switchOutcomes } from '../domain/vocabulary.js';
+import type { Db } from './db.js';
+
+export interface Victim {
+  deploymentId: string;
+  instanceIndex: number;
+  /** The receipt line, from `releaseLines` in the catalogue. */
+  released: string;
+}
+
+export interface SwitchReceipt {
+  switchId: string;
+  hostId: string;
+  targetDeploymentId: string | null;
+  victims: Victim[];
+  outcome: SwitchOutcome;
+  /** One line, as the Web UI shows it: "wake chat-b, park chat-a on gpu-box". */
+  summary: string;
+  startedAt: Date;
+  finishedAt: Date | null;
+}
+
+interface Row {
+  switch_id: string;
+  host_id: string;
+  target_deployment_id: string | null;
+  victims: Victim[];
+  outcome: string;
+  summary: string;
+  started_at: Date;
+  finished_at: Date | null;
+}
+
+const fromRow = (r: Row): SwitchReceipt => ({
+  switchId: r.switch_id,
+  hostId: r.host_id,
+  targetDeploymentId: r.target_deployment_id,
+  victims: r.victims,
+  outcome: switchOutcomes.parse(r.outcome),
+  summary: r.summary,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+});
+
+/** Writes a receipt; the switch's activities may retry, so the last write for a switch ID wins. */
+export async function saveSwitchReceipt(db: Db, r: SwitchReceipt): Promise<void> {
+  await db.query(
+    `INSERT INTO switch_receipts (switch_id, host_id, target_deployment_id, victims, outcome, summary, started_at, finished_at)
+     VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8)
+     ON CONFLICT (switch_id) DO UPDATE SET victims = EXCLUDED.victims, outcome = EXCLUDED.outcome,
+       summary = EXCLUDED.summary, finished_at = EXCLUDED.finished_at`,
+    [
+      r.switchId,
+      r.hostId,
+      r.targetDeploymentId,
+      JSON.stringify(r.victims),
+      switchOutcomes.parse(r.outcome),
+      r.summary,
+      r.startedAt,
+      r.finishedAt,
+    ],
+  );
+}
+
+export async function findSwitchReceipt(db: Db, switchId: string): Promise<SwitchReceipt | undefined> {
+  const [row] = await db.query<Row>('SELECT * FROM switch_receipts WHERE switch_id = $1', [switchId]);
+  return row && fromRow(row);
+}
+
+/** The newest receipts first, optionally only those whose target is one deployment. */
+export async function listSwitchReceipts(db: Db, filter: { targetDeploymentId?: string; limit?: number } = {}): Promise<SwitchReceipt[]> {
+  const rows = await db.query<Row>(
+    `SELECT * FROM switch_receipts WHERE ($1::text IS NULL OR target_deployment_id = $1)
+     ORDER BY started_at DESC LIMIT $2`,
+    [filter.targetDeploymentId ?? null, filter.limit ?? 100],
+  );
+  return rows.map(fromRow);
+}

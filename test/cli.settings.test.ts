@@ -1,0 +1,53 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { capyctl } from './support/capyctl.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'capyctl-cli-'));
+const file = (name: string, text: string) => {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+};
+
+describe('capyctl settings check', () => {
+  it('accepts the spec example and prints the effective settings as JSON', async () => {
+    const path = file('standalone.yaml', 'host:\n  resource_policy:\n    queue:\n      request_deadline: "3600s"\n');
+    const plain = await capyctl(['settings', 'check', 'standalone', '--file', path]);
+    expect(plain).toEqual({ code: 0, stdout: `${path}: valid\n`, stderr: '' });
+    const json = await capyctl(['settings', 'check', 'standalone', '--file', path, '--json']);
+    expect(JSON.parse(json.stdout).host.resource_policy.queue.request_deadline).toBe(3_600_000);
+  });
+
+  it('applies --set over the variable over the document in a real process', async () => {
+    const path = file('host.yaml', 'server:\n  token: t\nresource_policy:\n  queue:\n    max_pending_per_deployment: 10\n');
+    const env = { CAPYCTL_SET__RESOURCE_POLICY__QUEUE__MAX_PENDING_PER_DEPLOYMENT: '20' };
+    const read = async (sets: string[]) =>
+      JSON.parse((await capyctl(['settings', 'check', 'host', '--file', path, '--json', ...sets], env)).stdout).resource_policy.queue
+        .max_pending_per_deployment;
+    expect(await read([])).toBe(20);
+    expect(await read(['--set', 'resource_policy.queue.max_pending_per_deployment=0'])).toBe(0);
+  });
+
+  it('refuses a bad document with exit code 2 and one line per problem', async () => {
+    const path = file('bad.yaml', 'host:\n  resource_policy:\n    queue:\n      admission_window: 45s\n      colour: blue\n');
+    const result = await capyctl(['settings', 'check', 'standalone', '--file', path]);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toBe(
+      `invalid standalone settings in ${path}:\n` +
+        '  - host.resource_policy.queue.admission_window: 45s is out of range: allowed 1ms to 30s\n' +
+        '  - host.resource_policy.queue.colour: unknown key\n',
+    );
+  });
+
+  it('shows help with an example, and refuses an unknown command', async () => {
+    const help = await capyctl(['settings', 'check', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('example:\n  capyctl settings check standalone');
+    const unknown = await capyctl(['frobnicate']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr.split('\n')[0]).toBe('capyctl: unknown command "frobnicate"');
+  });
+});

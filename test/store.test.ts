@@ -1,0 +1,157 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { type Db, embeddedDb } from '../store/db.js';
+import { deleteDeployment, findDeployment, listDeployments, recordCheckpoint, saveDeployment, setOperatorStopped } from '../store/deployments.js';
+import { findHost, issueHostToken, listHosts, registerHost } from '../store/hosts.js';
+import { listInstances, saveInstance } from '../store/instances.js';
+import { bundledMigrations, migrate } from '../store/migrate.js';
+import { findSwitchReceipt, listSwitchReceipts, saveSwitchReceipt } from '../store/switchReceipts.js';
+import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
+import { loadSettings } from '../settings/load.js';
+import { type FreshDatabase, freshDatabase } from './support/postgres.js';
+
+const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+const spec = (text: string) => loadSettings('deployment', { text });
+const chatA = spec('name: chat-a\nengine: vllm\nmodel: Qwen3-4B\n');
+
+/** Every table, column and index, to compare a schema before and after. */
+const schemaOf = (db: Db) =>
+  db.query(
+    `SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns
+     WHERE table_schema = 'public' ORDER BY table_name, column_name`,
+  );
+
+describe.each([
+  ['Postgres', async () => freshDatabase(inject('postgresAdminUrl'))],
+  [
+    'PGlite',
+    async (): Promise<FreshDatabase> => {
+      const db = await embeddedDb();
+      return { url: 'memory://', db, drop: () => db.close() };
+    },
+  ],
+] as const)('migrations on %s', (_name, open) => {
+  let fresh: FreshDatabase;
+  beforeAll(async () => {
+    fresh = await open();
+  });
+  afterAll(() => fresh.drop());
+
+  it('apply to a fresh database, and a second time without change', async () => {
+    const versions = bundledMigrations().map((m) => m.version);
+    expect(versions.length).toBeGreaterThan(0);
+    expect(await migrate(fresh.db)).toEqual(versions);
+    const before = await schemaOf(fresh.db);
+    expect(before.map((c) => c.table_name)).toEqual(
+      expect.arrayContaining(['deployments', 'deployment_revisions', 'hosts', 'instances', 'wake_references', 'switch_receipts']),
+    );
+    expect(await migrate(fresh.db)).toEqual([]);
+    expect(await schemaOf(fresh.db)).toEqual(before);
+    const applied = await fresh.db.query<{ version: string }>('SELECT version FROM schema_migrations ORDER BY version');
+    expect(applied.map((r) => r.version)).toEqual(versions);
+  });
+});
+
+describe('the store on Postgres', () => {
+  let fresh: FreshDatabase;
+  let db: Db;
+  beforeAll(async () => {
+    fresh = await freshDatabase(inject('postgresAdminUrl'));
+    db = fresh.db;
+    await migrate(db);
+  });
+  afterAll(() => fresh.drop());
+
+  it('applies migrations once when several processes start together', async () => {
+    const other = await freshDatabase(inject('postgresAdminUrl'));
+    try {
+      const runs = await Promise.all([migrate(other.db), migrate(other.db), migrate(other.db)]);
+      expect(runs.flat()).toEqual(bundledMigrations().map((m) => m.version));
+    } finally {
+      await other.drop();
+    }
+  });
+
+  it('gives a deployment a ULID and makes a new revision only for a changed spec', async () => {
+    const created = await saveDeployment(db, chatA);
+    expect(created.outcome).toBe('created');
+    expect(created.deployment.id).toMatch(ULID);
+    expect(created.deployment).toMatchObject({ name: 'chat-a', revision: 1, spec: chatA, operatorStopped: false, checkpoint: null });
+
+    const again = await saveDeployment(db, spec('name: chat-a\nengine: vllm\nmodel: Qwen3-4B\n'));
+    expect(again.outcome).toBe('unchanged');
+    expect(again.deployment.revision).toBe(1);
+
+    const changed = spec('name: chat-a\nengine: vllm\nmodel: Qwen3-8B\n');
+    const revised = await saveDeployment(db, changed);
+    expect(revised.outcome).toBe('revised');
+    expect(revised.deployment).toMatchObject({ id: created.deployment.id, revision: 2, spec: changed });
+
+    expect((await findDeployment(db, 'chat-a'))?.id).toBe(created.deployment.id);
+    expect((await findDeployment(db, created.deployment.id))?.name).toBe('chat-a');
+    expect(await findDeployment(db, 'nope')).toBeUndefined();
+  });
+
+  it('records a checkpoint measurement, an operator stop, and deletes', async () => {
+    const { deployment } = await saveDeployment(db, spec('name: chat-b\nengine: sglang\nmodel: m\n'));
+    await recordCheckpoint(db, deployment.id, 1, { weight_bytes: 8_000_000_000 });
+    await setOperatorStopped(db, deployment.id, true);
+    expect(await findDeployment(db, 'chat-b')).toMatchObject({ checkpoint: { weight_bytes: 8_000_000_000 }, operatorStopped: true });
+    expect((await listDeployments(db)).map((d) => d.name)).toEqual(['chat-a', 'chat-b']);
+    expect(await deleteDeployment(db, deployment.id)).toBe(true);
+    expect(await deleteDeployment(db, deployment.id)).toBe(false);
+    expect((await listDeployments(db)).map((d) => d.name)).toEqual(['chat-a']);
+  });
+
+  it('registers a host only with a token it issued, bound to one host', async () => {
+    const token = await issueHostToken(db);
+    const gpus = [{ index: 0, name: 'sim-0', memoryBytes: 24 * 2 ** 30, memoryKind: 'discrete' as const }];
+    const host = { id: 'gpu-box', gpus, hostRamBytes: 64 * 2 ** 30, settings: { activation: 'on_demand' } };
+    expect(await registerHost(db, 'capy_host_unknown', host)).toBe(false);
+    expect(await registerHost(db, token, host)).toBe(true);
+    expect(await registerHost(db, token, host)).toBe(true);
+    expect(await registerHost(db, token, { ...host, id: 'other-box' })).toBe(false);
+    expect(await findHost(db, 'gpu-box')).toMatchObject({ gpus, hostRamBytes: 64 * 2 ** 30, draining: false });
+    expect((await listHosts(db)).map((h) => h.id)).toEqual(['gpu-box']);
+  });
+
+  it('keeps an instance at its newest generation', async () => {
+    const chat = (await findDeployment(db, 'chat-a'))!;
+    const base = { deploymentId: chat.id, index: 0, hostId: 'gpu-box', gpuBytes: 9 * 2 ** 30, hostRamBytes: 0, parkTier: null };
+    await saveInstance(db, { ...base, generation: 2, observedState: 'ready' });
+    await saveInstance(db, { ...base, generation: 1, observedState: 'stopped' });
+    expect(await listInstances(db, { deploymentId: chat.id })).toMatchObject([{ generation: 2, observedState: 'ready' }]);
+    await saveInstance(db, { ...base, generation: 2, observedState: 'parked', parkTier: 'host_ram', gpuBytes: 0, hostRamBytes: 8 * 2 ** 30 });
+    expect(await listInstances(db, { hostId: 'gpu-box' })).toMatchObject([{ observedState: 'parked', parkTier: 'host_ram', hostRamBytes: 8 * 2 ** 30 }]);
+  });
+
+  it('keeps the first answer of a generation and replaces it after a restart', async () => {
+    const chat = (await findDeployment(db, 'chat-a'))!;
+    const ref = { deploymentId: chat.id, instanceIndex: 0, revision: 2, probe: { prompt: 'p' } };
+    await recordWakeReference(db, { ...ref, generation: 2, answer: { text: 'first' } });
+    await recordWakeReference(db, { ...ref, generation: 2, answer: { text: 'retry' } });
+    expect((await findWakeReference(db, chat.id, 0))?.answer).toEqual({ text: 'first' });
+    await recordWakeReference(db, { ...ref, generation: 3, answer: { text: 'after restart' } });
+    expect(await findWakeReference(db, chat.id, 0)).toMatchObject({ generation: 3, answer: { text: 'after restart' } });
+  });
+
+  it('writes a switch receipt idempotently', async () => {
+    const receipt = {
+      switchId: '01M3R7A6YJW402N962HH17A66X',
+      hostId: 'gpu-box',
+      targetDeploymentId: 'T',
+      victims: [{ deploymentId: 'V', instanceIndex: 0, released: 'released: stopped (no room to park)' }],
+      outcome: 'running' as const,
+      summary: 'wake chat-b, park chat-a on gpu-box',
+      startedAt: new Date('2026-11-29T12:00:00Z'),
+      finishedAt: null,
+    };
+    await saveSwitchReceipt(db, receipt);
+    await saveSwitchReceipt(db, { ...receipt, outcome: 'released', finishedAt: new Date('2026-11-29T12:00:05Z') });
+    expect(await findSwitchReceipt(db, receipt.switchId)).toEqual({
+      ...receipt,
+      outcome: 'released',
+      finishedAt: new Date('2026-11-29T12:00:05Z'),
+    });
+    expect(await listSwitchReceipts(db, { targetDeploymentId: 'T' })).toHaveLength(1);
+  });
+});

@@ -1,0 +1,48 @@
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { searchAttributes } from '../workflows/definitions.js';
+import { searchableWorkflow } from './fixtures/searchableWorkflow.js';
+import { workerConnection } from './support/temporal.js';
+
+describe('the real Temporal dev server the harness started', () => {
+  let connection: Connection;
+  let client: Client;
+  beforeAll(async () => {
+    connection = await Connection.connect({ address: inject('temporalAddress') });
+    client = new Client({ connection });
+  });
+  afterAll(() => connection.close());
+
+  it('has the project search attributes registered with their types', async () => {
+    const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
+    // The API's enum values: 2 = KEYWORD, 7 = KEYWORD_LIST.
+    expect(customAttributes).toMatchObject({ CapyTarget: 2, CapyVictims: 7, CapyHost: 2, CapyOutcome: 2 });
+  });
+
+  it('runs a workflow on a worker in this process and lists it by victim, as the Web UI would', async () => {
+    const taskQueue = `harness-${randomUUID()}`;
+    const worker = await Worker.create({
+      connection: await workerConnection(),
+      taskQueue,
+      workflowsPath: fileURLToPath(new URL('./fixtures/searchableWorkflow.ts', import.meta.url)),
+    });
+    const victim = `chat-${randomUUID().slice(0, 8)}`;
+    const result = await worker.runUntil(
+      client.workflow.execute(searchableWorkflow, { taskQueue, workflowId: `harness/${randomUUID()}`, args: ['chat-b', [victim], 'gpu-box'] }),
+    );
+    expect(result).toBe(`wake chat-b, park ${victim} on gpu-box`);
+
+    let listed: string[] = [];
+    for (let i = 0; i < 50 && listed.length === 0; i++) {
+      listed = [];
+      for await (const wf of client.workflow.list({ query: `${searchAttributes.victims.name} = '${victim}'` })) {
+        listed.push(wf.typedSearchAttributes.get(searchAttributes.target) ?? '');
+      }
+      if (listed.length === 0) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(listed).toEqual(['chat-b']);
+  });
+});
