@@ -1,8 +1,11 @@
 /** `capyctl`: finds the command named by the first words and runs it. */
 import { type Command, exitCodes } from './command.js';
+import { engineList } from './commands/engineList.js';
 import { settingsCheck } from './commands/settingsCheck.js';
+import { sim } from './commands/sim.js';
+import { startHost } from './commands/startHost.js';
 
-const commands: readonly Command[] = [settingsCheck];
+const commands: readonly Command[] = [settingsCheck, startHost, engineList, sim];
 
 function help(): string {
   const lines = commands.map((c) => `  ${c.words.join(' ').padEnd(18)} ${c.summary}`);

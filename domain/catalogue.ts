@@ -21,6 +21,7 @@ export const errorCodes = z.enum([
   'unauthorized',
   'invalid_request',
   'payload_too_large',
+  'internal',
 ]);
 export type ErrorCode = z.infer<typeof errorCodes>;
 
@@ -39,7 +40,7 @@ const error = (status: number, code: ErrorCode, retryable: boolean, message: str
 });
 
 /** The things an API error can say was not found. */
-export type Missing = 'deployment' | 'model' | 'host' | 'switch';
+export type Missing = 'deployment' | 'model' | 'host' | 'instance' | 'switch' | 'route';
 
 export const apiErrors = {
   // The spec's "Errors while waiting" table, row by row.
@@ -133,11 +134,15 @@ export const apiErrors = {
 
   // The API's own.
   notFound: (what: Missing, ref: string) => error(404, 'not_found', false, `${what} ${ref} not found`),
-  unauthorized: () =>
-    error(401, 'unauthorized', false, 'a valid admin token is required: send Authorization: Bearer <admin token>'),
+  unauthorized: (token: 'admin token' | 'host token') =>
+    error(401, 'unauthorized', false, `a valid ${token} is required: send Authorization: Bearer <${token}>`),
   invalidRequest: (detail: string) => error(400, 'invalid_request', false, detail),
   payloadTooLarge: (limitBytes: number) =>
     error(413, 'payload_too_large', false, `the request body is larger than ${limitBytes} bytes`),
+  engineUnreachable: (instance: string) =>
+    error(502, 'unavailable', true, `the engine of instance ${instance} did not answer; retry shortly`),
+  /** A bug, not a condition: logged with its stack, answered without it. */
+  internal: () => error(500, 'internal', true, 'internal error; it was logged'),
 } as const;
 
 /** The line a receipt prints for each way a victim was released. */

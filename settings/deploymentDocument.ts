@@ -17,6 +17,16 @@ export const deploymentDocument = z.strictObject({
       warm: z.boolean().default(false),
     })
     .prefault({}),
+  /**
+   * A decision model answers a fixed decision with one option and a probability per option; the
+   * wake check compares those instead of a fixed prompt's text.
+   */
+  decision: z
+    .strictObject({
+      prompt: z.string().min(1),
+      options: z.array(z.string().min(1)).min(2),
+    })
+    .optional(),
   /** The hosts it may run on; left out, any host. */
   hosts: z.array(label).min(1).optional(),
 });

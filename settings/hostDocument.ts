@@ -1,7 +1,7 @@
 /** host.yaml (`capyctl start host`), and the `host:` section of a standalone document. */
 import { z } from 'zod';
 import { activations, memoryKinds } from '../domain/vocabulary.js';
-import { address, bytes, label } from './fields.js';
+import { address, bytes, durationMs, label } from './fields.js';
 import { queueSettings, REQUEST_DEADLINE_DEFAULT_MS } from './queue.js';
 import { temporalSettings } from './temporal.js';
 
@@ -13,6 +13,19 @@ const declaredGpu = z.strictObject({
   memory_kind: memoryKinds.default('discrete'),
 });
 
+/**
+ * How the host launches an engine: the command its arguments follow. Point it at the engine
+ * simulator (`["capyctl", "sim", "vllm"]`) to run without a GPU.
+ */
+const engineLaunch = (command: string[]) =>
+  z
+    .strictObject({
+      command: z.array(z.string().min(1)).min(1).default(command),
+      /** The engine's version when known ahead of a launch (some capability rules depend on it). */
+      version: z.string().min(1).optional(),
+    })
+    .prefault({});
+
 /** What a host says about itself, in a host document and in a standalone's `host:` section alike. */
 export const hostSection = (requestDeadlineDefaultMs: number) =>
   z.strictObject({
@@ -21,6 +34,17 @@ export const hostSection = (requestDeadlineDefaultMs: number) =>
     lifecycle: z.strictObject({ activation: activations.default('on_demand') }).prefault({}),
     gpus: z.array(declaredGpu).default([]),
     host_ram: bytes(GiB / 4, 65_536 * GiB).optional(),
+    /** How long a stopping host lets a running engine operation (a park, a wake) finish. */
+    shutdown_grace: durationMs(1_000, 600_000).default(60_000),
+    /** How long a stopped engine gets to exit after SIGTERM before it is killed. */
+    engine_stop_grace: durationMs(100, 600_000).default(30_000),
+    engines: z
+      .strictObject({
+        vllm: engineLaunch(['vllm', 'serve']),
+        sglang: engineLaunch(['python3', '-m', 'sglang.launch_server']),
+        tensorfold: engineLaunch(['tensorfold', 'serve']),
+      })
+      .prefault({}),
   });
 
 export const hostDocument = hostSection(REQUEST_DEADLINE_DEFAULT_MS.server).extend({
@@ -30,6 +54,15 @@ export const hostDocument = hostSection(REQUEST_DEADLINE_DEFAULT_MS.server).exte
       token: z.string().min(1, 'is required: the host token the server issued'),
     }),
   temporal: temporalSettings('127.0.0.1:7233').prefault({}),
-  ingress: z.strictObject({ listen: address.default('0.0.0.0:7080') }).prefault({}),
+  /** Where the server's requests come in, forwarded to the local engines. */
+  ingress: z
+    .strictObject({
+      listen: address.default('0.0.0.0:7080'),
+      /** How the server reaches it; defaults to the listen address (with 127.0.0.1 for 0.0.0.0). */
+      url: z.url().optional(),
+    })
+    .prefault({}),
+  /** Engine logs and the simulated GPUs' ledger. */
+  data_dir: z.string().min(1).default('.capyctl-host'),
 });
 export type HostSettings = z.output<typeof hostDocument>;

@@ -58,19 +58,22 @@ export async function embeddedDb(dataDir?: string): Promise<Db> {
   const { PGlite } = await import('@electric-sql/pglite');
   const pglite = await PGlite.create(dataDir);
   type Queryable = Pick<typeof pglite, 'query'>;
-  const over = (q: Queryable, transaction: Db['transaction']): Db => ({
+  const over = (q: Queryable, transaction: Db['transaction'], close: Db['close']): Db => ({
     async query<R extends object>(sql: string, params: readonly unknown[] = []) {
       return (await q.query<R>(sql, params as unknown[])).rows;
     },
     transaction,
-    close: () => pglite.close(),
+    close,
   });
   // PGlite has a single connection: a nested transaction joins the one that is open.
-  const db: Db = over(pglite, (work) =>
-    pglite.transaction(async (t) => {
-      const tx: Db = over(t, (inner) => inner(tx));
-      return work(tx);
-    }),
+  const db: Db = over(
+    pglite,
+    (work) =>
+      pglite.transaction(async (t) => {
+        const tx: Db = over(t, (inner) => inner(tx), async () => {});
+        return work(tx);
+      }),
+    () => pglite.close(),
   );
   return db;
 }

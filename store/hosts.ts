@@ -74,6 +74,14 @@ export async function registerHost(db: Db, token: string, host: Registration): P
   });
 }
 
+/** The host a token is bound to; undefined for an unknown token or one no host registered with yet. */
+export async function hostForToken(db: Db, token: string): Promise<string | undefined> {
+  const [row] = await db.query<{ host_id: string | null }>('SELECT host_id FROM host_tokens WHERE token_sha256 = $1', [
+    sha256(token),
+  ]);
+  return row?.host_id ?? undefined;
+}
+
 export async function findHost(db: Db, id: string): Promise<Host | undefined> {
   const [row] = await db.query<Row>('SELECT * FROM hosts WHERE id = $1', [id]);
   return row && fromRow(row);

@@ -78,7 +78,8 @@ describe('the other codes the spec names', () => {
     [apiErrors.wakeUncertain(ID, 300_000), 503, 'wake_uncertain', true],
     [apiErrors.parkedCapacity(ID), 409, 'parked_capacity', false],
     [apiErrors.notFound('deployment', ID), 404, 'not_found', false],
-    [apiErrors.unauthorized(), 401, 'unauthorized', false],
+    [apiErrors.unauthorized('admin token'), 401, 'unauthorized', false],
+    [apiErrors.unauthorized('host token'), 401, 'unauthorized', false],
   ] as const)('%#: %s', (error, status, code, retryable) => {
     const reply = renderApiError(error);
     expect([reply.status, reply.body.code, reply.body.retryable]).toEqual([status, code, retryable]);

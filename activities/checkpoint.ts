@@ -1,0 +1,57 @@
+/**
+ * Measuring a checkpoint: how many bytes of weights it brings to a GPU, read from the files on the
+ * host (a local folder, or the Hugging Face cache), or declared to the engine simulator.
+ */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { dialectNames, parseSimArgs } from '../simulator/args.js';
+
+export interface Checkpoint {
+  weightBytes: number;
+  /** The GPU memory the engine takes beyond the weights (KV cache), when the launch says. */
+  kvBytes: number;
+  source: 'simulator' | 'files';
+}
+
+const WEIGHT_FILE = /\.(safetensors|bin|pt|gguf)$/;
+
+function sizeOfWeights(dir: string): number {
+  let total = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) total += sizeOfWeights(path);
+    else if (WEIGHT_FILE.test(entry.name)) total += statSync(path).size; // follows the HF cache's symlinks
+  }
+  return total;
+}
+
+/** The folder a model's weights are in: the path itself, or its newest snapshot in the HF cache. */
+function checkpointFolder(model: string): string | undefined {
+  if (existsSync(model) && statSync(model).isDirectory()) return model;
+  const hub = join(process.env.HF_HOME ?? join(homedir(), '.cache', 'huggingface'), 'hub');
+  const snapshots = join(hub, `models--${model.replaceAll('/', '--')}`, 'snapshots');
+  if (!existsSync(snapshots)) return undefined;
+  const newest = readdirSync(snapshots)
+    .map((name) => ({ name, mtime: statSync(join(snapshots, name)).mtimeMs }))
+    .sort((a, b) => b.mtime - a.mtime)[0];
+  return newest && join(snapshots, newest.name);
+}
+
+/**
+ * `args`: everything the engine is launched with (the host's command and the deployment's extra
+ * arguments). An engine simulator's checkpoint is what its flags declare, read by the simulator's
+ * own parser; a real one is measured on disk. Throws when it is on neither.
+ */
+export function measureCheckpoint(model: string, args: readonly string[]): Checkpoint {
+  const sim = args.findIndex((a, i) => a === 'sim' && (dialectNames as readonly string[]).includes(args[i + 1] ?? ''));
+  if (sim >= 0) {
+    const config = parseSimArgs([...args.slice(sim + 1), '--model', model]);
+    return { weightBytes: config.weightsBytes, kvBytes: config.kvBytes, source: 'simulator' };
+  }
+  const folder = checkpointFolder(model);
+  if (!folder) throw new Error(`checkpoint ${model} is not on this host: neither a folder nor in the Hugging Face cache`);
+  const weightBytes = sizeOfWeights(folder);
+  if (weightBytes === 0) throw new Error(`checkpoint ${model} has no weight files in ${folder}`);
+  return { weightBytes, kvBytes: 0, source: 'files' };
+}

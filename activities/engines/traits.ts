@@ -1,0 +1,42 @@
+/**
+ * What each engine can do, as plain facts. The capability rules, the adapters and
+ * `capyctl engine list` all read them here, so the three never disagree.
+ */
+import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
+import type { EngineAdapter } from './engine.js';
+
+export interface EngineTraits {
+  /** The tiers it can park at; empty when it cannot park and stops instead. */
+  parkTiers: readonly ParkTier[];
+  /**
+   * CapyCTL's default of requests run at once, passed at launch when nothing else sets it; undefined
+   * when CapyCTL passes nothing and the engine chooses at start.
+   */
+  defaultMaxRunning: number | undefined;
+  /** The launch option that bounds the requests it runs at once. */
+  maxRunningOption: string;
+  /**
+   * True when the tier is fixed when the engine starts rather than chosen at each park: SGLang copies
+   * released weights to host RAM only when launched with `--enable-weights-cpu-backup`.
+   */
+  tierFixedAtLaunch: boolean;
+}
+
+export const engineTraits: Readonly<Record<EngineName, EngineTraits>> = {
+  // vLLM's own default (256, or 1024 on large cards) is far above the 32 a model runs at once here.
+  vllm: { parkTiers: ['host_ram', 'deep'], defaultMaxRunning: 32, maxRunningOption: '--max-num-seqs', tierFixedAtLaunch: false },
+  // SGLang sizes its batch from the memory left after the weights; it reports the figure it chose.
+  sglang: {
+    parkTiers: ['host_ram', 'deep', 'kv_only'],
+    defaultMaxRunning: undefined,
+    maxRunningOption: '--max-running-requests',
+    tierFixedAtLaunch: true,
+  },
+  tensorfold: { parkTiers: [], defaultMaxRunning: 8, maxRunningOption: '--max-running', tierFixedAtLaunch: false },
+};
+
+/** The adapter's fields that are facts, not behaviour. */
+export function adapterFacts(name: EngineName): Pick<EngineAdapter, 'name' | 'canPark' | 'parkTiers' | 'defaultMaxRunning'> {
+  const { parkTiers, defaultMaxRunning } = engineTraits[name];
+  return { name, canPark: parkTiers.length > 0, parkTiers, defaultMaxRunning };
+}

@@ -1,0 +1,178 @@
+/**
+ * The engine activities a host agent runs on its task queue `host-<hostId>`. Built by a factory
+ * from the host's parts, so tests and the standalone wire the same code. Each is idempotent per
+ * instance generation: a retry after a lost reply finds the work done.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import { freePort } from '../deploy/temporalDevServer.js';
+import type { EngineName, ParkTier } from '../domain/vocabulary.js';
+import type { EngineSupervisor, InstanceKey, SupervisedEngine } from '../hostAgent/supervisor.js';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+import { type Checkpoint, measureCheckpoint } from './checkpoint.js';
+import { type EngineAdapter, EngineError, type EngineLoad, type Probe, type ProbeAnswer } from './engines/engine.js';
+import { whileHeartbeating } from './heartbeat.js';
+
+/** Failure types the workflows read; EngineError kinds pass through under their own names. */
+export const hostFailureTypes = {
+  engineExited: 'engine_exited',
+  engineBusy: 'engine_busy',
+  notRunning: 'engine_not_running',
+  checkpointMissing: 'checkpoint_missing',
+} as const;
+
+const NON_RETRYABLE: ReadonlySet<EngineError['kind']> = new Set(['out_of_memory', 'reload_failed', 'refused']);
+const READY_POLL_MS = 250;
+
+export interface HostActivityDeps {
+  adapters: Record<EngineName, EngineAdapter>;
+  supervisor: EngineSupervisor;
+  /** The command each engine's arguments follow (the host document's `engines.<name>.command`). */
+  engineCommands: Record<EngineName, readonly string[]>;
+  /** Set for every engine when the host's GPUs are simulated. */
+  engineEnv: Record<string, string>;
+  engineStopGraceMs: number;
+  /** Requests the ingress is forwarding to an instance now. */
+  ingressInFlight: (key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>) => number;
+  logger: Logger;
+}
+
+export interface LaunchInput {
+  key: InstanceKey;
+  spec: DeploymentSpec;
+  gpuIndex: number;
+  parkTier: ParkTier | null;
+}
+
+export interface LaunchResult {
+  baseUrl: string;
+  pid: number;
+}
+
+/** Rethrows an engine's failure as the ApplicationFailure the workflows map to the spec's codes. */
+function asFailure(e: unknown): never {
+  if (e instanceof EngineError) {
+    throw ApplicationFailure.create({ message: e.message, type: e.kind, nonRetryable: NON_RETRYABLE.has(e.kind) });
+  }
+  throw e;
+}
+
+export function createHostActivities(deps: HostActivityDeps) {
+  const running = (key: InstanceKey): SupervisedEngine => {
+    const engine = deps.supervisor.get(key);
+    if (!engine || engine.key.generation !== key.generation || engine.exit !== undefined) {
+      throw ApplicationFailure.nonRetryable(
+        `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation} is not running on this host`,
+        hostFailureTypes.notRunning,
+      );
+    }
+    return engine;
+  };
+
+  const exitFailure = (engine: SupervisedEngine) => {
+    const tail = engine.exit?.outputTail ?? '';
+    const oom = /out of memory/i.test(tail);
+    return ApplicationFailure.nonRetryable(
+      `engine of ${engine.key.deploymentId}/${engine.key.instanceIndex} exited (code ${engine.exit?.code}, signal ${engine.exit?.signal})${oom ? ': out of memory' : ''}: ${tail.trim().split('\n').slice(-3).join(' | ')}`,
+      oom ? 'out_of_memory' : hostFailureTypes.engineExited,
+    );
+  };
+
+  return {
+    /** Measures the checkpoint a revision brings: its weights' bytes on the GPU. */
+    async measureCheckpoint(input: { spec: DeploymentSpec }): Promise<Checkpoint> {
+      try {
+        return measureCheckpoint(input.spec.model, [...deps.engineCommands[input.spec.engine], ...input.spec.extra_args]);
+      } catch (e) {
+        throw ApplicationFailure.nonRetryable((e as Error).message, hostFailureTypes.checkpointMissing);
+      }
+    },
+
+    async launchEngine(input: LaunchInput): Promise<LaunchResult> {
+      const adapter = deps.adapters[input.spec.engine];
+      const existing = deps.supervisor.get(input.key);
+      if (existing && existing.key.generation === input.key.generation && existing.exit === undefined) {
+        return { baseUrl: existing.endpoint.baseUrl, pid: existing.process.pid ?? 0 };
+      }
+      const port = await freePort();
+      const command = deps.engineCommands[input.spec.engine];
+      const plan = adapter.launch({
+        spec: input.spec,
+        command,
+        port,
+        gpuIndex: input.gpuIndex,
+        parkTier: input.parkTier,
+      });
+      plan.env = { ...deps.engineEnv, ...plan.env };
+      const engine = deps.supervisor.launch({
+        key: input.key,
+        spec: input.spec,
+        adapter,
+        command,
+        plan,
+        endpoint: { baseUrl: `http://127.0.0.1:${port}`, model: input.spec.name },
+        gpuIndex: input.gpuIndex,
+        parkTier: input.parkTier,
+      });
+      return { baseUrl: engine.endpoint.baseUrl, pid: engine.process.pid ?? 0 };
+    },
+
+    /** Waits for the engine's readiness route; the workflow bounds it with its start timeout. */
+    async awaitEngineReady(input: { key: InstanceKey }): Promise<void> {
+      const engine = running(input.key);
+      await whileHeartbeating(async (signal) => {
+        for (;;) {
+          if (engine.exit !== undefined) throw exitFailure(engine);
+          if (await engine.adapter.isReady(engine.endpoint, { signal }).catch(() => false)) break;
+          await Promise.race([sleep(READY_POLL_MS, undefined, { signal }), engine.exited]);
+        }
+      });
+      engine.stage = 'ready';
+    },
+
+    async probeEngine(input: { key: InstanceKey; probe: Probe }): Promise<ProbeAnswer> {
+      const engine = running(input.key);
+      return whileHeartbeating((signal) => engine.adapter.probe(engine.endpoint, input.probe, { signal })).catch(asFailure);
+    },
+
+    /** Parks at `tier`. Refuses (retryably) while anything still runs: a vLLM put to sleep busy crashes. */
+    async parkEngine(input: { key: InstanceKey; tier: ParkTier }): Promise<void> {
+      const engine = running(input.key);
+      if (engine.stage === 'parked') return;
+      const load = await engine.adapter.sampleLoad(engine.endpoint).catch(() => null);
+      const busy = deps.ingressInFlight(input.key) + (load ? load.running + load.waiting : 0);
+      if (busy > 0) {
+        throw ApplicationFailure.retryable(`instance ${input.key.deploymentId}/${input.key.instanceIndex} still has ${busy} request(s)`, hostFailureTypes.engineBusy);
+      }
+      engine.stage = 'parking';
+      await whileHeartbeating((signal) => engine.adapter.park(engine.endpoint, input.tier, { signal })).catch(asFailure);
+      engine.stage = 'parked';
+    },
+
+    /** Wakes from `tier`; the workflow bounds it with the wake window (then: wake_uncertain). */
+    async wakeEngine(input: { key: InstanceKey; tier: ParkTier }): Promise<void> {
+      const engine = running(input.key);
+      if (engine.stage === 'ready') return;
+      engine.stage = 'waking';
+      await whileHeartbeating((signal) => engine.adapter.wake(engine.endpoint, input.tier, { signal })).catch(asFailure);
+      engine.stage = 'ready';
+    },
+
+    async stopEngine(input: { key: InstanceKey }): Promise<void> {
+      await deps.supervisor.stop(input.key, deps.engineStopGraceMs);
+    },
+
+    async abortRequest(input: { key: InstanceKey; requestId: string }): Promise<void> {
+      const engine = running(input.key);
+      await engine.adapter.abort(engine.endpoint, input.requestId).catch(asFailure);
+    },
+
+    async sampleEngineLoad(input: { key: InstanceKey }): Promise<EngineLoad | null> {
+      const engine = running(input.key);
+      return engine.adapter.sampleLoad(engine.endpoint).catch(asFailure);
+    },
+  };
+}
+
+export type HostActivities = ReturnType<typeof createHostActivities>;

@@ -1,0 +1,54 @@
+/** `capyctl engine list [--json]`: what each engine can do, so a deployment can pick one. */
+import { parseArgs } from 'node:util';
+import { engineTraits } from '../../activities/engines/traits.js';
+import { engineNames } from '../../domain/vocabulary.js';
+import { type Command, exitCodes } from '../command.js';
+
+const enabled = (on: boolean) => (on ? 'enabled' : 'disabled');
+
+/** One engine as `--json` prints it; the table shows the same fields. */
+function engineRow(name: (typeof engineNames.options)[number]) {
+  const { parkTiers, defaultMaxRunning, maxRunningOption } = engineTraits[name];
+  return {
+    name,
+    deep_park: enabled(parkTiers.includes('deep')),
+    host_ram_park: enabled(parkTiers.includes('host_ram')),
+    /** null: the engine chooses at start and CapyCTL passes nothing. */
+    default_max_running: defaultMaxRunning ?? null,
+    max_running_option: maxRunningOption,
+  };
+}
+
+/**
+ * Laid out like the spec's `capyctl list deployments`: upper-case headers, each column as wide as
+ * its longest cell and three spaces more, the last one not padded.
+ */
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]! + 3))).join('');
+  return [header, ...rows].map(line).join('\n') + '\n';
+}
+
+export const engineList: Command = {
+  words: ['engine', 'list'],
+  summary: 'list the engines a deployment can name and how each parks',
+  usage: 'capyctl engine list [--json]',
+  example: 'capyctl engine list',
+  async run(args) {
+    const { values } = parseArgs({ args: [...args], options: { json: { type: 'boolean' } } });
+    const engines = engineNames.options.map(engineRow);
+    if (values.json) {
+      process.stdout.write(`${JSON.stringify(engines, null, 2)}\n`);
+      return exitCodes.ok;
+    }
+    const rows = engines.map((e) => [
+      e.name,
+      e.deep_park,
+      e.host_ram_park,
+      e.default_max_running === null ? 'chosen by engine' : String(e.default_max_running),
+      e.max_running_option,
+    ]);
+    process.stdout.write(table(['NAME', 'DEEP PARK', 'HOST RAM PARK', 'DEFAULT MAX RUNNING', 'MAX RUNNING OPTION'], rows));
+    return exitCodes.ok;
+  },
+};

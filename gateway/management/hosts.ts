@@ -1,0 +1,131 @@
+/**
+ * Routes a host agent calls with its host token: register, report load samples, report an
+ * engine that exited.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { apiErrors, CapyError } from '../../domain/catalogue.js';
+import { maxRunningSources, memoryKinds } from '../../domain/vocabulary.js';
+import { hostForToken, registerHost } from '../../store/hosts.js';
+import type { Db } from '../../store/db.js';
+import type { LoadBoard } from '../loadBoard.js';
+
+export const registrationBody = z.strictObject({
+  host_id: z.string().min(1),
+  gpus: z.array(
+    z.strictObject({
+      index: z.number().int().min(0),
+      name: z.string(),
+      memory_bytes: z.number().int().positive(),
+      memory_kind: memoryKinds,
+    }),
+  ),
+  host_ram_bytes: z.number().int().positive(),
+  /** The host's settings the server applies: queue limits (tightest of hosts) and activation. */
+  settings: z.record(z.string(), z.unknown()),
+  /** Where the server reaches the host's ingress. */
+  ingress_url: z.url(),
+});
+export type RegistrationBody = z.infer<typeof registrationBody>;
+
+export const samplesBody = z.strictObject({
+  sampled_at_ms: z.number().int().positive(),
+  instances: z.array(
+    z.strictObject({
+      deployment_id: z.string().min(1),
+      instance_index: z.number().int().min(0),
+      generation: z.number().int().min(0),
+      ingress_in_flight: z.number().int().min(0),
+      engine: z
+        .strictObject({ running: z.number().min(0), waiting: z.number().min(0), kv_usage_ppm: z.number().int().min(0).max(1_000_000) })
+        .nullable(),
+      max_running: z.strictObject({ count: z.number().int().positive().optional(), source: maxRunningSources }),
+    }),
+  ),
+});
+export type SamplesBody = z.infer<typeof samplesBody>;
+
+export const engineExitBody = z.strictObject({
+  deployment_id: z.string().min(1),
+  instance_index: z.number().int().min(0),
+  generation: z.number().int().min(0),
+  exit_code: z.number().int().nullable(),
+  signal: z.string().nullable(),
+});
+export type EngineExitBody = z.infer<typeof engineExitBody>;
+
+/** What the server does when a host reports; the lifecycle hooks in here. */
+export interface HostEventSink {
+  registered(hostId: string, body: RegistrationBody): Promise<void>;
+  engineExited(hostId: string, exit: EngineExitBody): Promise<void>;
+}
+
+const hostParams = z.strictObject({ hostId: z.string().min(1) });
+
+const bearer = (request: FastifyRequest) => /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1];
+
+export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSink }) {
+  // A token is checked against the store once, then remembered: samples arrive every second.
+  const known = new Map<string, string>();
+  async function requireHost(request: FastifyRequest<{ Params: { hostId: string } }>) {
+    const token = bearer(request);
+    const hostId = token && (known.get(token) ?? (await hostForToken(deps.db, token)));
+    if (!token || hostId !== request.params.hostId) throw new CapyError(apiErrors.unauthorized('host token'));
+    known.set(token, hostId);
+  }
+
+  return async (app: FastifyInstance) => {
+    const routes = app.withTypeProvider<ZodTypeProvider>();
+
+    routes.post('/management/v1/hosts/register', { schema: { body: registrationBody } }, async (request) => {
+      const token = bearer(request);
+      const { body } = request;
+      const registration = {
+        id: body.host_id,
+        gpus: body.gpus.map((g) => ({ index: g.index, name: g.name, memoryBytes: g.memory_bytes, memoryKind: g.memory_kind })),
+        hostRamBytes: body.host_ram_bytes,
+        settings: { ...body.settings, ingress_url: body.ingress_url },
+      };
+      if (!token || !(await registerHost(deps.db, token, registration))) throw new CapyError(apiErrors.unauthorized('host token'));
+      known.set(token, body.host_id);
+      await deps.events.registered(body.host_id, body);
+      request.log.info({ hostId: body.host_id, gpus: body.gpus.length }, 'host registered');
+      return { host_id: body.host_id };
+    });
+
+    routes.post(
+      '/management/v1/hosts/:hostId/samples',
+      { schema: { params: hostParams, body: samplesBody }, preHandler: requireHost },
+      async (request, reply) => {
+        const { hostId } = request.params;
+        const sampledAtMs = Math.min(request.body.sampled_at_ms, Date.now());
+        deps.board.record(
+          request.body.instances.map((i) => ({
+            hostId,
+            deploymentId: i.deployment_id,
+            instanceIndex: i.instance_index,
+            generation: i.generation,
+            sampledAtMs,
+            ingressInFlight: i.ingress_in_flight,
+            engine: i.engine,
+            maxRunning: i.max_running,
+          })),
+        );
+        return reply.code(204).send();
+      },
+    );
+
+    routes.post(
+      '/management/v1/hosts/:hostId/engine-exits',
+      { schema: { params: hostParams, body: engineExitBody }, preHandler: requireHost },
+      async (request, reply) => {
+        const exit = request.body;
+        deps.board.forget(exit.deployment_id, exit.instance_index, exit.generation);
+        request.log.warn({ hostId: request.params.hostId, ...exit }, 'engine exited');
+        await deps.events.engineExited(request.params.hostId, exit);
+        return reply.code(204).send();
+      },
+    );
+  };
+}

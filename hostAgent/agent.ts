@@ -1,0 +1,135 @@
+/**
+ * The host agent (`capyctl start host`): registers the machine's GPUs with the server, runs the
+ * engine activities on `host-<hostId>`, supervises the engines, reports their load every second
+ * and forwards the server's requests to them.
+ */
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { adapters } from '../activities/engines/index.js';
+import { createHostActivities } from '../activities/hostActivities.js';
+import type { EngineName } from '../domain/vocabulary.js';
+import { installTemporalRuntime } from '../logging/temporalRuntime.js';
+import type { HostSettings } from '../settings/hostDocument.js';
+import { createSimulatedGpu } from '../simulator/gpuLedger.js';
+import { taskQueues } from '../workflows/definitions.js';
+import { discoverGpus, hostRamBytes } from './gpus.js';
+import { Ingress } from './ingress.js';
+import { LoadSampler } from './loadSampler.js';
+import { RegistrationRefused, ServerClient } from './serverClient.js';
+import { EngineSupervisor } from './supervisor.js';
+
+export interface RunningHostAgent {
+  hostId: string;
+  ingressUrl: string;
+  /** Stops sampling, lets running engine operations finish (the shutdown grace), then stops the engines. */
+  stop(): Promise<void>;
+}
+
+const REGISTER_RETRY_MS = 1_000;
+
+/** The host's ID: declared, or the machine's name made a DNS label. */
+export const hostIdOf = (settings: Pick<HostSettings, 'id'>) =>
+  settings.id ?? (hostname().toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63) || 'host');
+
+async function registerUntilAccepted(server: ServerClient, body: Parameters<ServerClient['register']>[0], logger: Logger, signal: AbortSignal) {
+  for (;;) {
+    try {
+      await server.register(body);
+      return;
+    } catch (e) {
+      if (e instanceof RegistrationRefused || signal.aborted) throw e;
+      logger.warn({ err: (e as Error).message }, 'server not reachable yet; retrying registration');
+      await new Promise((r) => setTimeout(r, REGISTER_RETRY_MS));
+    }
+  }
+}
+
+export async function startHostAgent(settings: HostSettings, logger: Logger, signal = new AbortController().signal): Promise<RunningHostAgent> {
+  const hostId = hostIdOf(settings);
+  const log = logger.child({ hostId });
+  const dataDir = resolve(settings.data_dir);
+  const { gpus, simulated } = discoverGpus(settings);
+  const engineEnv: Record<string, string> = {};
+  if (simulated) {
+    const gpuDir = join(dataDir, 'sim-gpus');
+    for (const gpu of gpus) await createSimulatedGpu(gpuDir, gpu.index, gpu.memoryBytes);
+    engineEnv.CAPYCTL_SIM_GPU_DIR = gpuDir;
+  }
+
+  const server = new ServerClient(settings.server.url, settings.server.token, hostId);
+  const supervisor = new EngineSupervisor({
+    logDir: join(dataDir, 'engine-logs'),
+    logger: log,
+    onUnexpectedExit: (engine, exit) =>
+      void server
+        .reportEngineExit({
+          deployment_id: engine.key.deploymentId,
+          instance_index: engine.key.instanceIndex,
+          generation: engine.key.generation,
+          exit_code: exit.code,
+          signal: exit.signal,
+        })
+        .catch((e) => log.error({ err: e }, 'could not report an engine exit')),
+  });
+  const ingress = new Ingress(supervisor);
+  const [listenHost, listenPort] = [settings.ingress.listen.replace(/:\d+$/, ''), Number(settings.ingress.listen.split(':').pop())];
+  const { port } = await ingress.listen(listenHost, listenPort);
+  const ingressUrl = settings.ingress.url ?? `http://${listenHost === '0.0.0.0' ? '127.0.0.1' : listenHost}:${port}`;
+
+  await registerUntilAccepted(
+    server,
+    {
+      host_id: hostId,
+      gpus: gpus.map((g) => ({ index: g.index, name: g.name, memory_bytes: g.memoryBytes, memory_kind: g.memoryKind })),
+      host_ram_bytes: hostRamBytes(settings),
+      settings: { queue: settings.resource_policy.queue, activation: settings.lifecycle.activation },
+      ingress_url: ingressUrl,
+    },
+    log,
+    signal,
+  ).catch(async (e) => {
+    await ingress.close();
+    throw e;
+  });
+  log.info({ gpus: gpus.length, simulated, ingressUrl }, 'host registered');
+
+  installTemporalRuntime(log);
+  const connection = await NativeConnection.connect({ address: settings.temporal.address });
+  const engineCommands = Object.fromEntries(
+    Object.entries(settings.engines).map(([name, e]) => [name, e.command]),
+  ) as Record<EngineName, string[]>;
+  const worker = await Worker.create({
+    connection,
+    namespace: settings.temporal.namespace,
+    taskQueue: taskQueues.host(hostId),
+    activities: createHostActivities({
+      adapters,
+      supervisor,
+      engineCommands,
+      engineEnv,
+      engineStopGraceMs: settings.engine_stop_grace,
+      ingressInFlight: (key) => ingress.inFlightOf(key),
+      logger: log,
+    }),
+    shutdownGraceTime: settings.shutdown_grace,
+  });
+  const running = worker.run();
+  const sampler = new LoadSampler({ supervisor, ingress, server, logger: log });
+  sampler.start();
+
+  return {
+    hostId,
+    ingressUrl,
+    async stop() {
+      await sampler.stop();
+      worker.shutdown();
+      await running;
+      await supervisor.stopAll(settings.engine_stop_grace);
+      await ingress.close();
+      await connection.close();
+      log.info('host agent stopped');
+    },
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * The host's ingress: the server's requests for `/instances/<deploymentId>/<index>/<engine path>`
+ * are forwarded to that instance's local engine, bytes as they come, and counted while in flight.
+ * A client that goes away closes the engine's connection, which makes vLLM and SGLang abort.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import { Agent, request } from 'undici';
+import { apiErrors, renderApiError } from '../domain/catalogue.js';
+import type { EngineSupervisor, InstanceKey } from './supervisor.js';
+
+const ROUTE = /^\/instances\/([^/]+)\/(\d+)(\/.*)$/;
+// Hop-by-hop headers are the connection's own, not the request's.
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'host']);
+
+const forwardable = (headers: IncomingMessage['headers']) =>
+  Object.fromEntries(Object.entries(headers).filter(([name, value]) => !HOP_BY_HOP.has(name) && value !== undefined)) as Record<
+    string,
+    string | string[]
+  >;
+
+export class Ingress {
+  private readonly inFlight = new Map<string, number>();
+  private readonly agent = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
+  private server: Server | undefined;
+
+  constructor(private readonly supervisor: EngineSupervisor) {}
+
+  /** Requests being forwarded to an instance now (`ingress_in_flight`). */
+  inFlightOf(key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>): number {
+    return this.inFlight.get(`${key.deploymentId}/${key.instanceIndex}`) ?? 0;
+  }
+
+  async listen(host: string, port: number): Promise<{ port: number }> {
+    this.server = createServer((req, res) => void this.forward(req, res));
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(port, host, () => resolve());
+    });
+    return { port: (this.server.address() as { port: number }).port };
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    await this.agent.close();
+  }
+
+  private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const match = ROUTE.exec(req.url ?? '');
+    const engine = match && this.supervisor.get({ deploymentId: match[1]!, instanceIndex: Number(match[2]) });
+    if (!match || !engine || engine.exit !== undefined) {
+      const reply = renderApiError(apiErrors.notFound('instance', (req.url ?? '').split('/').slice(2, 4).join('/')));
+      res.writeHead(reply.status, reply.headers).end(JSON.stringify(reply.body));
+      req.resume();
+      return;
+    }
+    const key = `${match[1]}/${match[2]}`;
+    this.inFlight.set(key, (this.inFlight.get(key) ?? 0) + 1);
+    const abort = new AbortController();
+    res.once('close', () => abort.abort());
+    try {
+      const upstream = await request(`${engine.endpoint.baseUrl}${match[3]}`, {
+        method: req.method as 'POST',
+        headers: forwardable(req.headers),
+        body: req.method === 'GET' || req.method === 'HEAD' ? null : req,
+        dispatcher: this.agent,
+        signal: abort.signal,
+      });
+      const headers = Object.fromEntries(Object.entries(upstream.headers).filter(([name]) => !HOP_BY_HOP.has(name)));
+      res.writeHead(upstream.statusCode, headers as Record<string, string | string[]>);
+      res.flushHeaders();
+      await pipeline(upstream.body, res);
+    } catch {
+      if (!res.headersSent) {
+        const reply = renderApiError(apiErrors.engineUnreachable(key));
+        res.writeHead(reply.status, reply.headers).end(JSON.stringify(reply.body));
+      } else {
+        res.destroy();
+      }
+    } finally {
+      this.inFlight.set(key, (this.inFlight.get(key) ?? 1) - 1);
+    }
+  }
+}

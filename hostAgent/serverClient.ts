@@ -1,0 +1,40 @@
+/** The host agent's calls to the server's management listener, with its host token. */
+import { request } from 'undici';
+import type { EngineExitBody, RegistrationBody, SamplesBody } from '../gateway/management/hosts.js';
+
+/** The server refused the host token: retrying will not help. */
+export class RegistrationRefused extends Error {}
+
+export class ServerClient {
+  constructor(
+    private readonly serverUrl: string,
+    private readonly token: string,
+    private readonly hostId: string,
+  ) {}
+
+  private async post(path: string, body: unknown): Promise<number> {
+    const response = await request(new URL(path, this.serverUrl), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      headersTimeout: 5_000,
+      bodyTimeout: 5_000,
+    });
+    const text = await response.body.text();
+    if (response.statusCode === 401) throw new RegistrationRefused(`the server at ${this.serverUrl} refused the host token: ${text}`);
+    if (response.statusCode >= 300) throw new Error(`POST ${path} answered ${response.statusCode}: ${text}`);
+    return response.statusCode;
+  }
+
+  async register(body: RegistrationBody): Promise<void> {
+    await this.post('/management/v1/hosts/register', body);
+  }
+
+  async reportSamples(body: SamplesBody): Promise<void> {
+    await this.post(`/management/v1/hosts/${encodeURIComponent(this.hostId)}/samples`, body);
+  }
+
+  async reportEngineExit(body: EngineExitBody): Promise<void> {
+    await this.post(`/management/v1/hosts/${encodeURIComponent(this.hostId)}/engine-exits`, body);
+  }
+}

@@ -1,0 +1,160 @@
+/**
+ * The engine processes of one host: started, watched and stopped here, nowhere else. An exit
+ * nobody asked for is reported through `onUnexpectedExit`.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { EngineAdapter, EngineEndpoint, LaunchPlan } from '../activities/engines/engine.js';
+import type { ParkTier } from '../domain/vocabulary.js';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+
+/** One start of one instance's engine: a new generation is a new process. */
+export interface InstanceKey {
+  deploymentId: string;
+  instanceIndex: number;
+  generation: number;
+}
+
+/** Where an engine stands, as the host's own operations moved it. */
+export type EngineStage = 'starting' | 'ready' | 'parking' | 'parked' | 'waking';
+
+export interface EngineExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** The last lines the engine wrote, for the error a failed start or wake reports. */
+  outputTail: string;
+}
+
+export interface SupervisedEngine {
+  key: InstanceKey;
+  spec: DeploymentSpec;
+  adapter: EngineAdapter;
+  /** The host's command for this engine, which the launch arguments followed. */
+  command: readonly string[];
+  endpoint: EngineEndpoint;
+  gpuIndex: number;
+  /** The tier it parks at, chosen at launch; null when it stops instead. */
+  parkTier: ParkTier | null;
+  stage: EngineStage;
+  process: ChildProcess;
+  /** Resolves when the process has exited, for whatever reason. */
+  exited: Promise<EngineExit>;
+  /** Set once it has exited. */
+  exit: EngineExit | undefined;
+}
+
+export interface LaunchRequest {
+  key: InstanceKey;
+  spec: DeploymentSpec;
+  adapter: EngineAdapter;
+  command: readonly string[];
+  plan: LaunchPlan;
+  endpoint: EngineEndpoint;
+  gpuIndex: number;
+  parkTier: ParkTier | null;
+}
+
+const TAIL_BYTES = 4_096;
+const slot = (k: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>) => `${k.deploymentId}/${k.instanceIndex}`;
+export const sameStart = (a: InstanceKey, b: InstanceKey) =>
+  a.deploymentId === b.deploymentId && a.instanceIndex === b.instanceIndex && a.generation === b.generation;
+
+export class EngineSupervisor {
+  private readonly engines = new Map<string, SupervisedEngine>();
+  private readonly stopping = new WeakSet<ChildProcess>();
+
+  constructor(
+    private readonly deps: {
+      logDir: string;
+      logger: Logger;
+      onUnexpectedExit: (engine: SupervisedEngine, exit: EngineExit) => void;
+    },
+  ) {
+    mkdirSync(deps.logDir, { recursive: true });
+  }
+
+  /** The engine an instance runs now, if any. */
+  get(key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>): SupervisedEngine | undefined {
+    return this.engines.get(slot(key));
+  }
+
+  list(): SupervisedEngine[] {
+    return [...this.engines.values()];
+  }
+
+  /** Starts the engine of `key`; the same start asked again returns the one running (a retried activity). */
+  launch(request: LaunchRequest): SupervisedEngine {
+    const running = this.get(request.key);
+    if (running && sameStart(running.key, request.key) && running.exit === undefined) return running;
+    if (running && running.exit === undefined) {
+      throw new Error(`instance ${slot(request.key)} already runs generation ${running.key.generation}; stop it first`);
+    }
+    const [command, ...args] = request.plan.argv;
+    const log = createWriteStream(join(this.deps.logDir, `${request.key.deploymentId}-${request.key.instanceIndex}.log`), { flags: 'a' });
+    const child = spawn(command!, args, {
+      env: { ...process.env, ...request.plan.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let tail = '';
+    const keep = (chunk: Buffer) => {
+      log.write(chunk);
+      tail = (tail + chunk.toString('utf8')).slice(-TAIL_BYTES);
+    };
+    child.stdout!.on('data', keep);
+    child.stderr!.on('data', keep);
+
+    const engine: SupervisedEngine = {
+      ...request,
+      stage: 'starting',
+      process: child,
+      exit: undefined,
+      exited: new Promise<EngineExit>((resolve) => {
+        const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+          const exit = { code, signal, outputTail: tail };
+          engine.exit = exit;
+          log.end();
+          resolve(exit);
+        };
+        child.once('error', (e) => {
+          tail += `\n${e.message}`;
+          finish(null, null);
+        });
+        child.once('exit', finish);
+      }),
+    };
+    void engine.exited.then((exit) => {
+      if (this.get(request.key) === engine && !this.stopping.has(child)) {
+        this.engines.delete(slot(request.key));
+        this.deps.logger.warn({ ...request.key, code: exit.code, signal: exit.signal }, 'engine exited unexpectedly');
+        this.deps.onUnexpectedExit(engine, exit);
+      }
+    });
+    this.engines.set(slot(request.key), engine);
+    this.deps.logger.info({ ...request.key, argv: request.plan.argv, pid: child.pid }, 'engine launched');
+    return engine;
+  }
+
+  /**
+   * Stops an instance's engine: SIGTERM, then SIGKILL after `graceMs`. Stopping one that is not
+   * running (or a newer generation than asked) does nothing, so a retried stop is harmless.
+   */
+  async stop(key: InstanceKey, graceMs: number): Promise<void> {
+    const engine = this.get(key);
+    if (!engine || engine.key.generation > key.generation) return;
+    this.stopping.add(engine.process);
+    if (engine.exit === undefined) {
+      engine.process.kill('SIGTERM');
+      const killer = setTimeout(() => engine.process.kill('SIGKILL'), graceMs);
+      await engine.exited;
+      clearTimeout(killer);
+    }
+    if (this.get(key) === engine) this.engines.delete(slot(key));
+    this.deps.logger.info({ ...engine.key }, 'engine stopped');
+  }
+
+  async stopAll(graceMs: number): Promise<void> {
+    await Promise.all(this.list().map((e) => this.stop(e.key, graceMs)));
+  }
+}

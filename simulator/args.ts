@@ -1,0 +1,218 @@
+/**
+ * The simulator's command line: an engine's own flags (the few capyctl passes), the `--sim-*` flags,
+ * and every other flag accepted and ignored, because real engines take hundreds and a launch plan
+ * written for the real engine must start the simulator unchanged.
+ */
+import { parseBytes, parseDuration } from '../settings/units.js';
+
+export const dialectNames = ['vllm', 'sglang', 'tensorfold'] as const;
+export type DialectName = (typeof dialectNames)[number];
+
+export interface SimTimings {
+  loadMs: number;
+  parkMs: number;
+  wakeMs: number;
+  /** Reloading the weights from disk after a deep park. */
+  reloadMs: number;
+  /** Per request, before its first token. */
+  prefillMs: number;
+  /** Per stream. */
+  tokensPerS: number;
+}
+
+export interface SimConfig {
+  dialect: DialectName;
+  /** The checkpoint path: answers are derived from it, so renaming a model does not change them. */
+  model: string;
+  /** What `/v1/models` lists and requests must name. */
+  servedModelName: string;
+  host: string;
+  port: number;
+  /** Requests run at once; more wait inside the engine. */
+  maxRunning: number;
+  /** The value given on the command line, when there was one (SGLang reports it as such). */
+  maxRunningFlag: number | undefined;
+  weightsBytes: number;
+  kvBytes: number;
+  timings: SimTimings;
+  /** Set for a decision model: it answers one of these. */
+  decisionOptions: string[] | undefined;
+  enableSleepMode: boolean;
+  enableMemorySaver: boolean;
+  enableWeightsCpuBackup: boolean;
+  enableMetrics: boolean;
+  speculativeAlgorithm: string | undefined;
+}
+
+export class SimArgsError extends Error {
+  override name = 'SimArgsError';
+}
+
+type FlagKind = 'string' | 'boolean';
+
+/** The engine flags each dialect understands; the same flag means the same thing in every dialect. */
+const engineFlags: Record<DialectName, Record<string, FlagKind>> = {
+  vllm: {
+    model: 'string',
+    port: 'string',
+    host: 'string',
+    'enable-sleep-mode': 'boolean',
+    'max-num-seqs': 'string',
+    'served-model-name': 'string',
+  },
+  sglang: {
+    'model-path': 'string',
+    model: 'string',
+    port: 'string',
+    host: 'string',
+    'enable-memory-saver': 'boolean',
+    'enable-weights-cpu-backup': 'boolean',
+    'enable-metrics': 'boolean',
+    'max-running-requests': 'string',
+    'speculative-algorithm': 'string',
+    'served-model-name': 'string',
+  },
+  // The contract did not name --served-model-name for TensorFold; capyctl's adapters pass it to every engine.
+  tensorfold: { model: 'string', port: 'string', host: 'string', 'max-running': 'string', 'served-model-name': 'string' },
+};
+
+const simFlags: Record<string, FlagKind> = {
+  'sim-weights': 'string',
+  'sim-kv': 'string',
+  'sim-load-ms': 'string',
+  'sim-park-ms': 'string',
+  'sim-wake-ms': 'string',
+  'sim-reload-ms': 'string',
+  'sim-prefill-ms': 'string',
+  'sim-tokens-per-s': 'string',
+  'sim-decision': 'string',
+};
+
+const defaultPorts: Record<DialectName, number> = { vllm: 8000, sglang: 30000, tensorfold: 8080 };
+
+interface Scanned {
+  values: Map<string, string | true>;
+  positionals: string[];
+}
+
+/**
+ * Splits argv into known flags and positionals. An unknown `--flag` takes the next word as its value
+ * unless that word is itself a flag: engines' unknown booleans are rare before a positional, and a
+ * vLLM model given after one can be passed as `--model`.
+ */
+function scan(argv: readonly string[], known: Record<string, FlagKind>): Scanned {
+  const values = new Map<string, string | true>();
+  const positionals: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (!word.startsWith('-') || word === '-') {
+      positionals.push(word);
+      continue;
+    }
+    const eq = word.indexOf('=');
+    const name = word.slice(word.startsWith('--') ? 2 : 1, eq === -1 ? undefined : eq);
+    const inline = eq === -1 ? undefined : word.slice(eq + 1);
+    const kind = known[name];
+    const next = argv[i + 1];
+    const nextIsValue = next !== undefined && !next.startsWith('-');
+    if (kind === 'boolean') {
+      if (inline !== undefined && inline !== 'true' && inline !== 'false') throw new SimArgsError(`--${name} takes no value`);
+      if (inline !== 'false') values.set(name, true);
+    } else if (kind === 'string') {
+      const value = inline ?? (nextIsValue ? next : undefined);
+      if (value === undefined) throw new SimArgsError(`--${name} needs a value`);
+      if (inline === undefined) i++;
+      values.set(name, value);
+    } else if (inline === undefined && nextIsValue) {
+      i++; // an ignored engine flag's value
+    }
+  }
+  return { values, positionals };
+}
+
+function text(values: Scanned['values'], name: string): string | undefined {
+  const value = values.get(name);
+  return typeof value === 'string' ? value : undefined;
+}
+
+function count(values: Scanned['values'], name: string, min: number): number | undefined {
+  const raw = text(values, name);
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min) throw new SimArgsError(`--${name} ${raw}: expected an integer ≥ ${min}`);
+  return n;
+}
+
+function bytes(values: Scanned['values'], name: string, fallback: number): number {
+  const raw = text(values, name);
+  if (raw === undefined) return fallback;
+  const n = parseBytes(raw);
+  if (n === undefined) throw new SimArgsError(`--${name} ${raw}: expected a size such as 8GiB or 512MiB`);
+  return n;
+}
+
+/** Milliseconds, as a plain number (the flags end in -ms) or with a unit ("2s"). */
+function millis(values: Scanned['values'], name: string, fallback: number): number {
+  const raw = text(values, name);
+  if (raw === undefined) return fallback;
+  const n = /^\d+(\.\d+)?$/.test(raw) ? Number(raw) : parseDuration(raw);
+  if (n === undefined) throw new SimArgsError(`--${name} ${raw}: expected milliseconds or a duration such as 2s`);
+  return n;
+}
+
+function rate(values: Scanned['values'], name: string, fallback: number): number {
+  const raw = text(values, name);
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new SimArgsError(`--${name} ${raw}: expected a positive number`);
+  return n;
+}
+
+const GiB = 2 ** 30;
+
+/** Parses `DIALECT [engine args…]`; throws SimArgsError with a line for the user. */
+export function parseSimArgs(argv: readonly string[]): SimConfig {
+  const [dialect, ...rest] = argv;
+  if (!dialectNames.includes(dialect as DialectName)) {
+    throw new SimArgsError(`the first argument must be the dialect: ${dialectNames.join(', ')}`);
+  }
+  const name = dialect as DialectName;
+  const { values, positionals } = scan(rest, { ...engineFlags[name], ...simFlags });
+
+  const model = name === 'vllm' ? (positionals[0] ?? text(values, 'model')) : (text(values, 'model-path') ?? text(values, 'model'));
+  if (!model) throw new SimArgsError(name === 'vllm' ? 'the model is missing: vllm MODEL [--port P …]' : `--${name === 'sglang' ? 'model-path' : 'model'} is missing`);
+
+  const maxRunningFlag =
+    name === 'vllm' ? count(values, 'max-num-seqs', 1) : name === 'sglang' ? count(values, 'max-running-requests', 1) : count(values, 'max-running', 1);
+  const port = count(values, 'port', 0) ?? defaultPorts[name];
+  if (port > 65535) throw new SimArgsError(`--port ${port}: not a TCP port`);
+  const decision = text(values, 'sim-decision');
+  const decisionOptions = decision === undefined ? undefined : decision.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  if (decisionOptions !== undefined && decisionOptions.length === 0) throw new SimArgsError('--sim-decision needs at least one option');
+
+  return {
+    dialect: name,
+    model,
+    servedModelName: text(values, 'served-model-name') ?? model,
+    host: text(values, 'host') ?? '127.0.0.1',
+    port,
+    maxRunning: maxRunningFlag ?? (name === 'tensorfold' ? 8 : 256),
+    maxRunningFlag,
+    weightsBytes: bytes(values, 'sim-weights', 8 * GiB),
+    kvBytes: bytes(values, 'sim-kv', 2 * GiB),
+    timings: {
+      loadMs: millis(values, 'sim-load-ms', 2000),
+      parkMs: millis(values, 'sim-park-ms', 300),
+      wakeMs: millis(values, 'sim-wake-ms', 500),
+      reloadMs: millis(values, 'sim-reload-ms', 1500),
+      prefillMs: millis(values, 'sim-prefill-ms', 0),
+      tokensPerS: rate(values, 'sim-tokens-per-s', 50),
+    },
+    decisionOptions,
+    enableSleepMode: values.has('enable-sleep-mode'),
+    enableMemorySaver: values.has('enable-memory-saver'),
+    enableWeightsCpuBackup: values.has('enable-weights-cpu-backup'),
+    enableMetrics: values.has('enable-metrics'),
+    speculativeAlgorithm: text(values, 'speculative-algorithm'),
+  };
+}

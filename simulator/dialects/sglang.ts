@@ -1,0 +1,147 @@
+/**
+ * SGLang's own routes (engines.md): server and model info, metrics behind --enable-metrics,
+ * pause/continue, memory release/resume behind --enable-memory-saver, weight reload, cache flush
+ * and abort by request id.
+ */
+import { STATUS_CODES } from 'node:http';
+import type { Dialect } from '../dialect.js';
+import type { SimEngine } from '../engine.js';
+import { type Handler, type Router, sendEmpty, sendJson, sendText } from '../http.js';
+import type { MemoryParts } from '../memory.js';
+import { sendGauges } from '../metrics.js';
+import { MAX_MODEL_LEN } from '../openai.js';
+
+const VERSION = '0.5.4';
+
+function errorBody(status: number, message: string): unknown {
+  return { object: 'error', message, type: STATUS_CODES[status] ?? 'Internal Server Error', param: null, code: status };
+}
+
+/** `{"tags":[…]}` of weights, kv_cache and cuda_graph; none means all. CUDA graphs hold no simulated memory. */
+function memoryParts(body: unknown): MemoryParts {
+  const tags = (body as { tags?: unknown } | undefined)?.tags;
+  if (!Array.isArray(tags)) return { weights: true, kv: true };
+  return { weights: tags.includes('weights'), kv: tags.includes('kv_cache') };
+}
+
+export function sglangDialect(engine: SimEngine): Dialect {
+  const { config } = engine;
+  const maxTotalNumTokens = config.maxRunning * 64;
+
+  function serverInfo(): unknown {
+    return {
+      model_path: config.model,
+      tokenizer_path: config.model,
+      served_model_name: config.servedModelName,
+      host: config.host,
+      port: config.port,
+      // The command-line value, null when absent, as SGLang reports it; the effective one is per scheduler.
+      max_running_requests: config.maxRunningFlag ?? null,
+      enable_memory_saver: config.enableMemorySaver,
+      enable_weights_cpu_backup: config.enableWeightsCpuBackup,
+      enable_metrics: config.enableMetrics,
+      speculative_algorithm: config.speculativeAlgorithm ?? null,
+      max_total_num_tokens: maxTotalNumTokens,
+      internal_states: [{ max_running_requests: config.maxRunning, max_total_num_tokens: maxTotalNumTokens, context_len: MAX_MODEL_LEN }],
+      version: VERSION,
+    };
+  }
+
+  function modelInfo(): unknown {
+    return { model_path: config.model, tokenizer_path: config.model, is_generation: true, preferred_sampling_params: null, weight_version: 'default' };
+  }
+
+  function addMemoryRoutes(router: Router): void {
+    router.on('POST', '/release_memory_occupation', async ({ res, body }) => {
+      const parts = memoryParts(body);
+      // Without the memory saver SGLang answers the same and frees nothing.
+      if (config.enableMemorySaver) {
+        // Speculative decoding's draft lives with the weights: releasing them wipes it for good.
+        if (parts.weights && config.speculativeAlgorithm && engine.memory.weights === 'gpu') engine.draftLost = true;
+        await engine.park({
+          parts,
+          keepHostCopy: config.enableWeightsCpuBackup,
+          tier: parts.weights ? (config.enableWeightsCpuBackup ? 'host_ram' : 'deep') : 'kv_only',
+          what: 'release_memory_occupation',
+        });
+      }
+      sendJson(res, 200, null);
+    });
+    router.on('POST', '/resume_memory_occupation', async ({ res, body }) => {
+      if (config.enableMemorySaver) {
+        const outcome = await engine.wake(memoryParts(body));
+        if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
+        // Whatever the cache computes from garbage weights stays wrong until it is flushed (#6367).
+        if (engine.memory.weightsGarbage) engine.cacheStale = true;
+      }
+      sendJson(res, 200, null);
+    });
+    router.on('POST', '/update_weights_from_disk', async ({ res, body }) => {
+      const modelPath = (body as { model_path?: unknown } | undefined)?.model_path;
+      if (typeof modelPath !== 'string') return sendJson(res, 400, errorBody(400, '`model_path` is required'));
+      const outcome = await engine.reload();
+      if (!outcome.ok) return sendJson(res, 500, { success: false, message: outcome.message, num_paused_requests: 0 });
+      sendJson(res, 200, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
+    });
+  }
+
+  const flushCache: Handler = ({ res }) => {
+    const busy = engine.slots.running + engine.slots.waiting > 0;
+    if (!busy) engine.cacheStale = false;
+    sendText(
+      res,
+      busy ? 400 : 200,
+      'Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n',
+    );
+  };
+
+  return {
+    ownedBy: 'sglang',
+    listensWhileLoading: true,
+    roleChunkOnArrival: false,
+    readyLines: [
+      // The effective figure, which /get_server_info's top level does not give.
+      `max_total_num_tokens=${maxTotalNumTokens}, max_running_requests=${config.maxRunning}, context_len=${MAX_MODEL_LEN}`,
+      'The server is fired up and ready to roll!',
+    ],
+    errorBody,
+    addRoutes(router) {
+      for (const path of ['/get_server_info', '/server_info']) router.on('GET', path, ({ res }) => sendJson(res, 200, serverInfo()));
+      for (const path of ['/get_model_info', '/model_info']) router.on('GET', path, ({ res }) => sendJson(res, 200, modelInfo()));
+      if (config.enableMetrics) {
+        router.on('GET', '/metrics', ({ res }) =>
+          sendGauges(
+            res,
+            [
+              { name: 'sglang:num_running_reqs', help: 'The number of running requests.', value: engine.slots.running },
+              { name: 'sglang:num_queue_reqs', help: 'The number of requests in the waiting queue.', value: engine.slots.waiting },
+              { name: 'sglang:token_usage', help: 'The token usage.', value: engine.kvUsage },
+            ],
+            { model_name: config.servedModelName },
+          ),
+        );
+      }
+      router.on('POST', '/pause_generation', ({ res }) => {
+        engine.paused = true;
+        engine.slots.setGate(false);
+        // SGLang's pause aborts what is in flight: an answer cut off, which capyctl must never cause.
+        const aborted = engine.abortRequests();
+        if (aborted > 0) engine.violation(`pause_generation aborted ${aborted} request(s)`);
+        sendJson(res, 200, { message: 'Generation paused successfully.', status: 'ok' });
+      });
+      router.on('POST', '/continue_generation', ({ res }) => {
+        engine.paused = false;
+        engine.slots.setGate(true);
+        sendJson(res, 200, { message: 'Generation continued successfully.', status: 'ok' });
+      });
+      router.on('POST', '/abort_request', ({ res, body }) => {
+        const { rid, abort_all: all } = (body ?? {}) as { rid?: unknown; abort_all?: unknown };
+        if (all === true) engine.abortRequests();
+        else if (typeof rid === 'string' && rid !== '') engine.abortRequests(rid);
+        sendEmpty(res, 200);
+      });
+      router.on('POST', '/flush_cache', flushCache).on('GET', '/flush_cache', flushCache);
+      addMemoryRoutes(router);
+    },
+  };
+}

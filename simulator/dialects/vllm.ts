@@ -1,0 +1,84 @@
+/**
+ * vLLM's own routes (engines.md): version, metrics, and sleep mode — `/sleep`, `/wake_up`,
+ * `/is_sleeping`, `/collective_rpc`, `/reset_prefix_cache` — which exist only in dev mode.
+ */
+import type { Dialect } from '../dialect.js';
+import type { SimEngine } from '../engine.js';
+import { type Router, sendEmpty, sendJson } from '../http.js';
+import type { MemoryParts } from '../memory.js';
+import { sendGauges } from '../metrics.js';
+
+const errorTypes: Record<number, string> = { 400: 'BadRequestError', 404: 'NotFoundError', 500: 'InternalServerError', 503: 'ServiceUnavailableError' };
+
+/** vLLM ≥ 0.10.1 wraps its errors in `error`. */
+function errorBody(status: number, message: string): unknown {
+  return { error: { message, type: errorTypes[status] ?? 'InternalServerError', param: null, code: status } };
+}
+
+/** `tags=weights` / `tags=kv_cache`, repeated; none wakes both. */
+function wakeParts(tags: string[]): MemoryParts | undefined {
+  if (tags.length === 0) return { weights: true, kv: true };
+  if (!tags.every((t) => t === 'weights' || t === 'kv_cache')) return undefined;
+  return { weights: tags.includes('weights'), kv: tags.includes('kv_cache') };
+}
+
+export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect {
+  const { config } = engine;
+  const devMode = env.VLLM_SERVER_DEV_MODE === '1';
+
+  function addSleepMode(router: Router): void {
+    router.on('POST', '/sleep', async ({ res, query }) => {
+      const level = query.get('level') ?? '1';
+      if (level !== '1' && level !== '2') return sendJson(res, 400, errorBody(400, `sleep level ${level} is not 1 or 2`));
+      // Level 1 copies the weights to host RAM; level 2 drops them. Both drop the KV cache.
+      await engine.park({
+        parts: { weights: true, kv: true },
+        keepHostCopy: level === '1',
+        tier: level === '1' ? 'host_ram' : 'deep',
+        level: level === '1' ? 1 : 2,
+        what: `sleep (level ${level})`,
+      });
+      sendEmpty(res, 200);
+    });
+    router.on('POST', '/wake_up', async ({ res, query }) => {
+      const parts = wakeParts(query.getAll('tags'));
+      if (!parts) return sendJson(res, 400, errorBody(400, `unknown tags ${query.getAll('tags').join(', ')}: expected weights or kv_cache`));
+      const outcome = await engine.wake(parts);
+      if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
+      sendEmpty(res, 200);
+    });
+    router.on('GET', '/is_sleeping', ({ res }) => sendJson(res, 200, { is_sleeping: !engine.memory.resident }));
+  }
+
+  return {
+    ownedBy: 'vllm',
+    listensWhileLoading: false,
+    roleChunkOnArrival: false,
+    readyLines: ['INFO:     Application startup complete.'],
+    errorBody,
+    addRoutes(router) {
+      router.on('GET', '/version', ({ res }) => sendJson(res, 200, { version: '0.10.1' }));
+      router.on('GET', '/metrics', ({ res }) =>
+        sendGauges(
+          res,
+          [
+            { name: 'vllm:num_requests_running', help: 'Number of requests in model execution batches.', value: engine.slots.running },
+            { name: 'vllm:num_requests_waiting', help: 'Number of requests waiting to be processed.', value: engine.slots.waiting },
+            { name: 'vllm:kv_cache_usage_perc', help: 'KV-cache usage. 1 means 100 percent usage.', value: engine.kvUsage },
+          ],
+          { engine: '0', model_name: config.servedModelName },
+        ),
+      );
+      if (!devMode) return;
+      if (config.enableSleepMode) addSleepMode(router);
+      router.on('POST', '/collective_rpc', async ({ res, body }) => {
+        const method = (body as { method?: unknown } | undefined)?.method;
+        if (method !== 'reload_weights') return sendJson(res, 400, errorBody(400, `the simulator runs only reload_weights, not ${String(method)}`));
+        const outcome = await engine.reload();
+        if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
+        sendJson(res, 200, { results: [null] });
+      });
+      router.on('POST', '/reset_prefix_cache', ({ res }) => sendEmpty(res, 200));
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { measureCheckpoint } from '../activities/checkpoint.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'capyctl-ckpt-'));
+const file = (path: string, bytes: number) => {
+  mkdirSync(join(path, '..'), { recursive: true });
+  writeFileSync(path, Buffer.alloc(bytes));
+};
+
+describe('measuring a checkpoint', () => {
+  const hfHome = process.env.HF_HOME;
+  afterEach(() => {
+    if (hfHome === undefined) delete process.env.HF_HOME;
+    else process.env.HF_HOME = hfHome;
+  });
+
+  it('adds up the weight files of a local folder, ignoring the rest', () => {
+    const model = join(dir, 'local-model');
+    file(join(model, 'model-00001-of-00002.safetensors'), 3_000);
+    file(join(model, 'model-00002-of-00002.safetensors'), 2_000);
+    file(join(model, 'config.json'), 500);
+    expect(measureCheckpoint(model, ['vllm', 'serve'])).toEqual({ weightBytes: 5_000, kvBytes: 0, source: 'files' });
+  });
+
+  it('finds a Hugging Face ID in the cache, following its symlinks to the blobs', () => {
+    process.env.HF_HOME = join(dir, 'hf');
+    const repo = join(dir, 'hf', 'hub', 'models--Qwen--Qwen3-4B');
+    file(join(repo, 'blobs', 'abc'), 7_000);
+    mkdirSync(join(repo, 'snapshots', 'rev1'), { recursive: true });
+    symlinkSync(join(repo, 'blobs', 'abc'), join(repo, 'snapshots', 'rev1', 'model.safetensors'));
+    expect(measureCheckpoint('Qwen/Qwen3-4B', [])).toEqual({ weightBytes: 7_000, kvBytes: 0, source: 'files' });
+  });
+
+  it('takes the simulator defaults when a simulated checkpoint declares nothing', () => {
+    expect(measureCheckpoint('sim/chat-b', ['node', 'capyctl', 'sim', 'sglang'])).toEqual({
+      weightBytes: 8 * 2 ** 30,
+      kvBytes: 2 * 2 ** 30,
+      source: 'simulator',
+    });
+  });
+
+  it('takes what a simulated checkpoint declares', () => {
+    expect(measureCheckpoint('sim/chat-a', ['capyctl', 'sim', 'vllm', '--sim-weights=8GiB', '--sim-kv', '1GiB'])).toEqual({
+      weightBytes: 8 * 2 ** 30,
+      kvBytes: 2 ** 30,
+      source: 'simulator',
+    });
+  });
+
+  it('says so when the checkpoint is not on the host', () => {
+    process.env.HF_HOME = join(dir, 'empty-hf');
+    expect(() => measureCheckpoint('org/missing', [])).toThrow(
+      'checkpoint org/missing is not on this host: neither a folder nor in the Hugging Face cache',
+    );
+  });
+});

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import type { LaunchContext } from '../activities/engines/engine.js';
+import { adapters } from '../activities/engines/index.js';
+import { deploymentDocument } from '../settings/deploymentDocument.js';
+
+const context = (fields: Record<string, unknown>, more: Partial<LaunchContext> = {}): LaunchContext => {
+  const spec = deploymentDocument.parse({ name: 'my-model', model: 'Qwen3-4B', ...fields });
+  return { spec, command: ['engine'], port: 8100, gpuIndex: 1, parkTier: 'host_ram', ...more };
+};
+
+describe('vLLM launch', () => {
+  it('enables sleep mode with dev mode when it may park, and passes the default 32', () => {
+    expect(adapters.vllm.launch(context({ engine: 'vllm' }, { command: ['vllm', 'serve'] }))).toEqual({
+      argv: ['vllm', 'serve', 'Qwen3-4B', '--served-model-name', 'my-model', '--port', '8100', '--host', '127.0.0.1', '--max-num-seqs', '32', '--enable-sleep-mode'],
+      env: { CUDA_VISIBLE_DEVICES: '1', VLLM_SERVER_DEV_MODE: '1' },
+    });
+  });
+
+  it('leaves sleep mode off when it never parks, passes the declared count, and puts extra_args last', () => {
+    const ctx = context({ engine: 'vllm', max_concurrent_requests: 12, extra_args: ['--dtype', 'half'] }, { parkTier: null });
+    expect(adapters.vllm.launch(ctx)).toEqual({
+      argv: ['engine', 'Qwen3-4B', '--served-model-name', 'my-model', '--port', '8100', '--host', '127.0.0.1', '--max-num-seqs', '12', '--dtype', 'half'],
+      env: { CUDA_VISIBLE_DEVICES: '1' },
+    });
+  });
+
+  it('passes no count when extra_args or the host command set it', () => {
+    const byExtra = adapters.vllm.launch(context({ engine: 'vllm', extra_args: ['--max-num-seqs', '4'] }));
+    expect(byExtra.argv.filter((a) => a === '--max-num-seqs')).toHaveLength(1);
+    const byHost = adapters.vllm.launch(context({ engine: 'vllm', max_concurrent_requests: 12 }, { command: ['vllm', 'serve', '--max-num-seqs=64'] }));
+    expect(byHost.argv).not.toContain('12');
+  });
+});
+
+describe('SGLang launch', () => {
+  it('saves memory, backs weights up to host RAM and turns metrics on when it parks in host RAM', () => {
+    expect(adapters.sglang.launch(context({ engine: 'sglang', max_concurrent_requests: 16 }))).toEqual({
+      argv: [
+        'engine', '--model-path', 'Qwen3-4B', '--served-model-name', 'my-model', '--port', '8100', '--host', '127.0.0.1', '--max-running-requests', '16',
+        '--enable-metrics', '--enable-memory-saver', '--enable-weights-cpu-backup',
+      ],
+      env: { CUDA_VISIBLE_DEVICES: '1' },
+    });
+  });
+
+  it('keeps no backup when it parks deep or keeps its weights, saves no memory when it never parks, and passes no count of its own', () => {
+    const options = (parkTier: LaunchContext['parkTier']) => adapters.sglang.launch(context({ engine: 'sglang' }, { parkTier })).argv.slice(9);
+    expect(options('deep')).toEqual(['--enable-metrics', '--enable-memory-saver']);
+    expect(options('kv_only')).toEqual(['--enable-metrics', '--enable-memory-saver']);
+    expect(options(null)).toEqual(['--enable-metrics']);
+  });
+});
+
+describe('TensorFold launch', () => {
+  it('passes its model, where to listen and the default 8', () => {
+    expect(adapters.tensorfold.launch(context({ engine: 'tensorfold' }, { parkTier: null }))).toEqual({
+      argv: ['engine', '--model', 'Qwen3-4B', '--served-model-name', 'my-model', '--port', '8100', '--host', '127.0.0.1', '--max-running', '8'],
+      env: { CUDA_VISIBLE_DEVICES: '1' },
+    });
+  });
+});
+
+describe('adapter facts', () => {
+  it('say which engines park and at which tiers', () => {
+    expect(Object.values(adapters).map((a) => [a.name, a.canPark, a.parkTiers, a.defaultMaxRunning])).toEqual([
+      ['vllm', true, ['host_ram', 'deep'], 32],
+      ['sglang', true, ['host_ram', 'deep', 'kv_only'], undefined],
+      ['tensorfold', false, [], 8],
+    ]);
+  });
+});

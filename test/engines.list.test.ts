@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { capyctl } from './support/capyctl.js';
+
+describe('capyctl engine list', () => {
+  it('prints every engine in a table laid out like the spec’s', async () => {
+    const result = await capyctl(['engine', 'list']);
+    expect(result).toEqual({
+      code: 0,
+      stderr: '',
+      stdout:
+        'NAME         DEEP PARK   HOST RAM PARK   DEFAULT MAX RUNNING   MAX RUNNING OPTION\n' +
+        'vllm         enabled     enabled         32                    --max-num-seqs\n' +
+        'sglang       enabled     enabled         chosen by engine      --max-running-requests\n' +
+        'tensorfold   disabled    disabled        8                     --max-running\n',
+    });
+  });
+
+  it('gives the same with --json', async () => {
+    const result = await capyctl(['engine', 'list', '--json']);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual([
+      { name: 'vllm', deep_park: 'enabled', host_ram_park: 'enabled', default_max_running: 32, max_running_option: '--max-num-seqs' },
+      { name: 'sglang', deep_park: 'enabled', host_ram_park: 'enabled', default_max_running: null, max_running_option: '--max-running-requests' },
+      { name: 'tensorfold', deep_park: 'disabled', host_ram_park: 'disabled', default_max_running: 8, max_running_option: '--max-running' },
+    ]);
+  });
+
+  it('refuses an unknown option with exit code 2', async () => {
+    const result = await capyctl(['engine', 'list', '--colour']);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+  });
+});

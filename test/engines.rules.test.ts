@@ -1,0 +1,283 @@
+import { describe, expect, it } from 'vitest';
+import {
+  cannotParkReasons,
+  expectedMaxRunning,
+  hostBackedRefusals,
+  keepsWeightsWhenParked,
+  maxRunningToPass,
+  type ParkSituation,
+  parkPlan,
+  parkRefusal,
+  releaseLine,
+  reportedMaxRunning,
+} from '../activities/engines/rules.js';
+import { findCount, findOption } from '../activities/engines/launchOptions.js';
+import { deploymentDocument } from '../settings/deploymentDocument.js';
+
+const GiB = 2 ** 30;
+
+const deployment = (fields: Record<string, unknown>) =>
+  deploymentDocument.parse({ name: 'my-model', engine: 'vllm', model: 'Qwen3-4B', ...fields });
+
+/** A discrete card with room in host RAM for an 8 GiB copy, unless a case says otherwise. */
+const situation = (fields: Record<string, unknown>, more: Partial<ParkSituation> = {}): ParkSituation => ({
+  spec: deployment(fields),
+  memoryKind: 'discrete',
+  weightsBytes: 8 * GiB,
+  hostRamFreeBytes: 64 * GiB,
+  engineVersion: '0.10.1',
+  ...more,
+});
+
+const refusalMessage = (reason: string) => `deployment my-model cannot be parked: ${reason}; declare residency: restart_only`;
+
+describe('park tier', () => {
+  it('parks in host RAM on a discrete card when the copy fits', () => {
+    expect(parkPlan(situation({}))).toEqual({ kind: 'park', tier: 'host_ram' });
+    expect(parkPlan(situation({ engine: 'sglang' }))).toEqual({ kind: 'park', tier: 'host_ram' });
+  });
+
+  it('counts a copy exactly the size of the free RAM as fitting', () => {
+    expect(parkPlan(situation({}, { hostRamFreeBytes: 8 * GiB }))).toEqual({ kind: 'park', tier: 'host_ram' });
+  });
+
+  it('parks deep on a discrete card when the copy does not fit in the free host RAM', () => {
+    expect(parkPlan(situation({}, { hostRamFreeBytes: 8 * GiB - 1 }))).toEqual({ kind: 'park', tier: 'deep' });
+  });
+
+  it('parks deep on unified memory, however much RAM is free', () => {
+    expect(parkPlan(situation({}, { memoryKind: 'unified' }))).toEqual({ kind: 'park', tier: 'deep' });
+    expect(parkPlan(situation({ engine: 'sglang' }, { memoryKind: 'unified' }))).toEqual({ kind: 'park', tier: 'deep' });
+  });
+
+  it('parks SGLang with speculative decoding with its weights kept, on either memory', () => {
+    const eagle = { engine: 'sglang', extra_args: ['--speculative-algorithm', 'EAGLE'] };
+    expect(keepsWeightsWhenParked(deployment(eagle))).toBe(true);
+    expect(parkPlan(situation(eagle))).toEqual({ kind: 'park', tier: 'kv_only' });
+    expect(parkPlan(situation(eagle, { memoryKind: 'unified', hostRamFreeBytes: 0 }))).toEqual({ kind: 'park', tier: 'kv_only' });
+    expect(parkPlan(situation({ ...eagle, residency: 'deep' }))).toEqual({ kind: 'park', tier: 'kv_only' });
+    expect(parkPlan(situation({ engine: 'sglang', extra_args: ['--speculative-algorithm=NGRAM'] }))).toEqual({
+      kind: 'park',
+      tier: 'kv_only',
+    });
+  });
+
+  it('does not treat vLLM with a speculative option as keeping its weights', () => {
+    expect(keepsWeightsWhenParked(deployment({ extra_args: ['--speculative-algorithm', 'EAGLE'] }))).toBe(false);
+  });
+
+  it('parks deep with residency: deep on a discrete card with room', () => {
+    expect(parkPlan(situation({ residency: 'deep' }))).toEqual({ kind: 'park', tier: 'deep' });
+  });
+
+  it('parks in host RAM with residency: host_backed, and stops when there is no room', () => {
+    expect(parkPlan(situation({ residency: 'host_backed' }))).toEqual({ kind: 'park', tier: 'host_ram' });
+    const noRoom = parkPlan(situation({ residency: 'host_backed' }, { hostRamFreeBytes: GiB, launchedTier: 'host_ram' }));
+    expect(noRoom).toEqual({ kind: 'stop', reason: 'no_room' });
+  });
+
+  it('launches host_backed for host RAM even while the copy does not fit yet: the fit is counted at the park', () => {
+    expect(parkPlan(situation({ residency: 'host_backed' }, { hostRamFreeBytes: GiB }))).toEqual({ kind: 'park', tier: 'host_ram' });
+  });
+
+  it('refuses host_backed on unified memory', () => {
+    const plan = parkPlan(situation({ residency: 'host_backed' }, { memoryKind: 'unified' }));
+    expect(plan).toEqual({
+      kind: 'refused',
+      error: { status: 400, code: 'invalid_request', retryable: false, message: hostBackedRefusals.unifiedMemory('my-model') },
+    });
+  });
+
+  it('refuses host_backed for SGLang with speculative decoding', () => {
+    const plan = parkPlan(situation({ engine: 'sglang', residency: 'host_backed', extra_args: ['--speculative-algorithm', 'EAGLE3'] }));
+    expect(plan).toEqual({
+      kind: 'refused',
+      error: { status: 400, code: 'invalid_request', retryable: false, message: hostBackedRefusals.keepsWeights('my-model') },
+    });
+  });
+
+  it('stops instead of parking with residency: restart_only', () => {
+    expect(parkPlan(situation({ residency: 'restart_only' }))).toEqual({ kind: 'stop', reason: 'restart_only' });
+  });
+
+  it('stops TensorFold, which cannot park, whatever its residency', () => {
+    expect(parkPlan(situation({ engine: 'tensorfold' }))).toEqual({ kind: 'stop', reason: 'engine_cannot_park' });
+    expect(parkPlan(situation({ engine: 'tensorfold', residency: 'host_backed' }, { memoryKind: 'unified' }))).toEqual({
+      kind: 'stop',
+      reason: 'engine_cannot_park',
+    });
+  });
+
+  it('stops a decision model: it restarts instead of parking in this release', () => {
+    const decision = { decision: { prompt: 'Is it spam?', options: ['yes', 'no'] } };
+    expect(parkPlan(situation(decision))).toEqual({ kind: 'stop', reason: 'decision_model' });
+  });
+
+  it('stops an engine launched unable to park', () => {
+    expect(parkPlan(situation({}, { launchedTier: null }))).toEqual({ kind: 'stop', reason: 'launched_unable_to_park' });
+  });
+
+  it('lets vLLM choose its tier at each park, whatever it was launched for', () => {
+    expect(parkPlan(situation({}, { launchedTier: 'host_ram', hostRamFreeBytes: GiB }))).toEqual({ kind: 'park', tier: 'deep' });
+    expect(parkPlan(situation({}, { launchedTier: 'deep' }))).toEqual({ kind: 'park', tier: 'host_ram' });
+  });
+
+  it('parks SGLang at the tier it was launched for, and stops it when its host RAM copy no longer fits', () => {
+    const sglang = { engine: 'sglang' };
+    expect(parkPlan(situation(sglang, { launchedTier: 'deep' }))).toEqual({ kind: 'park', tier: 'deep' });
+    expect(parkPlan(situation(sglang, { launchedTier: 'host_ram' }))).toEqual({ kind: 'park', tier: 'host_ram' });
+    expect(parkPlan(situation(sglang, { launchedTier: 'host_ram', hostRamFreeBytes: GiB }))).toEqual({ kind: 'stop', reason: 'no_room' });
+    // At launch it has no tier yet: without room it is launched for deep.
+    expect(parkPlan(situation(sglang, { hostRamFreeBytes: GiB }))).toEqual({ kind: 'park', tier: 'deep' });
+  });
+
+  it('gives each outcome its receipt line', () => {
+    expect(releaseLine({ kind: 'park', tier: 'host_ram' })).toBe('released: parked (host RAM)');
+    expect(releaseLine({ kind: 'park', tier: 'deep' })).toBe('released: parked (deep)');
+    expect(releaseLine({ kind: 'park', tier: 'kv_only' })).toBe('released: parked (weights kept)');
+    expect(releaseLine({ kind: 'stop', reason: 'no_room' })).toBe('released: stopped (no room to park)');
+    expect(releaseLine({ kind: 'stop', reason: 'restart_only' })).toBe('released: stopped');
+  });
+});
+
+describe('capability_missing:deep_park', () => {
+  const refused = (reason: string) => ({
+    kind: 'refused',
+    error: { status: 409, code: 'capability_missing:deep_park', retryable: false, message: refusalMessage(reason) },
+  });
+
+  it.each([
+    ['vllm', 'openai/gpt-oss-20b'],
+    ['sglang', 'openai/gpt-oss-120b'],
+    ['vllm', 'unsloth/GPT-OSS-20B-GGUF'],
+  ])('refuses gpt-oss on %s (%s)', (engine, model) => {
+    expect(parkPlan(situation({ engine, model }))).toEqual(refused(cannotParkReasons.gptOss));
+  });
+
+  it('lets gpt-oss stop on TensorFold, which never parks', () => {
+    expect(parkPlan(situation({ engine: 'tensorfold', model: 'openai/gpt-oss-20b' }))).toEqual({ kind: 'stop', reason: 'engine_cannot_park' });
+  });
+
+  it('refuses an NVFP4 checkpoint on SGLang, by name or by --quantization modelopt_fp4', () => {
+    expect(parkPlan(situation({ engine: 'sglang', model: 'nvidia/Llama-3.3-70B-Instruct-NVFP4' }))).toEqual(refused(cannotParkReasons.nvfp4OnSglang));
+    expect(parkPlan(situation({ engine: 'sglang', model: 'my/llama', extra_args: ['--quantization', 'modelopt_fp4'] }))).toEqual(
+      refused(cannotParkReasons.nvfp4OnSglang),
+    );
+    expect(parkPlan(situation({ engine: 'sglang', model: 'my/llama', extra_args: ['--quantization=modelopt_fp4'] }))).toEqual(
+      refused(cannotParkReasons.nvfp4OnSglang),
+    );
+  });
+
+  it('lets NVFP4 park on SGLang when it keeps its weights (speculative decoding), and on vLLM', () => {
+    const eagle = { engine: 'sglang', model: 'nvidia/Llama-3.3-70B-Instruct-NVFP4', extra_args: ['--speculative-algorithm', 'EAGLE'] };
+    expect(parkPlan(situation(eagle))).toEqual({ kind: 'park', tier: 'kv_only' });
+    expect(parkPlan(situation({ model: 'nvidia/Llama-3.3-70B-Instruct-NVFP4' }))).toEqual({ kind: 'park', tier: 'host_ram' });
+  });
+
+  it('refuses Nemotron 3.5 Super VL on vLLM 0.31.0, and when the version is not known', () => {
+    const nemotron = { model: 'nvidia/NVIDIA-Nemotron-3.5-Super-VL-120B-A12B-FP8' };
+    expect(parkPlan(situation(nemotron, { engineVersion: '0.31.0' }))).toEqual(refused(cannotParkReasons.nemotronVlOnVllm));
+    expect(parkPlan(situation(nemotron, { engineVersion: '0.31.0+cu128' }))).toEqual(refused(cannotParkReasons.nemotronVlOnVllm));
+    expect(parkPlan(situation(nemotron, { engineVersion: undefined }))).toEqual(refused(cannotParkReasons.nemotronVlOnVllm));
+  });
+
+  it('lets Nemotron 3.5 Super VL park on another vLLM version and on SGLang', () => {
+    const nemotron = { model: 'nvidia/Nemotron_3_5_Super_VL' };
+    expect(parkPlan(situation({ model: 'nvidia/Nemotron-3.5-Super-VL' }, { engineVersion: '0.31.1' }))).toEqual({ kind: 'park', tier: 'host_ram' });
+    expect(parkPlan(situation({ ...nemotron, engine: 'sglang' }, { engineVersion: undefined }))).toEqual({ kind: 'park', tier: 'host_ram' });
+  });
+
+  it('does not take other Nemotron models for the VL one', () => {
+    for (const model of ['nvidia/Nemotron-3.5-Super-120B', 'nvidia/Nemotron-3-Super-VL', 'nvidia/Nemotron-3.5-Nano-VL']) {
+      expect(parkRefusal(deployment({ model }))).toBeNull();
+    }
+  });
+
+  it('refuses nothing once residency: restart_only is declared', () => {
+    for (const fields of [
+      { model: 'openai/gpt-oss-20b' },
+      { engine: 'sglang', model: 'x/y-NVFP4' },
+      { model: 'nvidia/Nemotron-3.5-Super-VL' },
+    ]) {
+      expect(parkRefusal(deployment({ ...fields, residency: 'restart_only' }))).toBeNull();
+      expect(parkPlan(situation({ ...fields, residency: 'restart_only' }))).toEqual({ kind: 'stop', reason: 'restart_only' });
+    }
+  });
+
+  it('refuses a decision model its engine cannot wake too: the refusal is about the deployment, not this release', () => {
+    const plan = parkPlan(situation({ model: 'openai/gpt-oss-20b', decision: { prompt: 'p', options: ['a', 'b'] } }));
+    expect(plan).toEqual(refused(cannotParkReasons.gptOss));
+  });
+});
+
+describe('max_running sources', () => {
+  const host = (engine: string, fields: Record<string, unknown> = {}, command: string[] = ['serve']) => ({
+    spec: deployment({ engine, ...fields }),
+    command,
+  });
+
+  it('default: CapyCTL passes 32 to vLLM and 8 to TensorFold', () => {
+    expect(expectedMaxRunning(host('vllm'))).toEqual({ count: 32, source: 'default' });
+    expect(expectedMaxRunning(host('tensorfold'))).toEqual({ count: 8, source: 'default' });
+    expect(maxRunningToPass(host('vllm'))).toBe(32);
+  });
+
+  it('declared: max_concurrent_requests, passed to every engine', () => {
+    for (const engine of ['vllm', 'sglang', 'tensorfold']) {
+      expect(expectedMaxRunning(host(engine, { max_concurrent_requests: 12 }))).toEqual({ count: 12, source: 'declared' });
+      expect(maxRunningToPass(host(engine, { max_concurrent_requests: 12 }))).toBe(12);
+    }
+  });
+
+  it('engine_default: SGLang chooses when nothing is declared, count absent', () => {
+    expect(expectedMaxRunning(host('sglang'))).toEqual({ source: 'engine_default' });
+    expect(maxRunningToPass(host('sglang'))).toBeUndefined();
+  });
+
+  it('extra_args: the option in the deployment wins over everything, and CapyCTL passes nothing', () => {
+    const ctx = host('vllm', { max_concurrent_requests: 12, extra_args: ['--max-num-seqs=4'] }, ['vllm', 'serve', '--max-num-seqs', '64']);
+    expect(expectedMaxRunning(ctx)).toEqual({ count: 4, source: 'extra_args' });
+    expect(maxRunningToPass(ctx)).toBeUndefined();
+    expect(expectedMaxRunning(host('sglang', { extra_args: ['--max-running-requests', '6'] }))).toEqual({ count: 6, source: 'extra_args' });
+    // vLLM's parser takes the underscore spelling too.
+    expect(expectedMaxRunning(host('vllm', { extra_args: ['--max_num_seqs', '5'] }))).toEqual({ count: 5, source: 'extra_args' });
+  });
+
+  it('extra_args with a value that is not a count: source known, count absent', () => {
+    expect(expectedMaxRunning(host('tensorfold', { extra_args: ['--max-running', 'auto'] }))).toEqual({ source: 'extra_args' });
+  });
+
+  it("host_fixed: the option in the host's engine command wins over the declaration", () => {
+    const ctx = host('vllm', { max_concurrent_requests: 12 }, ['vllm', 'serve', '--max-num-seqs', '64']);
+    expect(expectedMaxRunning(ctx)).toEqual({ count: 64, source: 'host_fixed' });
+    expect(maxRunningToPass(ctx)).toBeUndefined();
+  });
+
+  it("on_host: where the host's command is not known, the host sizes it at launch, count absent", () => {
+    expect(expectedMaxRunning({ spec: deployment({ max_concurrent_requests: 12 }) })).toEqual({ source: 'on_host' });
+    expect(expectedMaxRunning({ spec: deployment({ extra_args: ['--max-num-seqs', '4'] }) })).toEqual({ count: 4, source: 'extra_args' });
+  });
+
+  it("engine: the engine's own figure once it reports one", () => {
+    expect(reportedMaxRunning({ source: 'engine_default' }, 48)).toEqual({ count: 48, source: 'engine' });
+    expect(reportedMaxRunning({ count: 12, source: 'declared' }, 12)).toEqual({ count: 12, source: 'engine' });
+    expect(reportedMaxRunning({ count: 12, source: 'declared' }, undefined)).toEqual({ count: 12, source: 'declared' });
+  });
+
+  it('state_cache: an engine that runs fewer than it was passed is held back by a hybrid model\'s state', () => {
+    expect(reportedMaxRunning({ count: 32, source: 'declared' }, 8)).toEqual({ count: 8, source: 'state_cache' });
+    expect(reportedMaxRunning({ count: 16, source: 'extra_args' }, 10)).toEqual({ count: 10, source: 'state_cache' });
+  });
+});
+
+describe('reading options out of an argv', () => {
+  it('reads both spellings, the last occurrence, and a flag without a value', () => {
+    const argv = ['serve', '--port', '1', '--max-num-seqs', '3', '--enable-sleep-mode', '--max_num_seqs=7', '--flag'];
+    expect(findOption(argv, '--max-num-seqs')).toBe('7');
+    expect(findOption(argv, '--enable-sleep-mode')).toBe('');
+    expect(findOption(argv, '--flag')).toBe('');
+    expect(findOption(argv, '--absent')).toBeUndefined();
+    expect(findCount(argv, '--port')).toBe(1);
+    expect(findCount(['--max-running', '0'], '--max-running')).toBeUndefined();
+  });
+});
