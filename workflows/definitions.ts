@@ -3,10 +3,17 @@
  * attributes the Web UI filters switches by. Pure: workflow code imports it too.
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { ApiError } from '../domain/catalogue.js';
+import type { InstanceState, MemoryKind, ParkTier, SwitchOutcome } from '../domain/vocabulary.js';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 
 export const taskQueues = {
-  /** The server's workflows and the gateway's activities. */
-  server: 'capyctl-server',
+  /**
+   * A server's workflows and its gateway's activities. Each server has its own (the gateway's
+   * queues live in its memory); workflows carry the name of the one that asked.
+   */
+  server: (serverId: string) => `capyctl-server-${serverId}`,
   /** A host agent's engine activities. */
   host: (hostId: string) => `host-${hostId}`,
 } as const;
@@ -23,4 +30,138 @@ export const searchAttributes = {
   victims: defineSearchAttributeKey('CapyVictims', SearchAttributeType.KEYWORD_LIST),
   host: defineSearchAttributeKey('CapyHost', SearchAttributeType.KEYWORD),
   outcome: defineSearchAttributeKey('CapyOutcome', SearchAttributeType.KEYWORD),
+} as const;
+
+// ─── The lifecycle's shared shapes: what the host scheduler, the switch and their callers pass ────
+
+/** One start of one instance: a restart is a new generation. */
+export interface InstanceRef {
+  deploymentId: string;
+  instanceIndex: number;
+  generation: number;
+}
+
+/** What the lifecycle knows of a deployment: the store's row, with its host's policy folded in. */
+export interface DeploymentView {
+  id: string;
+  name: string;
+  revision: number;
+  spec: DeploymentSpec;
+  operatorStopped: boolean;
+  /** The measured checkpoint of this revision; null while its measurement is pending. */
+  checkpoint: { weightBytes: number; kvBytes: number } | null;
+  /** `lifecycle.activation: explicit` on the deployment or on the host it may run on. */
+  explicit: boolean;
+}
+
+/** How a victim gives back its GPU memory in a switch. */
+export type Release =
+  | { kind: 'park'; tier: ParkTier }
+  | { kind: 'stop'; reason: 'restart_only' | 'engine_cannot_park' | 'decision_model' | 'launched_unable_to_park' | 'no_room' | 'cut_before_output' | 'operator' };
+
+export interface SwitchVictim {
+  name: string;
+  instance: InstanceRef;
+  release: Release;
+}
+
+export interface SwitchTarget {
+  name: string;
+  revision: number;
+  spec: DeploymentSpec;
+  instance: InstanceRef;
+  /** `wake` a parked instance (at `tier`), or `start` a new generation (that will park at `tier`). */
+  action: 'wake' | 'start';
+  tier: ParkTier | null;
+  gpuIndex: number;
+}
+
+/**
+ * One transition on one host. With a target, a switch: release the victims, then wake or start the
+ * target and release its waiters. Without, a release only (an operator's park or stop, an idle
+ * timer, a host drain): every path that takes a serving instance away is this one.
+ */
+export interface SwitchInput {
+  switchId: string;
+  hostId: string;
+  /** Where the gateway's steps and the store's activities run (`taskQueues.server(id)`). */
+  serverTaskQueue: string;
+  /** When the switch began (ms since the epoch): the admission window counts from it. */
+  startedAtMs: number;
+  target: SwitchTarget | null;
+  victims: SwitchVictim[];
+  /** The host's admission window; null for no window (an operator command, or a victim ready elsewhere). */
+  admissionWindowMs: number | null;
+  timeouts: { drainMs: number; wakeWindowMs: number; startMs: number };
+}
+
+export interface SwitchResult {
+  switchId: string;
+  outcome: SwitchOutcome;
+  /** Each victim and its receipt line (`releaseLines`). */
+  victims: Array<{ deploymentId: string; instanceIndex: number; released: string; state: InstanceState; tier: ParkTier | null }>;
+  /** Where the target stands after the switch; absent for a release only. */
+  target?: { instance: InstanceRef; state: InstanceState; tier: ParkTier | null };
+  /** The error the target's waiters got, when the switch failed. */
+  error?: ApiError;
+}
+
+/** A gateway's report: `deploymentId` has `waiting` requests, the oldest since `oldestSinceMs` (0 waiting: none). */
+export interface Demand {
+  deploymentId: string;
+  waiting: number;
+  oldestSinceMs: number;
+}
+
+/** What the host scheduler gives back for a command: the receipt. */
+export interface CommandReceipt {
+  deploymentId: string;
+  /** The switch that carried it out, to open in the Web UI; absent when nothing had to change. */
+  switchId?: string;
+  /** Instances released to make room (start with evict), with their receipt lines. */
+  victims: Array<{ deploymentId: string; instanceIndex: number; released: string }>;
+  state: InstanceState;
+}
+
+/** One entry of the host's ledger: what one instance holds. */
+export interface LedgerEntry {
+  deploymentId: string;
+  name: string;
+  instance: InstanceRef;
+  state: InstanceState;
+  tier: ParkTier | null;
+  gpuIndex: number;
+  /** GPU memory it holds now. */
+  gpuBytes: number;
+  /** Host RAM its parked copy holds now. */
+  hostRamBytes: number;
+}
+
+export interface HostLedger {
+  hostId: string;
+  gpus: Array<{ index: number; memoryBytes: number; memoryKind: MemoryKind }>;
+  hostRamBytes: number;
+  entries: LedgerEntry[];
+  /** The switch running now, if any. */
+  runningSwitchId: string | null;
+}
+
+export const signals = {
+  /** From the gateway: who waits, since when. */
+  demand: defineSignal<[Demand]>('demand'),
+  /** From the server, when a host reports an engine it did not stop. */
+  engineExited: defineSignal<[InstanceRef]>('engineExited'),
+} as const;
+
+export const updates = {
+  start: defineUpdate<CommandReceipt, [{ deploymentId: string; evict: boolean }]>('start'),
+  stop: defineUpdate<CommandReceipt, [{ deploymentId: string }]>('stop'),
+  park: defineUpdate<CommandReceipt, [{ deploymentId: string }]>('park'),
+  preinitialize: defineUpdate<CommandReceipt, [{ deploymentId: string }]>('preinitialize'),
+  delete: defineUpdate<CommandReceipt, [{ deploymentId: string }]>('delete'),
+  drainHost: defineUpdate<CommandReceipt[], []>('drainHost'),
+} as const;
+
+export const queries = {
+  ledger: defineQuery<HostLedger>('ledger'),
 } as const;

@@ -1,14 +1,12 @@
-/** Temporal in test files: quiet workers, connections to the harness's dev server. */
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+/** Temporal in test files: one quiet runtime per process, connections to the harness's dev server. */
+import { NativeConnection } from '@temporalio/worker';
+import pino from 'pino';
 import { inject } from 'vitest';
+import { installTemporalRuntime } from '../../logging/temporalRuntime.js';
 
-let installed = false;
-
-/** Worker logs at WARN and above, once per test process. */
+/** Worker logs at WARN and above, once per test process (a host agent in the same process shares it). */
 export function quietTemporalRuntime(): void {
-  if (installed) return;
-  Runtime.install({ logger: new DefaultLogger('WARN') });
-  installed = true;
+  installTemporalRuntime(pino({ level: 'warn' }));
 }
 
 /** A worker connection to the dev server the harness started, with the runtime made quiet first. */

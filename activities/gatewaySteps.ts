@@ -1,0 +1,44 @@
+/**
+ * The gateway's part of every transition, as activities on the server task queue: only the gateway
+ * sees requests start and finish, so the admission window, the drain, the release of the waiters
+ * and their failure happen there. The switch workflow calls these; the gateway implements them
+ * (an in-memory stand-in does in the lifecycle's tests).
+ */
+import type { ApiError } from '../domain/catalogue.js';
+import type { Demand, InstanceRef } from '../workflows/definitions.js';
+
+export interface DrainOutcome {
+  drained: boolean;
+  /** Requests still running on the victims when the drain bound ran out (0 when drained). */
+  stillCharged: number;
+  /** Victims a request was cut from before the engine produced any output: they stop, not park. */
+  cutBeforeOutput: string[];
+}
+
+export interface GatewaySteps {
+  /**
+   * Lets the victims take new requests for the admission window, counted from `startedAtMs` and not
+   * extended by their traffic; ends early once a victim has gone one window length with no request
+   * starting or finishing and none running. Then closes their dispatch: a new request for a victim
+   * is answered 503 "dispatch … is closed". `windowMs` null: closes at once. Heartbeats.
+   */
+  closeAdmission(input: { switchId: string; victims: string[]; startedAtMs: number; windowMs: number | null }): Promise<void>;
+
+  /** Waits until the victims run no request, up to `timeoutMs`. Heartbeats. */
+  awaitDrain(input: { switchId: string; victims: string[]; timeoutMs: number }): Promise<DrainOutcome>;
+
+  /** The victims have begun parking: a new request for one waits, and becomes the next switch. */
+  beginRelease(input: { switchId: string; victims: string[] }): Promise<void>;
+
+  /** The victims serve again (the compensation of a failed drain). */
+  reopen(input: { switchId: string; victims: string[] }): Promise<void>;
+
+  /** The target is ready: every request waiting for it runs now, up to the running bound. */
+  release(input: { switchId: string; hostId: string; instance: InstanceRef }): Promise<{ released: number }>;
+
+  /** Every request waiting for the deployment is answered `error`. */
+  failWaiters(input: { switchId: string; deploymentId: string; error: ApiError }): Promise<{ failed: number }>;
+
+  /** Who waits, since when, for every deployment with waiting requests; and when each last saw traffic. */
+  snapshot(): Promise<{ demands: Demand[]; lastActivityMs: Record<string, number> }>;
+}

@@ -1,0 +1,74 @@
+/**
+ * The catalogue's reads and writes the workflows need, as activities on the server task queue.
+ * Idempotent: each writes the same row again on a retry.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import type { Db } from '../store/db.js';
+import { deleteDeployment, findDeployment, recordCheckpoint, setOperatorStopped } from '../store/deployments.js';
+import { findHost, type Host } from '../store/hosts.js';
+import { type InstanceUpdate, saveInstance } from '../store/instances.js';
+import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
+import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
+import type { DeploymentView } from '../workflows/definitions.js';
+
+export const storeFailureTypes = { notFound: 'not_found' } as const;
+
+const isExplicit = (hostSettings: Record<string, unknown> | undefined) => hostSettings?.activation === 'explicit';
+
+export function createStoreActivities(db: Db) {
+  return {
+    /** A deployment as the lifecycle sees it; `hostId` folds in that host's activation policy. */
+    async describeDeployment(input: { deploymentId: string; hostId?: string }): Promise<DeploymentView> {
+      const d = await findDeployment(db, input.deploymentId);
+      if (!d) throw ApplicationFailure.nonRetryable(`deployment ${input.deploymentId} not found`, storeFailureTypes.notFound);
+      const host = input.hostId === undefined ? undefined : await findHost(db, input.hostId);
+      const checkpoint = d.checkpoint as { weightBytes?: number; kvBytes?: number } | null;
+      return {
+        id: d.id,
+        name: d.name,
+        revision: d.revision,
+        spec: d.spec,
+        operatorStopped: d.operatorStopped,
+        checkpoint: checkpoint ? { weightBytes: checkpoint.weightBytes ?? 0, kvBytes: checkpoint.kvBytes ?? 0 } : null,
+        explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(host?.settings),
+      };
+    },
+
+    async describeHost(input: { hostId: string }): Promise<Host> {
+      const host = await findHost(db, input.hostId);
+      if (!host) throw ApplicationFailure.nonRetryable(`host ${input.hostId} not found`, storeFailureTypes.notFound);
+      return host;
+    },
+
+    async recordCheckpoint(input: { deploymentId: string; revision: number; checkpoint: { weightBytes: number; kvBytes: number } }) {
+      await recordCheckpoint(db, input.deploymentId, input.revision, input.checkpoint);
+    },
+
+    async setOperatorStopped(input: { deploymentId: string; stopped: boolean }) {
+      await setOperatorStopped(db, input.deploymentId, input.stopped);
+    },
+
+    async deleteDeployment(input: { deploymentId: string }) {
+      await deleteDeployment(db, input.deploymentId);
+    },
+
+    async saveInstance(input: InstanceUpdate) {
+      await saveInstance(db, input);
+    },
+
+    async findWakeReference(input: { deploymentId: string; instanceIndex: number }) {
+      return (await findWakeReference(db, input.deploymentId, input.instanceIndex)) ?? null;
+    },
+
+    async recordWakeReference(input: Parameters<typeof recordWakeReference>[1]) {
+      await recordWakeReference(db, input);
+    },
+
+    async saveSwitchReceipt(input: Omit<SwitchReceipt, 'startedAt' | 'finishedAt'> & { startedAtMs: number; finishedAtMs: number | null }) {
+      const { startedAtMs, finishedAtMs, ...rest } = input;
+      await saveSwitchReceipt(db, { ...rest, startedAt: new Date(startedAtMs), finishedAt: finishedAtMs === null ? null : new Date(finishedAtMs) });
+    },
+  };
+}
+
+export type StoreActivities = ReturnType<typeof createStoreActivities>;

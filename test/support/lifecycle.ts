@@ -1,0 +1,158 @@
+/**
+ * The lifecycle's test bench: real Temporal (the harness's dev server), real Postgres (a fresh
+ * database), a real host agent in this process running simulator engines on a simulated GPU, the
+ * server's workflow worker with the store's activities, and the in-memory gateway.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { inject } from 'vitest';
+import { createStoreActivities } from '../../activities/storeActivities.js';
+import { LoadBoard } from '../../gateway/loadBoard.js';
+import { buildManagementApp } from '../../gateway/managementApp.js';
+import { type RunningHostAgent, startHostAgent } from '../../hostAgent/agent.js';
+import { loadSettings } from '../../settings/load.js';
+import { gpuUsage } from '../../simulator/gpuLedger.js';
+import type { Db } from '../../store/db.js';
+import { type Deployment, saveDeployment } from '../../store/deployments.js';
+import { issueHostToken } from '../../store/hosts.js';
+import { migrate } from '../../store/migrate.js';
+import { taskQueues } from '../../workflows/definitions.js';
+import { CAPYCTL } from './capyctl.js';
+import { InMemoryGateway } from './inMemoryGateway.js';
+import { freshDatabase, type FreshDatabase } from './postgres.js';
+import { workerConnection } from './temporal.js';
+
+export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
+
+export interface LifecycleOptions {
+  /** The simulated GPU's memory, e.g. "12GiB" (one card). */
+  gpuMemory?: string;
+  memoryKind?: 'discrete' | 'unified';
+  hostRam?: string;
+  /** Extra lines of the host document (YAML), e.g. `lifecycle: { activation: explicit }`. */
+  hostYaml?: string;
+  /** Called with each demand the in-memory gateway reports; the tests wire it to the scheduler. */
+  onDemand?: ConstructorParameters<typeof InMemoryGateway>[0];
+}
+
+export interface Lifecycle {
+  db: Db;
+  client: Client;
+  hostId: string;
+  serverTaskQueue: string;
+  gateway: InMemoryGateway;
+  host: RunningHostAgent;
+  gpuDir: string;
+  /** Deploys a deployment document (YAML) into the store. */
+  deploy(yaml: string): Promise<Deployment>;
+  gpuUsedBytes(): Promise<number>;
+  /** Stops the server's worker and starts a new one, as a restarted server would. */
+  restartServerWorker(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A simulator deployment document: small, fast timings unless `extra` says otherwise. */
+export function simDeployment(name: string, engine = 'vllm', extra: string[] = [], more = ''): string {
+  const args = ['--sim-weights', '4GiB', '--sim-kv', '1GiB', '--sim-load-ms', '200', '--sim-park-ms', '50', '--sim-wake-ms', '50', '--sim-reload-ms', '100', ...extra];
+  return `name: ${name}\nengine: ${engine}\nmodel: sim/${name}\nextra_args: ${JSON.stringify(args)}\n${more}`;
+}
+
+export async function startLifecycle(options: LifecycleOptions = {}): Promise<Lifecycle> {
+  const dir = mkdtempSync(join(tmpdir(), 'capyctl-lifecycle-'));
+  const hostId = `host-${randomUUID().slice(0, 8)}`;
+  const serverTaskQueue = taskQueues.server(`test-${randomUUID().slice(0, 8)}`);
+  const fresh: FreshDatabase = await freshDatabase(inject('postgresAdminUrl'));
+  await migrate(fresh.db);
+
+  const management: FastifyInstance = await buildManagementApp({
+    db: fresh.db,
+    board: new LoadBoard(),
+    hostEvents: { registered: async () => {}, engineExited: async () => {} },
+    logger: pino({ level: 'silent' }),
+  });
+  const serverUrl = await management.listen({ host: '127.0.0.1', port: 0 });
+  const token = await issueHostToken(fresh.db);
+  const sim = (dialect: string) => `["${process.execPath}", "${CAPYCTL}", "sim", "${dialect}"]`;
+  const hostSettings = loadSettings('host', {
+    env: {},
+    text: [
+      `id: ${hostId}`,
+      `server: { url: "${serverUrl}", token: "${token}" }`,
+      `temporal: { address: "${inject('temporalAddress')}" }`,
+      'ingress: { listen: "127.0.0.1:0" }',
+      `data_dir: "${join(dir, 'host')}"`,
+      `gpus: [{ memory: ${options.gpuMemory ?? '12GiB'}, memory_kind: ${options.memoryKind ?? 'discrete'} }]`,
+      `host_ram: ${options.hostRam ?? '64GiB'}`,
+      'shutdown_grace: 5s',
+      'engine_stop_grace: 5s',
+      `engines: { vllm: { command: ${sim('vllm')} }, sglang: { command: ${sim('sglang')} }, tensorfold: { command: ${sim('tensorfold')} } }`,
+      options.hostYaml ?? '',
+    ].join('\n'),
+  });
+  const gateway = new InMemoryGateway(options.onDemand);
+  await workerConnection();
+  const host = await startHostAgent(hostSettings, pino({ level: 'warn' }));
+
+  const client = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
+  const startWorker = async () => {
+    const worker = await Worker.create({
+      connection: await workerConnection(),
+      taskQueue: serverTaskQueue,
+      workflowsPath: WORKFLOWS_PATH,
+      activities: { ...createStoreActivities(fresh.db), ...gatewayActivities(gateway) },
+      shutdownGraceTime: '1s',
+    });
+    return { worker, running: worker.run() };
+  };
+  let server = await startWorker();
+  const gpuDir = join(dir, 'host', 'sim-gpus');
+
+  return {
+    db: fresh.db,
+    client,
+    hostId,
+    serverTaskQueue,
+    gateway,
+    host,
+    gpuDir,
+    async deploy(yaml) {
+      return (await saveDeployment(fresh.db, loadSettings('deployment', { text: yaml }))).deployment;
+    },
+    async gpuUsedBytes() {
+      return (await gpuUsage(gpuDir, 0)).usedBytes;
+    },
+    async restartServerWorker() {
+      server.worker.shutdown();
+      await server.running;
+      server = await startWorker();
+    },
+    async close() {
+      server.worker.shutdown();
+      await server.running;
+      await host.stop();
+      await management.close();
+      await client.connection.close();
+      await fresh.drop();
+    },
+  };
+}
+
+/** The gateway's steps as activities: the methods of the gateway, bound. */
+export function gatewayActivities(gateway: InMemoryGateway) {
+  return {
+    closeAdmission: gateway.closeAdmission.bind(gateway),
+    awaitDrain: gateway.awaitDrain.bind(gateway),
+    beginRelease: gateway.beginRelease.bind(gateway),
+    reopen: gateway.reopen.bind(gateway),
+    release: gateway.release.bind(gateway),
+    failWaiters: gateway.failWaiters.bind(gateway),
+    snapshot: gateway.snapshot.bind(gateway),
+  };
+}
