@@ -110,6 +110,9 @@ export const apiErrors = {
       true,
       `wake of deployment ${deploymentId} failed: it did not finish within the wake window of ${wakeWindowMs} ms; the model was stopped and the next request loads it fresh`,
     ),
+  /** A start the switch could not finish (the engine ran out of memory, exited, or never became ready). */
+  startFailed: (deploymentId: string, reason: string) =>
+    error(503, 'unavailable', true, `deployment ${deploymentId} failed to start: ${reason}; retry shortly`),
   parkedCapacity: (deploymentId: string) =>
     error(
       409,

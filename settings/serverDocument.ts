@@ -22,6 +22,8 @@ export const serverSection = (temporalAddress?: string) =>
         drain_timeout: durationMs(1 * SECOND, 600 * SECOND).default(30 * SECOND),
         /** How long a wake may take before it fails with wake_uncertain. */
         wake_window: durationMs(1 * SECOND, 3_600 * SECOND).default(300 * SECOND),
+        /** How long a start (launch, load, first answer) may take before it fails. */
+        start_timeout: durationMs(1 * SECOND, 3_600 * SECOND).default(900 * SECOND),
       })
       .prefault({}),
     lifecycle_defaults: z

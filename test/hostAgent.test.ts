@@ -22,6 +22,7 @@ import { launchAndAwaitReady, measure, parkAndWake, stopEngine } from './fixture
 import { CAPYCTL } from './support/capyctl.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 import { workerConnection } from './support/temporal.js';
+import { until } from './support/until.js';
 
 const GiB = 2 ** 30;
 const dir = mkdtempSync(join(tmpdir(), 'capyctl-host-'));
@@ -37,16 +38,6 @@ function startAgent(file: string): { child: ChildProcess; output: () => string; 
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
   return { child, output: () => output, exited: new Promise((r) => child.once('exit', (code) => r(code))) };
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe('the host agent, a real process on the real dev server', () => {

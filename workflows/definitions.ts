@@ -57,7 +57,7 @@ export interface DeploymentView {
 /** How a victim gives back its GPU memory in a switch. */
 export type Release =
   | { kind: 'park'; tier: ParkTier }
-  | { kind: 'stop'; reason: 'restart_only' | 'engine_cannot_park' | 'decision_model' | 'launched_unable_to_park' | 'no_room' | 'cut_before_output' | 'operator' };
+  | { kind: 'stop'; reason: 'restart_only' | 'engine_cannot_park' | 'decision_model' | 'launched_unable_to_park' | 'no_room' | 'cut_before_output' | 'operator' | 'idle' };
 
 export interface SwitchVictim {
   name: string;

@@ -9,14 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { inject } from 'vitest';
 import { createStoreActivities } from '../../activities/storeActivities.js';
 import { LoadBoard } from '../../gateway/loadBoard.js';
 import { buildManagementApp } from '../../gateway/managementApp.js';
 import { type RunningHostAgent, startHostAgent } from '../../hostAgent/agent.js';
+import { installTemporalRuntime } from '../../logging/temporalRuntime.js';
 import { loadSettings } from '../../settings/load.js';
 import { gpuUsage } from '../../simulator/gpuLedger.js';
 import type { Db } from '../../store/db.js';
@@ -27,7 +27,6 @@ import { taskQueues } from '../../workflows/definitions.js';
 import { CAPYCTL } from './capyctl.js';
 import { InMemoryGateway } from './inMemoryGateway.js';
 import { freshDatabase, type FreshDatabase } from './postgres.js';
-import { workerConnection } from './temporal.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 
@@ -40,6 +39,19 @@ export interface LifecycleOptions {
   hostYaml?: string;
   /** Called with each demand the in-memory gateway reports; the tests wire it to the scheduler. */
   onDemand?: ConstructorParameters<typeof InMemoryGateway>[0];
+  /** The dev server and Postgres to use; the test harness's when absent (a benchmark outside vitest passes its own). */
+  services?: LifecycleServices;
+}
+
+export interface LifecycleServices {
+  temporalAddress: string;
+  postgresAdminUrl: string;
+}
+
+/** The harness's services; vitest is imported only here, so a script can use the bench with its own. */
+async function harnessServices(): Promise<LifecycleServices> {
+  const { inject } = await import('vitest');
+  return { temporalAddress: inject('temporalAddress'), postgresAdminUrl: inject('postgresAdminUrl') };
 }
 
 export interface Lifecycle {
@@ -68,7 +80,13 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-lifecycle-'));
   const hostId = `host-${randomUUID().slice(0, 8)}`;
   const serverTaskQueue = taskQueues.server(`test-${randomUUID().slice(0, 8)}`);
-  const fresh: FreshDatabase = await freshDatabase(inject('postgresAdminUrl'));
+  const services = options.services ?? (await harnessServices());
+  // Worker logs at WARN and above, once per process (a host agent in the same process shares it).
+  const workerConnection = () => {
+    installTemporalRuntime(pino({ level: 'warn' }));
+    return NativeConnection.connect({ address: services.temporalAddress });
+  };
+  const fresh: FreshDatabase = await freshDatabase(services.postgresAdminUrl);
   await migrate(fresh.db);
 
   const management: FastifyInstance = await buildManagementApp({
@@ -85,7 +103,7 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
     text: [
       `id: ${hostId}`,
       `server: { url: "${serverUrl}", token: "${token}" }`,
-      `temporal: { address: "${inject('temporalAddress')}" }`,
+      `temporal: { address: "${services.temporalAddress}" }`,
       'ingress: { listen: "127.0.0.1:0" }',
       `data_dir: "${join(dir, 'host')}"`,
       `gpus: [{ memory: ${options.gpuMemory ?? '12GiB'}, memory_kind: ${options.memoryKind ?? 'discrete'} }]`,
@@ -100,7 +118,7 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
   await workerConnection();
   const host = await startHostAgent(hostSettings, pino({ level: 'warn' }));
 
-  const client = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
+  const client = new Client({ connection: await Connection.connect({ address: services.temporalAddress }) });
   const startWorker = async () => {
     const worker = await Worker.create({
       connection: await workerConnection(),
@@ -108,6 +126,9 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
       workflowsPath: WORKFLOWS_PATH,
       activities: { ...createStoreActivities(fresh.db), ...gatewayActivities(gateway) },
       shutdownGraceTime: '1s',
+      // A restarted worker picks its workflows up at once instead of after the default 10 s, when
+      // the server gives up on the old worker's sticky queue.
+      stickyQueueScheduleToStartTimeout: '1s',
     });
     return { worker, running: worker.run() };
   };

@@ -53,7 +53,17 @@ export async function freshDatabase(adminUrl: string): Promise<FreshDatabase> {
       await db.close();
       const client = new pg.Client({ connectionString: adminUrl });
       await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      // The pool's end() returns before its connections have closed; a FORCE drop at once kills them
+      // mid-goodbye and their client raises an unhandled FATAL. So a plain drop is retried first.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await client.query(`DROP DATABASE IF EXISTS ${name}${attempt < 20 ? '' : ' WITH (FORCE)'}`);
+          break;
+        } catch (e) {
+          if (attempt >= 20) throw e;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
       await client.end();
     },
   };

@@ -1,0 +1,113 @@
+/**
+ * The control-plane time of a request-driven switch: from the switch's start to the release of its
+ * waiting requests, less what the engine simulator itself spends parking the loaded model, waking
+ * the other and answering the wake check. What is left is CapyCTL's: the scheduler, the child
+ * workflow, Temporal's round trips, the gateway steps, the host agent's activities and the store.
+ *
+ * Two models that do not fit together on one simulated GPU; requests alternate between them, so
+ * every request is a switch (park one in host RAM, wake the other). The admission window is set to
+ * its minimum (1 ms) because it is a wait the spec asks for, not control-plane work.
+ *
+ * The simulator's own times are measured, not assumed: the same launch the host makes, its park,
+ * wake and wake-check probe timed through the engine adapter, median of the same number of rounds.
+ *
+ * Run with `npx tsx bench/switchControlPlane.ts` (it starts its own Temporal dev server and uses the
+ * machine's Postgres, as the tests do).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { adapters } from '../activities/engines/index.js';
+import { startDevServer } from '../deploy/temporalDevServer.js';
+import { freePort } from '../deploy/temporalDevServer.js';
+import { loadSettings } from '../settings/load.js';
+import { createSimulatedGpu } from '../simulator/gpuLedger.js';
+import { findSwitchReceipt } from '../store/switchReceipts.js';
+import { probeFor } from '../workflows/wakeCheck.js';
+import { CAPYCTL } from '../test/support/capyctl.js';
+import { simDeployment } from '../test/support/lifecycle.js';
+import { ensurePostgres, POSTGRES_ADMIN_URL } from '../test/support/postgres.js';
+import { startSchedulerBench } from '../test/support/scheduler.js';
+
+const SWITCHES = 24;
+const WARM_UP = 4;
+const GiB = 2 ** 30;
+/** Fast enough that the 16-token wake check is not what is measured. */
+const SIM_FLAGS = ['--sim-tokens-per-s', '2000'];
+
+const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const ms = (v: number) => `${v.toFixed(1)} ms`;
+
+/** The simulator's own park (host RAM), wake and wake-check times, launched as the host launches it. */
+async function simulatorOwnTimes(dir: string, rounds: number) {
+  const spec = loadSettings('deployment', { text: simDeployment('own', 'vllm', SIM_FLAGS) });
+  await createSimulatedGpu(dir, 0, 6 * GiB);
+  const port = await freePort();
+  const vllm = adapters.vllm;
+  const plan = vllm.launch({ spec, command: [process.execPath, CAPYCTL, 'sim', 'vllm'], port, gpuIndex: 0, parkTier: 'host_ram' });
+  const [exe, ...args] = plan.argv;
+  const child = spawn(exe!, args, { env: { ...process.env, ...plan.env, CAPYCTL_SIM_GPU_DIR: dir }, stdio: 'ignore' });
+  const endpoint = { baseUrl: `http://127.0.0.1:${port}`, model: spec.name };
+  try {
+    while (!(await vllm.isReady(endpoint).catch(() => false))) await new Promise((r) => setTimeout(r, 50));
+    const timed = async (f: () => Promise<unknown>) => {
+      const t = performance.now();
+      await f();
+      return performance.now() - t;
+    };
+    const park: number[] = [];
+    const wake: number[] = [];
+    const probe: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      park.push(await timed(() => vllm.park(endpoint, 'host_ram')));
+      wake.push(await timed(() => vllm.wake(endpoint, 'host_ram')));
+      probe.push(await timed(() => vllm.probe(endpoint, probeFor(spec))));
+    }
+    return { park: median(park), wake: median(wake), probe: median(probe) };
+  } finally {
+    child.kill('SIGTERM');
+  }
+}
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), 'capyctl-bench-'));
+  const [temporal] = await Promise.all([startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }), ensurePostgres()]);
+  const s = await startSchedulerBench({
+    gpuMemory: '6GiB',
+    services: { temporalAddress: temporal.address, postgresAdminUrl: POSTGRES_ADMIN_URL },
+    settings: { admissionWindowMs: 1 },
+  });
+  try {
+    const models = [await s.deployMeasured('chat-a', '', SIM_FLAGS), await s.deployMeasured('chat-b', '', SIM_FLAGS)];
+    const totals: number[] = [];
+    const requestToRelease: number[] = [];
+    for (let i = 0; i < WARM_UP + SWITCHES; i++) {
+      const sentAtMs = Date.now();
+      const answer = await s.lc.gateway.request(models[i % 2]!);
+      if (answer.kind !== 'served') throw new Error(`switch ${i}: ${answer.error.message}`);
+      // The first two start their models: not switches.
+      if (i < WARM_UP) continue;
+      const release = s.lc.gateway.steps.findLast((x) => x.step === 'release')!;
+      await s.settledLedger();
+      const receipt = await findSwitchReceipt(s.lc.db, release.switchId);
+      if (!receipt || receipt.victims.length !== 1) throw new Error(`switch ${i} did not park one model: ${JSON.stringify(receipt)}`);
+      totals.push(release.atMs - receipt.startedAt.getTime());
+      requestToRelease.push(release.atMs - sentAtMs);
+    }
+    const own = await simulatorOwnTimes(join(dir, 'own-gpu'), SWITCHES);
+    const simulator = own.park + own.wake + own.probe;
+    const control = totals.map((t) => t - simulator);
+    console.log(`switches: ${totals.length} (after ${WARM_UP} warm-up), admission window 1 ms`);
+    console.log(`switch start → release: median ${ms(median(totals))}, min ${ms(Math.min(...totals))}, max ${ms(Math.max(...totals))}`);
+    console.log(`simulator's own (median of ${SWITCHES}): park ${ms(own.park)}, wake ${ms(own.wake)}, wake check ${ms(own.probe)} = ${ms(simulator)}`);
+    console.log(`request sent → release (the demand's way to the scheduler and its planning included): median ${ms(median(requestToRelease))}`);
+    console.log(`control-plane time: median ${ms(median(control))}, min ${ms(Math.min(...control))}, max ${ms(Math.max(...control))}`);
+  } finally {
+    await s.close();
+    await temporal.stop();
+  }
+}
+
+await main();

@@ -1,0 +1,89 @@
+/**
+ * How the management API and the gateway reach the lifecycle's workflows. Commands are Updates on the
+ * host scheduler, sent with Update-with-Start so a host's scheduler starts with its first command;
+ * demands are signals, sent with signal-with-start for the same reason. A refused command comes back
+ * as a CapyError carrying the catalogue's error.
+ */
+import { type Client, WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
+import type { UpdateDefinition } from '@temporalio/common';
+import { CapyError } from '../domain/catalogue.js';
+import { type Demand, signals, updates, workflowIds } from '../workflows/definitions.js';
+import type { QueueSettings } from '../settings/queue.js';
+import type { ServerSettings } from '../settings/serverDocument.js';
+import type { HostSchedulerInput, hostScheduler, SchedulerSettings } from '../workflows/hostScheduler.js';
+import type { MeasureInput, measureCheckpointWorkflow } from '../workflows/measure.js';
+import { refusedWith } from '../workflows/refusal.js';
+
+/**
+ * A host scheduler's settings, from the server's document and the host's queue settings: the
+ * admission window is the one of the host where the switch happens.
+ */
+export function schedulerSettings(
+  server: Pick<ServerSettings, 'switching' | 'lifecycle_defaults'>,
+  hostQueue: Pick<QueueSettings, 'admission_window'>,
+): SchedulerSettings {
+  return {
+    admissionWindowMs: hostQueue.admission_window,
+    drainMs: server.switching.drain_timeout,
+    wakeWindowMs: server.switching.wake_window,
+    startMs: server.switching.start_timeout,
+    readyIdleMs: server.lifecycle_defaults.ready_idle_timeout,
+    parkedIdleMs: server.lifecycle_defaults.parked_idle_timeout,
+  };
+}
+
+/** Which host scheduler, and what it starts with when it is not running yet. */
+export type SchedulerRef = Omit<HostSchedulerInput, 'state'>;
+
+const schedulerStart = (ref: SchedulerRef) =>
+  new WithStartWorkflowOperation<typeof hostScheduler>('hostScheduler', {
+    workflowId: workflowIds.hostScheduler(ref.hostId),
+    taskQueue: ref.serverTaskQueue,
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    args: [ref],
+  });
+
+export type Commands = typeof updates;
+export type CommandArgs<K extends keyof Commands> = Commands[K] extends UpdateDefinition<unknown, infer A> ? A : never;
+export type CommandResult<K extends keyof Commands> = Commands[K] extends UpdateDefinition<infer R, infer _Args> ? R : never;
+
+/** Sends a command to the host's scheduler and returns its receipt; a refusal throws CapyError. */
+export async function sendCommand<K extends keyof Commands>(client: Client, ref: SchedulerRef, update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>> {
+  try {
+    // TypeScript does not narrow `updates[update]` by K; the mapped types above say what it is.
+    const definition = updates[update] as unknown as UpdateDefinition<CommandResult<K>, CommandArgs<K>>;
+    return await client.workflow.executeUpdateWithStart(definition, { args, startWorkflowOperation: schedulerStart(ref) });
+  } catch (e) {
+    const refused = e instanceof WorkflowUpdateFailedError ? refusedWith(e) : undefined;
+    throw refused ? new CapyError(refused) : e;
+  }
+}
+
+/** Tells the host's scheduler who waits, since when (`waiting` 0: nobody any more). */
+export async function reportDemand(client: Client, ref: SchedulerRef, demand: Demand): Promise<void> {
+  await client.workflow.signalWithStart<typeof hostScheduler, [Demand]>('hostScheduler', {
+    workflowId: workflowIds.hostScheduler(ref.hostId),
+    taskQueue: ref.serverTaskQueue,
+    args: [ref],
+    signal: signals.demand,
+    signalArgs: [demand],
+  });
+}
+
+/**
+ * Starts the measurement of a revision's checkpoint, once per revision (a second deploy of the same
+ * revision finds the first); `start --wait` awaits the returned handle's result.
+ */
+export async function startMeasurement(client: Client, input: MeasureInput) {
+  return client.workflow.start<typeof measureCheckpointWorkflow>('measureCheckpointWorkflow', {
+    workflowId: workflowIds.measure(input.deploymentId, input.revision),
+    taskQueue: input.serverTaskQueue,
+    args: [input],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  });
+}
+
+/** `start --wait`: waits for the revision's measurement to be recorded (the start then waits for ready). */
+export async function awaitMeasurement(client: Client, deploymentId: string, revision: number): Promise<void> {
+  await client.workflow.getHandle(workflowIds.measure(deploymentId, revision)).result();
+}

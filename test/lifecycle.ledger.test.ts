@@ -1,0 +1,169 @@
+import { describe, expect, it } from 'vitest';
+import { schedulerSettings } from '../gateway/lifecycleClient.js';
+import { deploymentDocument } from '../settings/deploymentDocument.js';
+import { loadSettings } from '../settings/load.js';
+import type { DeploymentView, HostLedger, LedgerEntry } from '../workflows/definitions.js';
+import { byLongestWait, gpuFree, gpuNeed, type Holder, holdings, hostRamFree, planRoom, victimReleases } from '../workflows/ledger.js';
+
+const GiB = 2 ** 30;
+const checkpoint = { weightBytes: 4 * GiB, kvBytes: 1 * GiB };
+
+const entry = (deploymentId: string, fields: Partial<LedgerEntry> = {}): LedgerEntry => ({
+  deploymentId,
+  name: deploymentId,
+  instance: { deploymentId, instanceIndex: 0, generation: 1 },
+  state: 'ready',
+  tier: 'host_ram',
+  gpuIndex: 0,
+  gpuBytes: gpuNeed(checkpoint),
+  hostRamBytes: 0,
+  ...fields,
+});
+
+/** One 12 GiB discrete card and 16 GiB of host RAM, unless a case says otherwise. */
+const ledger = (entries: LedgerEntry[], more: Partial<HostLedger> = {}): HostLedger => ({
+  hostId: 'gpu-box',
+  gpus: [{ index: 0, memoryBytes: 12 * GiB, memoryKind: 'discrete' }],
+  hostRamBytes: 16 * GiB,
+  entries,
+  runningSwitchId: null,
+  ...more,
+});
+
+const holder = (e: LedgerEntry, fields: Partial<Holder> = {}): Holder => ({
+  entry: e,
+  name: e.name,
+  explicit: false,
+  warm: false,
+  waiting: false,
+  lastUsedMs: 0,
+  ...fields,
+});
+
+describe('what a host holds', () => {
+  it('needs weights and KV cache on one GPU', () => {
+    expect(gpuNeed(checkpoint)).toBe(5 * GiB);
+    expect(gpuFree(ledger([entry('a'), entry('b', { gpuIndex: 1 })]), 0)).toBe(7 * GiB);
+  });
+
+  it('counts a parked copy in host RAM only at the host_ram tier, and kv_only weights on the GPU', () => {
+    expect(holdings(checkpoint, 'ready', 'host_ram')).toEqual({ gpuBytes: 5 * GiB, hostRamBytes: 0 });
+    expect(holdings(checkpoint, 'parked', 'host_ram')).toEqual({ gpuBytes: 0, hostRamBytes: 4 * GiB });
+    expect(holdings(checkpoint, 'parked', 'deep')).toEqual({ gpuBytes: 0, hostRamBytes: 0 });
+    expect(holdings(checkpoint, 'parked', 'kv_only')).toEqual({ gpuBytes: 4 * GiB, hostRamBytes: 0 });
+    expect(holdings(checkpoint, 'stopped', null)).toEqual({ gpuBytes: 0, hostRamBytes: 0 });
+    expect(hostRamFree(ledger([entry('a', { state: 'parked', gpuBytes: 0, hostRamBytes: 4 * GiB })]))).toBe(12 * GiB);
+  });
+});
+
+describe('room for a model', () => {
+  const full = ledger([entry('a'), entry('b')], { gpus: [{ index: 0, memoryBytes: 10 * GiB, memoryKind: 'discrete' }] });
+  const plan = (holders: Holder[], evict = true, l = full) => planRoom({ ledger: l, gpuIndexes: [0], need: 5 * GiB, holders, evict });
+
+  it('fits without touching anything when the GPU has room', () => {
+    expect(planRoom({ ledger: ledger([entry('a')]), gpuIndexes: [0], need: 5 * GiB, holders: [], evict: false })).toEqual({ kind: 'fits', gpuIndex: 0 });
+  });
+
+  it('evicts the least recently used idle model, and only as many as it needs', () => {
+    const [a, b] = full.entries as [LedgerEntry, LedgerEntry];
+    const room = plan([holder(a, { lastUsedMs: 200 }), holder(b, { lastUsedMs: 100 })]);
+    expect(room).toMatchObject({ kind: 'evict', gpuIndex: 0 });
+    expect(room.kind === 'evict' && room.victims.map((v) => v.name)).toEqual(['b']);
+  });
+
+  it('never chooses a model with waiting requests: it takes the other, or waits', () => {
+    const [a, b] = full.entries as [LedgerEntry, LedgerEntry];
+    const room = plan([holder(a, { lastUsedMs: 200 }), holder(b, { lastUsedMs: 100, waiting: true })]);
+    expect(room.kind === 'evict' && room.victims.map((v) => v.name)).toEqual(['a']);
+    expect(plan([holder(a, { waiting: true }), holder(b, { waiting: true })])).toEqual({ kind: 'wait' });
+  });
+
+  it('waits for memory instead of parking anything when evict is not allowed', () => {
+    const [a, b] = full.entries as [LedgerEntry, LedgerEntry];
+    expect(plan([holder(a), holder(b)], false)).toEqual({ kind: 'wait' });
+  });
+
+  it('is refused for capacity when only explicit or warm models hold the memory', () => {
+    const [a, b] = full.entries as [LedgerEntry, LedgerEntry];
+    expect(plan([holder(a, { explicit: true }), holder(b, { warm: true })])).toEqual({ kind: 'refused', holders: ['a', 'b'] });
+    expect(plan([holder(a, { explicit: true }), holder(b)], false)).toMatchObject({ kind: 'wait' });
+  });
+
+  it('never evicts a parked instance or one on another GPU', () => {
+    const l = ledger([entry('a', { gpuIndex: 1 }), entry('b', { state: 'parked', gpuBytes: 4 * GiB, tier: 'kv_only' })], {
+      gpus: [
+        { index: 0, memoryBytes: 6 * GiB, memoryKind: 'discrete' },
+        { index: 1, memoryBytes: 6 * GiB, memoryKind: 'discrete' },
+      ],
+    });
+    expect(plan(l.entries.map((e) => holder(e)), true, l)).toEqual({ kind: 'wait' });
+  });
+});
+
+describe('who goes next', () => {
+  it('takes the model whose requests have waited longest, among three', () => {
+    const order = byLongestWait([
+      { deploymentId: 'b', waiting: 5, oldestSinceMs: 300 },
+      { deploymentId: 'c', waiting: 1, oldestSinceMs: 100 },
+      { deploymentId: 'x', waiting: 0, oldestSinceMs: 0 },
+      { deploymentId: 'a', waiting: 2, oldestSinceMs: 200 },
+    ]);
+    expect(order.map((d) => d.deploymentId)).toEqual(['c', 'a', 'b']);
+  });
+});
+
+describe('how victims give back their memory', () => {
+  const view = (name: string, fields: Record<string, unknown> = {}): DeploymentView & { checkpoint: typeof checkpoint } => ({
+    id: name,
+    name,
+    revision: 1,
+    spec: deploymentDocument.parse({ name, engine: 'vllm', model: `sim/${name}`, ...fields }),
+    operatorStopped: false,
+    checkpoint,
+    explicit: false,
+  });
+
+  it('parks in host RAM while copies fit, then deep, counting each victim before the next', () => {
+    const plans = victimReleases({
+      victims: [{ entry: entry('a'), view: view('a') }, { entry: entry('b'), view: view('b') }],
+      memoryKind: () => 'discrete',
+      hostRamFreeBytes: 6 * GiB,
+    });
+    expect(plans).toEqual([
+      { kind: 'park', tier: 'host_ram' },
+      { kind: 'park', tier: 'deep' },
+    ]);
+  });
+
+  it('stops a host_backed victim with no room, a restart_only one, and one its engine cannot wake', () => {
+    const plans = victimReleases({
+      victims: [
+        { entry: entry('a'), view: view('a', { residency: 'host_backed' }) },
+        { entry: entry('b'), view: view('b', { residency: 'restart_only' }) },
+        { entry: entry('c'), view: { ...view('c'), spec: deploymentDocument.parse({ name: 'c', engine: 'vllm', model: 'openai/gpt-oss-20b' }) } },
+      ],
+      memoryKind: () => 'discrete',
+      hostRamFreeBytes: 0,
+    });
+    expect(plans).toEqual([
+      { kind: 'stop', reason: 'no_room' },
+      { kind: 'stop', reason: 'restart_only' },
+      { kind: 'stop', reason: 'engine_cannot_park' },
+    ]);
+  });
+});
+
+describe('the scheduler settings', () => {
+  it('come from the server document and the host where the switch happens', () => {
+    const server = loadSettings('server', { env: {}, text: 'lifecycle_defaults: { ready_idle_timeout: 5m }\nswitching: { drain_timeout: 45s }\n' });
+    const host = loadSettings('host', { env: {}, text: 'server: { token: t }\nresource_policy: { queue: { admission_window: 500ms } }\n' });
+    expect(schedulerSettings(server, host.resource_policy.queue)).toEqual({
+      admissionWindowMs: 500,
+      drainMs: 45_000,
+      wakeWindowMs: 300_000,
+      startMs: 900_000,
+      readyIdleMs: 300_000,
+      parkedIdleMs: null,
+    });
+  });
+});

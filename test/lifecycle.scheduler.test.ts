@@ -1,0 +1,175 @@
+/**
+ * The host scheduler on a GPU that holds one model (6 GiB; each simulator model takes 4 GiB of
+ * weights and 1 GiB of KV cache) and host RAM that holds one parked copy (6 GiB). The cases run in
+ * order on one host: each starts from what the one before left.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiErrors, releaseLines } from '../domain/catalogue.js';
+import { awaitMeasurement, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
+import { gpuUsage } from '../simulator/gpuLedger.js';
+import { signals, workflowIds } from '../workflows/definitions.js';
+import type { Answer } from './support/inMemoryGateway.js';
+import { simDeployment } from './support/lifecycle.js';
+import { refusal, released, type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
+
+const GiB = 2 ** 30;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const servedBy = (answers: Answer[]) => answers.map((a) => (a.kind === 'served' ? a.deploymentId : a.error.code));
+
+describe('the host scheduler', () => {
+  let s: SchedulerBench;
+  const ids: Record<string, string> = {};
+
+  beforeAll(async () => {
+    s = await startSchedulerBench({ gpuMemory: '6GiB', hostRam: '6GiB' });
+    for (const name of ['chat-a', 'chat-b', 'chat-c', 'chat-d']) ids[name] = await s.deployMeasured(name);
+  });
+  afterAll(() => s?.close());
+
+  it('switches on a request: the demand reaches it, the loaded model parks, the waiting ones are released together', async () => {
+    const { gateway } = s.lc;
+    expect(servedBy([await gateway.request(ids['chat-a']!)])).toEqual([ids['chat-a']]);
+    const answers = await Promise.all([1, 2, 3].map(() => gateway.request(ids['chat-b']!)));
+    expect(servedBy(answers)).toEqual([ids['chat-b'], ids['chat-b'], ids['chat-b']]);
+    const starts = answers.map((a) => (a.kind === 'served' ? a.startedAtMs : 0));
+    expect(Math.max(...starts) - Math.min(...starts)).toBeLessThan(50);
+
+    const ledger = await s.settledLedger();
+    expect(ledger.gpus).toEqual([{ index: 0, memoryBytes: 6 * GiB, memoryKind: 'discrete' }]);
+    expect(ledger.entries.map((e) => [e.name, e.state, e.tier, e.gpuBytes, e.hostRamBytes])).toEqual([
+      ['chat-a', 'parked', 'host_ram', 0, 4 * GiB],
+      ['chat-b', 'ready', 'host_ram', 5 * GiB, 0],
+    ]);
+    expect(await s.lc.gpuUsedBytes()).toBe(5 * GiB);
+  });
+
+  it('takes the model whose requests waited longest next, of three', async () => {
+    const { gateway } = s.lc;
+    // chat-b runs a long request: the switch to chat-c drains it while the others queue behind.
+    const long = gateway.request(ids['chat-b']!, 1_500);
+    await sleep(50);
+    const c = gateway.request(ids['chat-c']!);
+    await sleep(300);
+    const d = gateway.request(ids['chat-d']!);
+    await sleep(50);
+    const a = [1, 2, 3].map(() => gateway.request(ids['chat-a']!));
+    await sleep(50);
+    // A later report for chat-d: its oldest request still waited longer than chat-a's.
+    const d2 = gateway.request(ids['chat-d']!);
+    await Promise.all([long, c, d, d2, ...a]);
+    const releases = gateway.steps.filter((x) => x.step === 'release').slice(-3);
+    expect(releases.map((x) => (x.detail as { deploymentId: string }).deploymentId)).toEqual([ids['chat-c'], ids['chat-d'], ids['chat-a']]);
+  });
+
+  it('start without evict parks nothing and waits for memory; stop frees it and answers with its receipt', async () => {
+    await s.until(ids['chat-a']!, 'ready');
+    const start = s.command('start', { deploymentId: ids['chat-b']!, evict: false });
+    await sleep(1_000);
+    expect((await s.entry(ids['chat-a']!))?.state).toBe('ready');
+
+    const stop = await s.command('stop', { deploymentId: ids['chat-a']! });
+    expect(stop).toMatchObject({ deploymentId: ids['chat-a'], state: 'stopped', victims: [] });
+    expect(stop.switchId).toEqual(expect.any(String));
+    expect(await start).toMatchObject({ deploymentId: ids['chat-b'], state: 'ready', victims: [] });
+  });
+
+  it('does not start a model an operator stopped on a request', async () => {
+    const waiting = s.lc.gateway.request(ids['chat-a']!);
+    await sleep(1_000);
+    expect((await s.entry(ids['chat-a']!))?.state).toBe('stopped');
+    // The operator's start serves it, and the request that waited with it.
+    const start = await s.command('start', { deploymentId: ids['chat-a']!, evict: true });
+    expect(start).toMatchObject({ state: 'ready', victims: [{ deploymentId: ids['chat-b'], instanceIndex: 0 }] });
+    expect(servedBy([await waiting])).toEqual([ids['chat-a']]);
+  });
+
+  it('start with evict names its victims and its switch', async () => {
+    const start = await s.command('start', { deploymentId: ids['chat-c']!, evict: true });
+    expect(start.state).toBe('ready');
+    expect(start.switchId).toEqual(expect.any(String));
+    // Host RAM holds one copy and chat-b's is there: chat-a parks deep.
+    expect(released(start)).toEqual([`${ids['chat-a']} ${releaseLines.parkedDeep}`]);
+    expect(await s.command('start', { deploymentId: ids['chat-c']!, evict: true })).toEqual({ deploymentId: ids['chat-c'], victims: [], state: 'ready' });
+  });
+
+  it('parks, preinitializes and deletes on command', async () => {
+    const park = await s.command('park', { deploymentId: ids['chat-c']! });
+    expect(park).toMatchObject({ deploymentId: ids['chat-c'], state: 'parked', switchId: expect.any(String) });
+
+    const pre = await s.command('preinitialize', { deploymentId: ids['chat-d']! });
+    expect(pre).toMatchObject({ deploymentId: ids['chat-d'], state: 'parked' });
+    expect((await s.entry(ids['chat-d']!))?.tier).toBe('deep');
+
+    const del = await s.command('delete', { deploymentId: ids['chat-d']! });
+    expect(del).toMatchObject({ deploymentId: ids['chat-d'], state: 'stopped' });
+    expect(await s.entry(ids['chat-d']!)).toBeUndefined();
+  });
+
+  it('refuses a start while the checkpoint is being measured; with --wait, waits for it, then for ready', async () => {
+    const d = await s.lc.deploy(simDeployment('chat-new'));
+    const error = await refusal(s.command('start', { deploymentId: d.id, evict: true }));
+    expect(error).toEqual(apiErrors.checkpointUnmeasured('chat-new'));
+
+    await startMeasurement(s.lc.client, { deploymentId: d.id, revision: d.revision, hostId: s.lc.hostId, serverTaskQueue: s.lc.serverTaskQueue });
+    await awaitMeasurement(s.lc.client, d.id, d.revision);
+    expect(await s.command('start', { deploymentId: d.id, evict: true })).toMatchObject({ deploymentId: d.id, state: 'ready' });
+    await s.command('delete', { deploymentId: d.id });
+  });
+
+  describe('a model under explicit activation', () => {
+    let x: string;
+    beforeAll(async () => {
+      x = await s.deployMeasured('chat-x', 'lifecycle: { activation: explicit }\nresidency: host_backed');
+    });
+
+    it('is never woken or started by a request', async () => {
+      const waiting = s.lc.gateway.request(x);
+      await sleep(1_000);
+      expect(await s.entry(x)).toBeUndefined();
+      const start = await s.command('start', { deploymentId: x, evict: true });
+      expect(start.state).toBe('ready');
+      expect(servedBy([await waiting])).toEqual([x]);
+    });
+
+    it('keeps its memory: an evict that needs it is refused for capacity, and requests wait', async () => {
+      const error = await refusal(s.command('start', { deploymentId: ids['chat-a']!, evict: true }));
+      expect(error).toEqual(apiErrors.insufficientCapacity(ids['chat-a']!, ['chat-x']));
+      const waiting = s.lc.gateway.request(ids['chat-b']!);
+      await sleep(1_000);
+      expect((await s.entry(x))?.state).toBe('ready');
+      await s.command('stop', { deploymentId: x });
+      expect(servedBy([await waiting])).toEqual([ids['chat-b']]);
+    });
+
+    it('is refused a park that needs room in the parked set, and serves on', async () => {
+      // chat-b's copy fills host RAM; chat-x (host_backed) would have no room for its own.
+      const park = await s.command('park', { deploymentId: ids['chat-b']! });
+      expect(park.state).toBe('parked');
+      expect((await s.entry(ids['chat-b']!))?.hostRamBytes).toBe(4 * GiB);
+      expect(await s.command('start', { deploymentId: x, evict: false })).toMatchObject({ state: 'ready' });
+
+      expect(await refusal(s.command('park', { deploymentId: x }))).toEqual(apiErrors.parkedCapacity(x));
+      expect((await s.entry(x))?.state).toBe('ready');
+      expect(s.lc.gateway.dispatchOf(x)).toBe('open');
+    });
+
+    it('is not restarted by a request after its engine exited', async () => {
+      const { instance } = (await s.entry(x))!;
+      const engine = (await gpuUsage(s.lc.gpuDir, 0)).owners.find((o) => o.gpuBytes > 0)!;
+      process.kill(engine.pid, 'SIGKILL');
+      // What the server does when the host reports an engine it did not stop.
+      await s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId)).signal(signals.engineExited, instance);
+      await s.until(x, 'stopped');
+      void s.lc.gateway.request(x);
+      await sleep(1_000);
+      expect((await s.entry(x))?.state).toBe('stopped');
+    });
+  });
+
+  it('drains the host: every instance stops, each with its receipt', async () => {
+    const receipts = await sendCommand(s.lc.client, s.ref, 'drainHost');
+    expect(receipts.every((r) => r.state === 'stopped')).toBe(true);
+    expect((await s.ledger()).entries.filter((e) => e.state !== 'stopped')).toEqual([]);
+    expect(await s.lc.gpuUsedBytes()).toBe(0);
+  });
+});

@@ -1,0 +1,118 @@
+/**
+ * The host scheduler's idle timers, its choice of victims when two models fit, and its continue-as-new
+ * under traffic: each on its own host, since each needs its own settings.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { reportDemand } from '../gateway/lifecycleClient.js';
+import { workflowIds } from '../workflows/definitions.js';
+import type { Answer } from './support/inMemoryGateway.js';
+import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('idle timers', () => {
+  const IDLE_MS = 1_500;
+  let s: SchedulerBench;
+  beforeAll(async () => {
+    s = await startSchedulerBench({ gpuMemory: '16GiB', settings: { readyIdleMs: IDLE_MS, parkedIdleMs: IDLE_MS } });
+  });
+  afterAll(() => s?.close());
+
+  it('park a ready model after ready_idle_timeout and stop it after parked_idle_timeout; explicit and warm models stay', async () => {
+    const a = await s.deployMeasured('chat-a');
+    const x = await s.deployMeasured('chat-x', 'lifecycle: { activation: explicit }');
+    const w = await s.deployMeasured('chat-w', 'lifecycle: { warm: true }');
+    for (const id of [x, w]) await s.command('start', { deploymentId: id, evict: false });
+    await s.command('start', { deploymentId: a, evict: false });
+    const readyAt = Date.now();
+
+    await s.until(a, 'parked', 10_000);
+    const parkedAt = Date.now();
+    expect(parkedAt - readyAt).toBeGreaterThanOrEqual(IDLE_MS - 100);
+    await s.until(a, 'stopped', 10_000);
+    expect(Date.now() - parkedAt).toBeGreaterThanOrEqual(IDLE_MS - 100);
+
+    expect((await s.entry(x))?.state).toBe('ready');
+    expect((await s.entry(w))?.state).toBe('ready');
+  });
+
+  it('count a request as use: the ready timer starts again from it', async () => {
+    const b = await s.deployMeasured('chat-b');
+    await s.command('start', { deploymentId: b, evict: false });
+    for (let i = 0; i < 4; i++) {
+      await sleep(IDLE_MS / 2);
+      expect((await s.lc.gateway.request(b)).kind).toBe('served');
+    }
+    expect((await s.entry(b))?.state).toBe('ready');
+    await s.until(b, 'parked', 10_000);
+  });
+});
+
+describe('victims when two models fit', () => {
+  let s: SchedulerBench;
+  beforeAll(async () => {
+    s = await startSchedulerBench({ gpuMemory: '11GiB' });
+  });
+  afterAll(() => s?.close());
+
+  it('never parks a model with waiting requests, even the least recently used', async () => {
+    const [a, b, c] = [await s.deployMeasured('chat-a'), await s.deployMeasured('chat-b'), await s.deployMeasured('chat-c')];
+    await s.command('start', { deploymentId: a, evict: false });
+    await s.command('start', { deploymentId: b, evict: false });
+    // chat-a, the least recently used, has requests waiting for a free slot.
+    await reportDemand(s.lc.client, s.ref, { deploymentId: a, waiting: 1, oldestSinceMs: Date.now() });
+    expect((await s.lc.gateway.request(c)).kind).toBe('served');
+    await s.settledLedger();
+    expect((await s.entry(a))?.state).toBe('ready');
+    expect((await s.entry(b))?.state).toBe('parked');
+    await reportDemand(s.lc.client, s.ref, { deploymentId: a, waiting: 0, oldestSinceMs: 0 });
+  });
+});
+
+describe('continue-as-new under traffic', () => {
+  let s: SchedulerBench;
+  beforeAll(async () => {
+    s = await startSchedulerBench({ gpuMemory: '6GiB', settings: { maxHistoryEvents: 150, admissionWindowMs: 50 } });
+  });
+  afterAll(() => s?.close());
+
+  /** A client that sends `count` requests one after another, retrying a 503 as the spec's message says. */
+  async function app(deploymentId: string, count: number): Promise<Answer[]> {
+    const answers: Answer[] = [];
+    while (answers.length < count) {
+      const answer = await s.lc.gateway.request(deploymentId, 20);
+      if (answer.kind === 'served') answers.push(answer);
+      else expect(answer.error.retryable).toBe(true);
+      await sleep(100);
+    }
+    return answers;
+  }
+
+  it('loses no demand and no command across runs', async () => {
+    const a = await s.deployMeasured('chat-a');
+    const b = await s.deployMeasured('chat-b');
+    const first = await s.command('start', { deploymentId: a, evict: false });
+    expect(first.state).toBe('ready');
+    const { runId: firstRun } = await s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId)).describe();
+
+    const commands = (async () => {
+      const receipts = [];
+      for (let i = 0; i < 6; i++) {
+        await sleep(700);
+        receipts.push(await s.command('park', { deploymentId: i % 2 === 0 ? a : b }));
+      }
+      return receipts;
+    })();
+    const [appA, appB, receipts] = await Promise.all([app(a, 12), app(b, 12), commands]);
+    expect(appA.length + appB.length).toBe(24);
+    expect(receipts).toHaveLength(6);
+    for (const r of receipts) expect(['parked', 'stopped']).toContain(r.state);
+
+    const firstRunNow = await s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId), firstRun).describe();
+    expect(firstRunNow.status.name).toBe('CONTINUED_AS_NEW');
+    const now = await s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId)).describe();
+    expect(now.runId).not.toBe(firstRun);
+    expect(now.status.name).toBe('RUNNING');
+  });
+});
+

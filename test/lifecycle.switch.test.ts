@@ -1,0 +1,378 @@
+/**
+ * The switch workflow end to end: real Temporal, real Postgres, a real host agent running simulator
+ * engines on a simulated 8 GiB card (one 5 GiB model at a time, so every switch must free the GPU
+ * before its target loads), and the in-memory gateway standing in for the request queues.
+ */
+import { randomUUID } from 'node:crypto';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiErrors, releaseLines } from '../domain/catalogue.js';
+import type { ParkTier } from '../domain/vocabulary.js';
+import type { Deployment } from '../store/deployments.js';
+import { listInstances } from '../store/instances.js';
+import { findSwitchReceipt } from '../store/switchReceipts.js';
+import { findWakeReference } from '../store/wakeReferences.js';
+import {
+  type InstanceRef,
+  type Release,
+  searchAttributes,
+  type SwitchInput,
+  type SwitchResult,
+  workflowIds,
+} from '../workflows/definitions.js';
+import { switchWorkflow } from '../workflows/switch.js';
+import { switchSummary } from '../workflows/switchSummary.js';
+import { compareAnswers, probeFor } from '../workflows/wakeCheck.js';
+import type { Answer } from './support/inMemoryGateway.js';
+import { type Lifecycle, simDeployment, startLifecycle } from './support/lifecycle.js';
+import { until } from './support/until.js';
+
+const GiB = 2 ** 30;
+const TIMEOUTS: SwitchInput['timeouts'] = { drainMs: 2_000, wakeWindowMs: 5_000, startMs: 30_000 };
+
+let lc: Lifecycle;
+beforeAll(async () => {
+  lc = await startLifecycle({ gpuMemory: '8GiB' });
+});
+afterAll(() => lc?.close());
+
+type Model = Deployment;
+
+/** Deploys a simulator model whose name is unique in this run (visibility is shared by every test). */
+const deploy = (name: string, extra: string[] = []): Promise<Model> =>
+  lc.deploy(simDeployment(`${name}-${randomUUID().slice(0, 6)}`, 'vllm', extra));
+
+const ref = (m: Model, generation = 1): InstanceRef => ({ deploymentId: m.id, instanceIndex: 0, generation });
+
+interface Plan {
+  target?: { model: Model; action: 'wake' | 'start'; tier: ParkTier | null; generation?: number };
+  victims?: Array<{ model: Model; release: Release; generation?: number }>;
+  windowMs?: number | null;
+  timeouts?: Partial<SwitchInput['timeouts']>;
+}
+
+function switchInput(plan: Plan): SwitchInput {
+  const t = plan.target;
+  return {
+    switchId: randomUUID(),
+    hostId: lc.hostId,
+    serverTaskQueue: lc.serverTaskQueue,
+    startedAtMs: Date.now(),
+    target: t
+      ? { name: t.model.name, revision: t.model.revision, spec: t.model.spec, instance: ref(t.model, t.generation), action: t.action, tier: t.tier, gpuIndex: 0 }
+      : null,
+    victims: (plan.victims ?? []).map((v) => ({ name: v.model.name, instance: ref(v.model, v.generation), release: v.release })),
+    admissionWindowMs: plan.windowMs ?? null,
+    timeouts: { ...TIMEOUTS, ...plan.timeouts },
+  };
+}
+
+const startSwitch = (input: SwitchInput) =>
+  lc.client.workflow.start(switchWorkflow, { taskQueue: lc.serverTaskQueue, workflowId: workflowIds.switch(input.switchId), args: [input] });
+const runSwitch = async (plan: Plan): Promise<SwitchResult & { input: SwitchInput }> => {
+  const input = switchInput(plan);
+  return { ...(await (await startSwitch(input)).result()), input };
+};
+
+/** A model started by a first switch and serving: its gateway dispatch is open. */
+async function ready(m: Model, generation = 1): Promise<void> {
+  const r = await runSwitch({ target: { model: m, action: 'start', tier: 'host_ram', generation } });
+  expect(r.outcome).toBe('released');
+  lc.gateway.open(m.id, ref(m, generation));
+}
+
+/** Stops what a test left loaded (instances of `generation`), so the next one finds the GPU empty. Returns the switch's ID. */
+async function stop(models: Model[], generation = 1): Promise<string> {
+  const r = await runSwitch({ victims: models.map((model) => ({ model, generation, release: { kind: 'stop', reason: 'operator' } })) });
+  expect(await lc.gpuUsedBytes()).toBe(0);
+  return r.input.switchId;
+}
+
+const park = (tier: ParkTier): Release => ({ kind: 'park', tier });
+
+async function fault(m: Model, faults: Record<string, boolean | undefined>): Promise<void> {
+  const reply = await request(`${lc.host.ingressUrl}/instances/${m.id}/0/sim/faults`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(faults),
+  }).catch(() => undefined);
+  await reply?.body.dump();
+}
+
+const stepOf = (switchId: string, step: string) => lc.gateway.steps.find((s) => s.switchId === switchId && s.step === step);
+const served = (a: Answer) => (a.kind === 'served' ? a : expect.fail(`expected a served request, got ${JSON.stringify(a)}`));
+const failed = (a: Answer) => (a.kind === 'error' ? a.error : expect.fail(`expected an error, got ${JSON.stringify(a)}`));
+
+describe('a switch', () => {
+  /** The switches that named chat-a as a victim, and those of them that parked it. */
+  const releasedA: string[] = [];
+  const parkedA: string[] = [];
+  let a: Model;
+
+  it('parks the victim in host RAM, starts the target, releases its waiters together and writes the receipt', async () => {
+    a = await deploy('chat-a');
+    const b = await deploy('chat-b');
+    await ready(a);
+    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+
+    const waiters = [1, 2, 3].map(() => lc.gateway.request(b.id, 50));
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }], windowMs: 300 });
+    parkedA.push(r.input.switchId);
+
+    expect(r).toMatchObject({
+      outcome: 'released',
+      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releaseLines.parkedHostRam, state: 'parked', tier: 'host_ram' }],
+      target: { instance: ref(b), state: 'ready' },
+    });
+    const answers = (await Promise.all(waiters)).map(served);
+    expect(answers.map((w) => w.instance)).toEqual([ref(b), ref(b), ref(b)]);
+    // Released together: they ran at the same time, not one after another.
+    expect(Math.max(...answers.map((w) => w.startedAtMs)) - Math.min(...answers.map((w) => w.startedAtMs))).toBeLessThan(40);
+    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+
+    const receipt = await findSwitchReceipt(lc.db, r.input.switchId);
+    expect(receipt).toMatchObject({
+      hostId: lc.hostId,
+      targetDeploymentId: b.id,
+      victims: [{ deploymentId: a.id, instanceIndex: 0, released: 'released: parked (host RAM)' }],
+      outcome: 'released',
+      summary: `start ${b.name}, park ${a.name} on ${lc.hostId}`,
+    });
+    expect(receipt?.finishedAt).toBeInstanceOf(Date);
+    const instances = await listInstances(lc.db, { hostId: lc.hostId });
+    expect(instances.find((i) => i.deploymentId === a.id)).toMatchObject({ observedState: 'parked', parkTier: 'host_ram', generation: 1 });
+    expect(instances.find((i) => i.deploymentId === b.id)).toMatchObject({ observedState: 'ready', generation: 1 });
+    expect(await findWakeReference(lc.db, b.id, 0)).toMatchObject({ generation: 1, answer: { kind: 'prompt', text: expect.any(String) } });
+
+    // And back: chat-a wakes from host RAM, passes the wake check, and serves its waiter.
+    const waiter = lc.gateway.request(a.id, 10);
+    const back = await runSwitch({ target: { model: a, action: 'wake', tier: 'host_ram' }, victims: [{ model: b, release: park('host_ram') }], windowMs: 300 });
+    expect(back).toMatchObject({ outcome: 'released', target: { instance: ref(a), state: 'ready' } });
+    expect(served(await waiter).instance).toEqual(ref(a));
+    expect((await findSwitchReceipt(lc.db, back.input.switchId))?.summary).toBe(`wake ${a.name}, park ${b.name} on ${lc.hostId}`);
+    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+
+    // A drain that times out names chat-a as a victim too, but parks nothing.
+    const busy = lc.gateway.request(a.id, 2_500);
+    const timedOut = await runSwitch({ target: { model: b, action: 'wake', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }], timeouts: { drainMs: 1_000 } });
+    expect(timedOut.outcome).toBe('drain_timeout');
+    served(await busy);
+    releasedA.push(await stop([a, b]));
+  });
+
+  it('lists every switch that parked chat-a by its search attributes', async () => {
+    // The victims attribute names chat-a whether it was parked or stopped; the receipt line says which.
+    const query = `${searchAttributes.victims.name} = '${a.name}' AND ${searchAttributes.outcome.name} = 'released'`;
+    const listed = await until('the switches to be visible', async () => {
+      const found: Array<{ id: string; host?: string }> = [];
+      for await (const wf of lc.client.workflow.list({ query })) {
+        found.push({ id: wf.workflowId, host: wf.typedSearchAttributes.get(searchAttributes.host) });
+      }
+      return found.length === parkedA.length + releasedA.length ? found : undefined;
+    });
+    expect(listed.map((w) => w.id).sort()).toEqual([...parkedA, ...releasedA].map(workflowIds.switch).sort());
+    expect(listed.every((w) => w.host === lc.hostId)).toBe(true);
+    const parked = [];
+    for (const w of listed) {
+      const receipt = await findSwitchReceipt(lc.db, w.id.replace(/^switch\//, ''));
+      if (receipt?.victims.some((v) => v.deploymentId === a.id && v.released.startsWith('released: parked'))) parked.push(w.id);
+    }
+    expect(parked).toEqual(parkedA.map(workflowIds.switch));
+  });
+});
+
+describe('the admission window', () => {
+  it('serves the victim for the window from the switch start, not extended by its traffic', async () => {
+    const a = await deploy('win-a');
+    await ready(a);
+    const input = switchInput({ victims: [{ model: a, release: park('host_ram') }], windowMs: 500 });
+    const handle = await startSwitch(input);
+
+    // Traffic until the window closes: a new 300 ms request every 50 ms, then one more while it drains.
+    const answers: Array<Promise<Answer>> = [];
+    while (!stepOf(input.switchId, 'closeAdmission')) {
+      answers.push(lc.gateway.request(a.id, 300));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    answers.push(lc.gateway.request(a.id, 300));
+    expect((await handle.result()).outcome).toBe('released');
+    const closedAtMs = stepOf(input.switchId, 'closeAdmission')!.atMs;
+    expect(closedAtMs - input.startedAtMs).toBeGreaterThanOrEqual(500);
+    expect(closedAtMs - input.startedAtMs).toBeLessThan(800);
+
+    const settled = await Promise.all(answers);
+    const servedAnswers = settled.filter((x) => x.kind === 'served');
+    const refused = settled.filter((x) => x.kind === 'error');
+    expect(servedAnswers.length).toBeGreaterThanOrEqual(7);
+    expect(servedAnswers.every((x) => x.startedAtMs < closedAtMs)).toBe(true);
+    expect(refused.map(failed)).toEqual([apiErrors.dispatchClosed(a.id)]);
+    await stop([a]);
+  });
+
+  it('closes at once for a victim idle for one window length', async () => {
+    const a = await deploy('idle-a');
+    await ready(a);
+    await new Promise((r) => setTimeout(r, 1_000));
+    const r = await runSwitch({ victims: [{ model: a, release: park('host_ram') }], windowMs: 1_000 });
+    expect(r.outcome).toBe('released');
+    expect(stepOf(r.input.switchId, 'closeAdmission')!.atMs - r.input.startedAtMs).toBeLessThan(500);
+    await stop([a]);
+  });
+});
+
+describe('the drain', () => {
+  it('times out: the victim serves again, the waiters get the spec message, the target is untouched', async () => {
+    const a = await deploy('drain-a');
+    const b = await deploy('drain-b');
+    await ready(a);
+    const long = lc.gateway.request(a.id, 3_000);
+    const waiter = lc.gateway.request(b.id, 10);
+
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }], timeouts: { drainMs: 1_000 } });
+    expect(r).toMatchObject({ outcome: 'drain_timeout', victims: [], error: { status: 503, code: 'unavailable', retryable: true } });
+    expect(failed(await waiter).message).toBe(
+      `switch to ${b.id} failed: drain timeout after 1000 ms with 1 request(s) still charged; the victims serve again; retry shortly`,
+    );
+    expect(lc.gateway.dispatchOf(a.id)).toBe('open');
+    expect(served(await lc.gateway.request(a.id, 10)).deploymentId).toBe(a.id);
+    served(await long);
+    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+    expect(await findSwitchReceipt(lc.db, r.input.switchId)).toMatchObject({ outcome: 'drain_timeout', victims: [] });
+    await stop([a]);
+  });
+
+  it("also waits for the victim's engine to report nothing running, not only the gateway's count", async () => {
+    const a = await deploy('engine-a');
+    const b = await deploy('engine-b');
+    await ready(a);
+    // A request the gateway does not count (it reached the engine another way) that never finishes.
+    await fault(a, { requests_never_finish: true });
+    const stream = await request(`${lc.host.ingressUrl}/instances/${a.id}/0/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: a.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 50, stream: true }),
+    });
+    await stream.body[Symbol.asyncIterator]().next();
+
+    const waiter = lc.gateway.request(b.id, 10);
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }], timeouts: { drainMs: 1_000 } });
+    expect(r.outcome).toBe('drain_timeout');
+    expect(failed(await waiter)).toEqual(apiErrors.drainTimeout(b.id, 1_000, 1));
+    expect(lc.gateway.dispatchOf(a.id)).toBe('open');
+
+    // The client hangs up, which stops the engine's work: the next switch drains and parks.
+    stream.body.destroy();
+    expect((await runSwitch({ victims: [{ model: a, release: park('host_ram') }], timeouts: { drainMs: 5_000 } })).outcome).toBe('released');
+    await stop([a]);
+  });
+});
+
+describe('a victim that does not park', () => {
+  it('stops when there is no room for a parked copy, and says so', async () => {
+    const a = await deploy('noroom-a');
+    const b = await deploy('noroom-b');
+    await ready(a);
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: { kind: 'stop', reason: 'no_room' } }] });
+    expect(r).toMatchObject({ outcome: 'released', victims: [{ released: 'released: stopped (no room to park)', state: 'stopped', tier: null }] });
+    expect((await findSwitchReceipt(lc.db, r.input.switchId))?.victims).toEqual([
+      { deploymentId: a.id, instanceIndex: 0, released: releaseLines.stoppedNoRoom },
+    ]);
+    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+    await stop([b]);
+  });
+
+  it('is stopped when its park fails, never left half-parked', async () => {
+    const a = await deploy('crash-a');
+    const b = await deploy('crash-b');
+    await ready(a);
+    await fault(a, { crash: true });
+    const waiter = lc.gateway.request(b.id, 10);
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }] });
+    expect(r).toMatchObject({
+      outcome: 'park_failed',
+      victims: [{ released: releaseLines.stopped, state: 'stopped', tier: null }],
+      target: { state: 'ready' },
+    });
+    served(await waiter);
+    expect((await listInstances(lc.db)).find((i) => i.deploymentId === a.id)?.observedState).toBe('stopped');
+    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+    await stop([b]);
+  });
+});
+
+describe('a failed wake', () => {
+  it.each([
+    { code: 'wake_mismatch', tier: 'host_ram', faults: { wrong_answer_after_wake: true }, wakeWindowMs: 5_000 },
+    { code: 'wake_reload_failed', tier: 'deep', faults: { reload_fails: true }, wakeWindowMs: 5_000 },
+    { code: 'wake_uncertain', tier: 'host_ram', faults: { wake_hangs: true }, wakeWindowMs: 1_500 },
+  ] as const)('$code: stops the target, frees the GPU, fails its waiters; a fresh start then works', async ({ code, tier, faults, wakeWindowMs }) => {
+    const m = await deploy(code.replaceAll('_', '-'));
+    await ready(m);
+    await runSwitch({ victims: [{ model: m, release: park(tier) }] });
+    expect(await lc.gpuUsedBytes()).toBe(0);
+    await fault(m, faults);
+
+    const waiter = lc.gateway.request(m.id, 10);
+    const r = await runSwitch({ target: { model: m, action: 'wake', tier }, timeouts: { wakeWindowMs } });
+    const expected = {
+      wake_mismatch: apiErrors.wakeMismatch(m.id),
+      wake_reload_failed: apiErrors.wakeReloadFailed(m.id),
+      wake_uncertain: apiErrors.wakeUncertain(m.id, wakeWindowMs),
+    }[code];
+    expect(r).toMatchObject({ outcome: 'wake_failed', target: { state: 'stopped' }, error: expected });
+    expect(failed(await waiter)).toEqual(expected);
+    expect(await lc.gpuUsedBytes()).toBe(0);
+    expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
+
+    const again = lc.gateway.request(m.id, 10);
+    const fresh = await runSwitch({ target: { model: m, action: 'start', tier, generation: 2 } });
+    expect(fresh.outcome).toBe('released');
+    expect(served(await again).instance).toEqual(ref(m, 2));
+    await stop([m], 2);
+  });
+});
+
+describe('a restarted server', () => {
+  it('finishes a switch whose worker was restarted in the middle of a slow park', async () => {
+    const a = await deploy('slow-a', ['--sim-park-ms', '3000']);
+    const b = await deploy('slow-b');
+    await ready(a);
+    const waiter = lc.gateway.request(b.id, 10);
+    const input = switchInput({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }] });
+    const handle = await startSwitch(input);
+    await until('the victim to begin parking', () => stepOf(input.switchId, 'beginRelease'));
+    await lc.restartServerWorker();
+
+    expect(await handle.result()).toMatchObject({ outcome: 'released', victims: [{ state: 'parked' }], target: { state: 'ready' } });
+    served(await waiter);
+    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+    await stop([a, b]);
+  });
+});
+
+describe('the wake check and the summary, as pure functions', () => {
+  const decision = (option: string, yes: number) => ({ kind: 'decision' as const, option, probabilities: { yes, no: 1 - yes } });
+
+  it('passes a decision with the same option and every probability within 0.05, and nothing else', () => {
+    expect(compareAnswers(decision('yes', 0.8), decision('yes', 0.76))).toBeNull();
+    expect(compareAnswers(decision('yes', 0.8), decision('yes', 0.74))).toBe('wake_mismatch');
+    expect(compareAnswers(decision('yes', 0.52), decision('no', 0.49))).toBe('wake_mismatch');
+    expect(compareAnswers({ kind: 'prompt', text: 'one, two' }, { kind: 'prompt', text: 'one, two' })).toBeNull();
+    expect(compareAnswers({ kind: 'prompt', text: 'one, two' }, { kind: 'prompt', text: '!!!!' })).toBe('wake_mismatch');
+  });
+
+  it("asks a decision model its own decision and any other model the fixed greedy prompt", async () => {
+    const spec = (await deploy('probe')).spec;
+    expect(probeFor(spec)).toMatchObject({ kind: 'prompt', maxTokens: expect.any(Number) });
+    expect(probeFor({ ...spec, decision: { prompt: 'Approve?', options: ['yes', 'no'] } })).toEqual({ kind: 'decision', prompt: 'Approve?', options: ['yes', 'no'] });
+  });
+
+  it('names what a switch does in one line', async () => {
+    const [a, b] = [await deploy('chat-a'), await deploy('chat-b')];
+    const input = switchInput({ target: { model: b, action: 'wake', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }] });
+    expect(switchSummary(input)).toBe(`wake ${b.name}, park ${a.name} on ${lc.hostId}`);
+    expect(switchSummary({ ...input, target: null, victims: input.victims.map((v) => ({ ...v, release: { kind: 'stop', reason: 'operator' } })) })).toBe(
+      `stop ${a.name} on ${lc.hostId}`,
+    );
+  });
+});

@@ -1,0 +1,92 @@
+/**
+ * The host scheduler on the lifecycle's bench: the gateway's demand reports wired to it, commands
+ * sent as the management API sends them, its ledger read with its query, and the waits the tests need.
+ */
+import { CapyError } from '../../domain/catalogue.js';
+import { type CommandArgs, type CommandResult, type Commands, reportDemand, type SchedulerRef, sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
+import { type CommandReceipt, type HostLedger, type LedgerEntry, queries, workflowIds } from '../../workflows/definitions.js';
+import type { SchedulerSettings } from '../../workflows/hostScheduler.js';
+import { type Lifecycle, type LifecycleOptions, simDeployment, startLifecycle } from './lifecycle.js';
+
+/** Short bounds, so a test sees every step within seconds; the idle timers off unless asked. */
+export const testSchedulerSettings: SchedulerSettings = {
+  admissionWindowMs: 100,
+  drainMs: 5_000,
+  wakeWindowMs: 15_000,
+  startMs: 30_000,
+  readyIdleMs: null,
+  parkedIdleMs: null,
+};
+
+export interface SchedulerBench {
+  lc: Lifecycle;
+  ref: SchedulerRef;
+  /** Deploys a simulator model (`extra`: more simulator flags) and waits for its checkpoint's measurement; returns its ID. */
+  deployMeasured(name: string, more?: string, extra?: string[]): Promise<string>;
+  command<K extends keyof Commands>(update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>>;
+  ledger(): Promise<HostLedger>;
+  entry(deploymentId: string): Promise<LedgerEntry | undefined>;
+  /** The ledger once no switch runs (a switch releases its waiters before it records its receipt). */
+  settledLedger(): Promise<HostLedger>;
+  /** Polls the ledger until `deploymentId`'s entry is in `state`. */
+  until(deploymentId: string, state: LedgerEntry['state'], timeoutMs?: number): Promise<LedgerEntry>;
+  close(): Promise<void>;
+}
+
+export async function startSchedulerBench(options: LifecycleOptions & { settings?: Partial<SchedulerSettings> } = {}): Promise<SchedulerBench> {
+  const late: { lc?: Lifecycle; ref?: SchedulerRef } = {};
+  const lc = await startLifecycle({
+    ...options,
+    // The gateway reports from its own callbacks; a lost report would be a lost demand, so it is logged.
+    onDemand: (demand) => void reportDemand(late.lc!.client, late.ref!, demand).catch((e) => console.error('demand report failed', e)),
+  });
+  const ref: SchedulerRef = { hostId: lc.hostId, serverTaskQueue: lc.serverTaskQueue, settings: { ...testSchedulerSettings, ...options.settings } };
+  Object.assign(late, { lc, ref });
+  const handle = () => lc.client.workflow.getHandle(workflowIds.hostScheduler(lc.hostId));
+  const ledger = () => handle().query(queries.ledger);
+  const entry = async (id: string) => (await ledger()).entries.find((e) => e.deploymentId === id);
+
+  return {
+    lc,
+    ref,
+    async deployMeasured(name, more = '', extra = []) {
+      const d = await lc.deploy(simDeployment(name, 'vllm', extra, more));
+      const measuring = await startMeasurement(lc.client, { deploymentId: d.id, revision: d.revision, hostId: lc.hostId, serverTaskQueue: lc.serverTaskQueue });
+      await measuring.result();
+      return d.id;
+    },
+    command: (update, ...args) => sendCommand(lc.client, ref, update, ...args),
+    ledger,
+    entry,
+    async settledLedger() {
+      for (;;) {
+        const l = await ledger();
+        if (l.runningSwitchId === null) return l;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    async until(id, state, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const e = await entry(id).catch(() => undefined);
+        if (e?.state === state) return e;
+        if (Date.now() > deadline) throw new Error(`${id} did not become ${state}; it is ${e?.state ?? 'absent'}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    close: () => lc.close(),
+  };
+}
+
+/** The catalogue's error a refused command carried. */
+export async function refusal(p: Promise<unknown>): Promise<CapyError['apiError']> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof CapyError) return e.apiError;
+    throw e;
+  }
+  throw new Error('the command was not refused');
+}
+
+export const released = (r: CommandReceipt) => r.victims.map((v) => `${v.deploymentId} ${v.released}`);

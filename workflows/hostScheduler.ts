@@ -1,0 +1,493 @@
+/**
+ * The host scheduler: one long-lived workflow per host (`host-scheduler/<hostId>`), the only thing
+ * that changes what that host's GPUs hold. It keeps the host's ledger, takes demands from the gateway
+ * (signals) and commands from the management API (updates answered with the receipt), and runs one
+ * transition at a time, each a child switch workflow. It continues as new before its history grows
+ * large, carrying its ledger and the demands it still holds as plain objects.
+ */
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  executeChild,
+  log,
+  proxyActivities,
+  setHandler,
+  uuid4,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { apiErrors } from '../domain/catalogue.js';
+import type { ParkPlan } from '../activities/engines/rules.js';
+import { parkPlan } from '../activities/engines/rules.js';
+import type { GatewaySteps } from '../activities/gatewaySteps.js';
+import type { StoreActivities } from '../activities/storeActivities.js';
+import {
+  type CommandReceipt,
+  type Demand,
+  type DeploymentView,
+  type HostLedger,
+  type LedgerEntry,
+  queries,
+  type Release,
+  signals,
+  type SwitchInput,
+  type SwitchResult,
+  type SwitchTarget,
+  type SwitchVictim,
+  updates,
+  workflowIds,
+} from './definitions.js';
+import {
+  byLongestWait,
+  type Checkpoint,
+  gpuNeed,
+  type Holder,
+  holdings,
+  hostRamFree,
+  planRoom,
+  victimReleases,
+} from './ledger.js';
+import { refusal } from './refusal.js';
+import { switchWorkflow } from './switch.js';
+import { switchSummary } from './switchSummary.js';
+
+export interface SchedulerSettings {
+  /** The host's `resource_policy.queue.admission_window`, for request-driven switches. */
+  admissionWindowMs: number;
+  drainMs: number;
+  wakeWindowMs: number;
+  /** How long a start may take to become ready. */
+  startMs: number;
+  /** `lifecycle_defaults.ready_idle_timeout`; null: off. */
+  readyIdleMs: number | null;
+  /** `lifecycle_defaults.parked_idle_timeout`; null: off. */
+  parkedIdleMs: number | null;
+  /** Continues as new past this many history events (Temporal's own suggestion also counts). */
+  maxHistoryEvents?: number;
+}
+
+/** What one run hands the next: plain objects only (a Map would not survive the JSON). */
+export interface SchedulerState {
+  /** Null until the first run has read the host's GPUs and host RAM. */
+  ledger: HostLedger | null;
+  /** The latest demand of each deployment with waiting requests. */
+  demands: Demand[];
+  /** Per deployment: when it last became ready or was seen serving (the least recently used yields first). */
+  lastUsedMs: Record<string, number>;
+  /** Per deployment: when its instance entered its current state (the idle timers count from it). */
+  sinceMs: Record<string, number>;
+}
+
+export interface HostSchedulerInput {
+  hostId: string;
+  serverTaskQueue: string;
+  settings: SchedulerSettings;
+  state?: SchedulerState;
+}
+
+const DEFAULT_MAX_HISTORY_EVENTS = 10_000;
+
+type Command =
+  | { kind: 'start'; deploymentId: string; evict: boolean }
+  | { kind: 'stop' | 'park' | 'preinitialize' | 'delete'; deploymentId: string }
+  | { kind: 'drainHost' };
+
+/** A command waiting its turn; its update handler awaits the promise these settle. */
+interface Job {
+  command: Command;
+  resolve: (receipt: CommandReceipt[]) => void;
+  reject: (failure: unknown) => void;
+}
+
+/** A command that cannot run yet (a start without evict waiting for memory): it stays queued. */
+const WAIT = Symbol('wait');
+
+type Viewed = DeploymentView & { checkpoint: Checkpoint };
+
+export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
+  const { hostId, serverTaskQueue, settings } = input;
+  const state: SchedulerState = input.state ?? { ledger: null, demands: [], lastUsedMs: {}, sinceMs: {} };
+  const jobs: Job[] = [];
+  /** Something changed since the last pass found nothing to do. */
+  let dirty = true;
+  let runningSwitchId: string | null = null;
+
+  const store = proxyActivities<StoreActivities>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
+  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
+
+  // ─── Handlers: all set before the first await, so no signal or update is dropped ──────────────
+
+  setHandler(signals.demand, (demand) => {
+    state.demands = state.demands.filter((d) => d.deploymentId !== demand.deploymentId);
+    if (demand.waiting > 0) state.demands.push(demand);
+    dirty = true;
+  });
+  setHandler(signals.engineExited, (instance) => {
+    const entry = state.ledger?.entries.find((e) => e.deploymentId === instance.deploymentId && e.instance.generation === instance.generation);
+    if (entry) setEntry(entry, 'stopped', null, { gpuBytes: 0, hostRamBytes: 0 });
+    dirty = true;
+  });
+  const enqueue = (command: Command) =>
+    new Promise<CommandReceipt[]>((resolve, reject) => {
+      jobs.push({ command, resolve, reject });
+      dirty = true;
+    });
+  const one = async (command: Command) => (await enqueue(command))[0]!;
+  setHandler(updates.start, ({ deploymentId, evict }) => one({ kind: 'start', deploymentId, evict }));
+  setHandler(updates.stop, ({ deploymentId }) => one({ kind: 'stop', deploymentId }));
+  setHandler(updates.park, ({ deploymentId }) => one({ kind: 'park', deploymentId }));
+  setHandler(updates.preinitialize, ({ deploymentId }) => one({ kind: 'preinitialize', deploymentId }));
+  setHandler(updates.delete, ({ deploymentId }) => one({ kind: 'delete', deploymentId }));
+  setHandler(updates.drainHost, () => enqueue({ kind: 'drainHost' }));
+  setHandler(queries.ledger, () => ({ ...(state.ledger ?? { hostId, gpus: [], hostRamBytes: 0, entries: [] }), runningSwitchId }));
+
+  // ─── The ledger ───────────────────────────────────────────────────────────────────────────────
+
+  if (!state.ledger) {
+    const host = await store.describeHost({ hostId });
+    state.ledger = {
+      hostId,
+      gpus: host.gpus.map((g) => ({ index: g.index, memoryBytes: g.memoryBytes, memoryKind: g.memoryKind })),
+      // Unknown host RAM holds no copies: models then park deep.
+      hostRamBytes: host.hostRamBytes ?? 0,
+      entries: [],
+      runningSwitchId: null,
+    };
+  }
+  const ledger = (): HostLedger => state.ledger!;
+  const entryOf = (deploymentId: string) => ledger().entries.find((e) => e.deploymentId === deploymentId);
+  const memoryKind = (gpuIndex: number) => ledger().gpus.find((g) => g.index === gpuIndex)?.memoryKind ?? 'discrete';
+
+  function setEntry(entry: LedgerEntry, s: LedgerEntry['state'], tier: LedgerEntry['tier'], bytes: { gpuBytes: number; hostRamBytes: number }) {
+    if (entry.state !== s) state.sinceMs[entry.deploymentId] = Date.now();
+    if (s === 'ready') state.lastUsedMs[entry.deploymentId] = Date.now();
+    Object.assign(entry, { state: s, tier, ...bytes });
+  }
+
+  const view = (deploymentId: string) => store.describeDeployment({ deploymentId, hostId });
+  const measured = (v: DeploymentView): v is Viewed => v.checkpoint !== null;
+  const viewMeasured = async (deploymentId: string): Promise<Viewed> => {
+    const v = await view(deploymentId);
+    if (!measured(v)) throw refusal(apiErrors.checkpointUnmeasured(v.name));
+    return v;
+  };
+  const waitingFor = (deploymentId: string) => state.demands.some((d) => d.deploymentId === deploymentId && d.waiting > 0);
+
+  /** Every instance holding GPU memory, with what decides whether it may yield it. */
+  async function holders(): Promise<Array<Holder & { view: Viewed }>> {
+    const held = ledger().entries.filter((e) => e.gpuBytes > 0);
+    return Promise.all(
+      held.map(async (entry) => {
+        const v = (await view(entry.deploymentId)) as Viewed;
+        return {
+          entry,
+          view: v,
+          name: v.name,
+          explicit: v.explicit,
+          warm: v.spec.lifecycle.warm,
+          waiting: waitingFor(entry.deploymentId),
+          lastUsedMs: state.lastUsedMs[entry.deploymentId] ?? 0,
+        };
+      }),
+    );
+  }
+
+  // ─── Transitions: every one is a child switch ──────────────────────────────────────────────────
+
+  async function runSwitch(target: SwitchTarget | null, victims: SwitchVictim[], admissionWindowMs: number | null, checkpoints: Record<string, Checkpoint>) {
+    const switchInput: SwitchInput = {
+      switchId: uuid4(),
+      hostId,
+      serverTaskQueue,
+      startedAtMs: Date.now(),
+      target,
+      victims,
+      admissionWindowMs,
+      timeouts: { drainMs: settings.drainMs, wakeWindowMs: settings.wakeWindowMs, startMs: settings.startMs },
+    };
+    runningSwitchId = switchInput.switchId;
+    try {
+      const result = await executeChild(switchWorkflow, {
+        workflowId: workflowIds.switch(switchInput.switchId),
+        taskQueue: serverTaskQueue,
+        args: [switchInput],
+        staticSummary: switchSummary(switchInput),
+      });
+      applyResult(result, target, checkpoints);
+      return result;
+    } finally {
+      runningSwitchId = null;
+    }
+  }
+
+  /**
+   * The ledger after a switch. A ready instance's `tier` is the one its engine was launched for (what
+   * it parks at next time), which the switch does not repeat, so it comes from the target.
+   */
+  function applyResult(result: SwitchResult, target: SwitchTarget | null, checkpoints: Record<string, Checkpoint>) {
+    for (const v of result.victims) {
+      const entry = entryOf(v.deploymentId);
+      if (entry) setEntry(entry, v.state, v.tier, holdings(checkpoints[v.deploymentId]!, v.state, v.tier));
+    }
+    const entry = result.target && entryOf(result.target.instance.deploymentId);
+    if (!result.target || !target || !entry) return;
+    const { instance, state: s } = result.target;
+    const tier = s === 'ready' ? target.tier : result.target.tier;
+    entry.instance = instance;
+    setEntry(entry, s, tier, holdings(checkpoints[instance.deploymentId]!, s, tier));
+  }
+
+  /** The victims of a switch, each with the release its park plan gives. */
+  function switchVictims(victims: Array<{ entry: LedgerEntry; view: Viewed }>): SwitchVictim[] {
+    const releases = victimReleases({ victims, memoryKind, hostRamFreeBytes: hostRamFree(ledger()) });
+    return victims.map(({ entry, view: v }, i) => ({ name: v.name, instance: entry.instance, release: asRelease(releases[i]!) }));
+  }
+
+  /**
+   * Makes `v` ready: wakes its parked instance or starts a new generation, parking `evict`-able
+   * holders when it must. WAIT when memory is not there yet; throws a refusal for capacity.
+   */
+  async function bringUp(v: Viewed, all: Array<Holder & { view: Viewed }>, opts: { evict: boolean; admissionWindowMs: number | null }): Promise<{ result?: SwitchResult } | typeof WAIT> {
+    const existing = entryOf(v.id);
+    if (existing?.state === 'ready') return {};
+    const wake = existing?.state === 'parked';
+    const room = planRoom({
+      ledger: ledger(),
+      gpuIndexes: wake ? [existing!.gpuIndex] : ledger().gpus.map((g) => g.index),
+      need: gpuNeed(v.checkpoint) - (existing?.gpuBytes ?? 0),
+      holders: all.filter((h) => h.entry.deploymentId !== v.id),
+      evict: opts.evict,
+    });
+    if (room.kind === 'wait') return WAIT;
+    if (room.kind === 'refused') throw refusal(apiErrors.insufficientCapacity(v.id, room.holders));
+    const victims = room.kind === 'evict' ? all.filter((h) => room.victims.some((r) => r.entry === h.entry)) : [];
+    const gpuIndex = room.gpuIndex;
+    const target: SwitchTarget = wake
+      ? { name: v.name, revision: v.revision, spec: v.spec, instance: existing!.instance, action: 'wake', tier: existing!.tier, gpuIndex }
+      : {
+          name: v.name,
+          revision: v.revision,
+          spec: v.spec,
+          instance: { deploymentId: v.id, instanceIndex: 0, generation: (existing?.instance.generation ?? 0) + 1 },
+          action: 'start',
+          tier: launchTier(v, gpuIndex),
+          gpuIndex,
+        };
+    if (!existing) {
+      ledger().entries.push({ deploymentId: v.id, name: v.name, instance: target.instance, state: 'stopped', tier: null, gpuIndex, gpuBytes: 0, hostRamBytes: 0 });
+    } else if (!wake) {
+      existing.gpuIndex = gpuIndex;
+    }
+    const checkpoints = Object.fromEntries([[v.id, v.checkpoint], ...victims.map((h) => [h.entry.deploymentId, h.view.checkpoint])]);
+    // A victim ready elsewhere has no window; on one host there is no elsewhere, so the window applies.
+    const result = await runSwitch(target, switchVictims(victims), victims.length > 0 ? opts.admissionWindowMs : null, checkpoints);
+    return { result };
+  }
+
+  /** The tier a new engine is launched for: what it would park at now; null when it cannot park. */
+  function launchTier(v: Viewed, gpuIndex: number): LedgerEntry['tier'] {
+    const plan = parkPlan({ spec: v.spec, memoryKind: memoryKind(gpuIndex), weightsBytes: v.checkpoint.weightBytes, hostRamFreeBytes: hostRamFree(ledger()) });
+    return plan.kind === 'park' ? plan.tier : null;
+  }
+
+  /** Takes `v`'s ready or parked instance away, with no target: an operator's park or stop, an idle timer. */
+  function release(v: Viewed, how: Release) {
+    const entry = entryOf(v.id)!;
+    return runSwitch(null, [{ name: v.name, instance: entry.instance, release: how }], null, { [v.id]: v.checkpoint });
+  }
+  const operatorStop: Release = { kind: 'stop', reason: 'operator' };
+
+  /** How an operator's park or an idle timer parks `v`; refusals are the spec's errors. */
+  function parkPlanOf(v: Viewed, entry: LedgerEntry): Exclude<ParkPlan, { kind: 'refused' }> {
+    const plan = victimPlan(v, entry);
+    if (plan.kind === 'refused') throw refusal(plan.error);
+    // An explicit model is never stopped for want of room in the parked set: it serves on.
+    if (v.explicit && plan.kind === 'stop' && plan.reason === 'no_room') throw refusal(apiErrors.parkedCapacity(v.id));
+    return plan;
+  }
+
+  function victimPlan(v: Viewed, entry: LedgerEntry): ParkPlan {
+    return parkPlan({ spec: v.spec, memoryKind: memoryKind(entry.gpuIndex), weightsBytes: v.checkpoint.weightBytes, hostRamFreeBytes: hostRamFree(ledger()), launchedTier: entry.tier });
+  }
+
+  const receipt = (deploymentId: string, result?: SwitchResult): CommandReceipt => ({
+    deploymentId,
+    ...(result ? { switchId: result.switchId } : {}),
+    victims: (result?.victims ?? []).filter((x) => x.deploymentId !== deploymentId).map(({ deploymentId: d, instanceIndex, released }) => ({ deploymentId: d, instanceIndex, released })),
+    state: entryOf(deploymentId)?.state ?? 'stopped',
+  });
+
+  /** Fails a command whose switch did not bring its target up, with the error its waiters got. */
+  const targetFailed = (result: SwitchResult | undefined, deploymentId: string) =>
+    result?.error && entryOf(deploymentId)?.state !== 'ready' ? refusal(result.error) : undefined;
+
+  const held = (deploymentId: string) => {
+    const s = entryOf(deploymentId)?.state;
+    return s === 'ready' || s === 'parked';
+  };
+
+  // ─── Commands ─────────────────────────────────────────────────────────────────────────────────
+
+  async function runCommand(command: Command): Promise<CommandReceipt[] | typeof WAIT> {
+    if (command.kind === 'drainHost') return drainHost();
+    const { deploymentId } = command;
+    switch (command.kind) {
+      case 'start': {
+        const [v, all] = await Promise.all([viewMeasured(deploymentId), holders()]);
+        const up = await bringUp(v, all, { evict: command.evict, admissionWindowMs: null });
+        if (up === WAIT) return WAIT;
+        await store.setOperatorStopped({ deploymentId: v.id, stopped: false });
+        const failed = targetFailed(up.result, v.id);
+        if (failed) throw failed;
+        return [receipt(v.id, up.result)];
+      }
+      case 'preinitialize': {
+        const v = await viewMeasured(deploymentId);
+        if (entryOf(v.id)?.state === 'parked') return [receipt(v.id)];
+        const up = await bringUp(v, await holders(), { evict: false, admissionWindowMs: null });
+        if (up === WAIT) return WAIT;
+        const failed = targetFailed(up.result, v.id);
+        if (failed) throw failed;
+        return [receipt(v.id, await release(v, asRelease(parkPlanOf(v, entryOf(v.id)!))))];
+      }
+      case 'park': {
+        const v = await viewMeasured(deploymentId);
+        if (entryOf(v.id)?.state !== 'ready') return [receipt(v.id)];
+        return [receipt(v.id, await release(v, asRelease(parkPlanOf(v, entryOf(v.id)!))))];
+      }
+      case 'stop':
+      case 'delete': {
+        const v = await view(deploymentId);
+        const result = held(v.id) ? await release(v as Viewed, operatorStop) : undefined;
+        state.demands = state.demands.filter((d) => d.deploymentId !== v.id);
+        if (command.kind === 'stop') {
+          await store.setOperatorStopped({ deploymentId: v.id, stopped: true });
+          return [receipt(v.id, result)];
+        }
+        const r = receipt(v.id, result);
+        await store.deleteDeployment({ deploymentId: v.id });
+        ledger().entries = ledger().entries.filter((e) => e.deploymentId !== v.id);
+        return [{ ...r, state: 'stopped' }];
+      }
+    }
+  }
+
+  /** A host drain stops every instance on the host, in one switch. */
+  async function drainHost(): Promise<CommandReceipt[]> {
+    const entries = ledger().entries.filter((e) => held(e.deploymentId));
+    if (entries.length === 0) return [];
+    const views = (await Promise.all(entries.map((e) => view(e.deploymentId)))) as Viewed[];
+    const victims = entries.map((entry, i) => ({ name: views[i]!.name, instance: entry.instance, release: operatorStop }));
+    const result = await runSwitch(null, victims, null, Object.fromEntries(views.map((v) => [v.id, v.checkpoint])));
+    return entries.map((e) => ({ ...receipt(e.deploymentId, result), victims: [] }));
+  }
+
+  // ─── Demands ──────────────────────────────────────────────────────────────────────────────────
+
+  /** Serves the longest-waiting model that can go now; true when a switch ran. */
+  async function serveDemands(): Promise<boolean> {
+    for (const demand of byLongestWait(state.demands)) {
+      const drop = () => (state.demands = state.demands.filter((d) => d !== demand));
+      // A ready model's requests wait for a free slot, not for a switch; they keep it from being a victim.
+      if (entryOf(demand.deploymentId)?.state === 'ready') continue;
+      // The holders are read with the model, not after it: a request waits for every round trip here.
+      const [v, all] = await Promise.all([view(demand.deploymentId), holders()]);
+      // Requests never start or wake an explicit model or one an operator stopped: the gateway answers 409.
+      if (v.explicit || v.operatorStopped || !measured(v)) {
+        drop();
+        continue;
+      }
+      try {
+        const up = await bringUp(v, all, { evict: true, admissionWindowMs: settings.admissionWindowMs });
+        if (up !== WAIT) return true;
+      } catch (e) {
+        // Refused for capacity: explicit or warm models hold the memory. The requests wait for a change.
+        log.info('demand cannot be served now', { deploymentId: v.id, error: String(e) });
+      }
+    }
+    return false;
+  }
+
+  // ─── Idle timers ──────────────────────────────────────────────────────────────────────────────
+
+  /** When each idle timer runs out, for the entries it applies to (the explicit and warm are skipped when it fires). */
+  function idleDeadlines(): Array<{ entry: LedgerEntry; atMs: number }> {
+    return ledger().entries.flatMap((entry) => {
+      const idleMs = entry.state === 'ready' ? settings.readyIdleMs : entry.state === 'parked' ? settings.parkedIdleMs : null;
+      if (idleMs === null || waitingFor(entry.deploymentId)) return [];
+      const since = Math.max(state.sinceMs[entry.deploymentId] ?? 0, entry.state === 'ready' ? (state.lastUsedMs[entry.deploymentId] ?? 0) : 0);
+      return [{ entry, atMs: since + idleMs }];
+    });
+  }
+  /** Entries whose timer fired but that an operator's policy keeps: not looked at again until they change state. */
+  const exempt = new Set<string>();
+
+  async function runIdleTimers(): Promise<boolean> {
+    const due = idleDeadlines().filter((d) => d.atMs <= Date.now() && !exempt.has(exemptKey(d.entry)));
+    if (due.length === 0) return false;
+    const { lastActivityMs } = due.some((d) => d.entry.state === 'ready') ? await gateway.snapshot() : { lastActivityMs: {} as Record<string, number> };
+    for (const { entry } of due) {
+      const v = (await view(entry.deploymentId)) as Viewed;
+      if (v.explicit || v.spec.lifecycle.warm) {
+        exempt.add(exemptKey(entry));
+        continue;
+      }
+      if (entry.state === 'parked') {
+        await release(v, { kind: 'stop', reason: 'idle' });
+        return true;
+      }
+      // Requests count as use: the timer starts again from the last one the gateway saw.
+      const seen = lastActivityMs[entry.deploymentId] ?? 0;
+      if (seen > (state.lastUsedMs[entry.deploymentId] ?? 0)) {
+        state.lastUsedMs[entry.deploymentId] = seen;
+        if (seen + settings.readyIdleMs! > Date.now()) continue;
+      }
+      const plan = victimPlan(v, entry);
+      await release(v, plan.kind === 'refused' ? { kind: 'stop', reason: 'engine_cannot_park' } : asRelease(plan));
+      return true;
+    }
+    return false;
+  }
+  const exemptKey = (e: LedgerEntry) => `${e.deploymentId}/${e.instance.generation}/${e.state}`;
+
+  // ─── The loop ─────────────────────────────────────────────────────────────────────────────────
+
+  const maxHistory = settings.maxHistoryEvents ?? DEFAULT_MAX_HISTORY_EVENTS;
+  const historyFull = () => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > maxHistory;
+
+  /** One pass: the first command that can run, else the longest-waiting model; true when something ran. */
+  async function pass(): Promise<boolean> {
+    if (await runIdleTimers()) return true;
+    for (const job of [...jobs]) {
+      try {
+        const receipts = await runCommand(job.command);
+        if (receipts === WAIT) continue;
+        job.resolve(receipts);
+      } catch (e) {
+        job.reject(e);
+      }
+      jobs.splice(jobs.indexOf(job), 1);
+      return true;
+    }
+    return serveDemands();
+  }
+
+  for (;;) {
+    const next = idleDeadlines().filter((d) => !exempt.has(exemptKey(d.entry))).map((d) => d.atMs);
+    const timeout = next.length > 0 ? Math.max(1, Math.min(...next) - Date.now()) : undefined;
+    await condition(() => dirty, timeout);
+    dirty = false;
+    if (await pass()) dirty = true;
+    if (historyFull() && jobs.length === 0) {
+      // Between transitions, once every update has answered (a command that comes meanwhile runs
+      // first); demands that arrive meanwhile are in `state`, which the next run starts from.
+      await condition(() => allHandlersFinished() || jobs.length > 0);
+      if (jobs.length === 0) await continueAsNew<typeof hostScheduler>({ ...input, state });
+    }
+  }
+}
+
+/** A park plan as the release a switch carries out. */
+function asRelease(plan: Exclude<ParkPlan, { kind: 'refused' }>): Release {
+  return plan.kind === 'park' ? { kind: 'park', tier: plan.tier } : { kind: 'stop', reason: plan.reason };
+}

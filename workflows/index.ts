@@ -1,0 +1,3 @@
+export * from './switch.js';
+export * from './hostScheduler.js';
+export * from './measure.js';

@@ -1,0 +1,135 @@
+/**
+ * The host scheduler's arithmetic, pure so it is unit-tested apart from Temporal: what fits on a GPU,
+ * what host RAM parked copies leave, how room is made for a model (and when it must not be), which
+ * waiting model goes next and how each victim gives its memory back.
+ */
+import { type ParkPlan, parkPlan } from '../activities/engines/rules.js';
+import type { InstanceState } from '../domain/vocabulary.js';
+import type { Demand, DeploymentView, HostLedger, LedgerEntry } from './definitions.js';
+
+/** A measured checkpoint: what a deployment brings to a GPU. */
+export type Checkpoint = NonNullable<DeploymentView['checkpoint']>;
+
+/** GPU memory a ready instance holds: its weights and its KV cache, on one GPU. */
+export const gpuNeed = (c: Checkpoint): number => c.weightBytes + c.kvBytes;
+
+/** GPU memory an instance holds parked at `tier`: only `kv_only` keeps its weights there. */
+const parkedGpuBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number => (tier === 'kv_only' ? c.weightBytes : 0);
+
+/** Host RAM an instance holds parked at `tier`: only a `host_ram` park keeps a copy of its weights. */
+const parkedHostRamBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number => (tier === 'host_ram' ? c.weightBytes : 0);
+
+const holdsGpu: ReadonlySet<InstanceState> = new Set(['starting', 'ready', 'draining', 'waking']);
+
+/** What an instance holds in `state` at `tier`: a parked one only what its tier keeps, a stopped one nothing. */
+export function holdings(c: Checkpoint, state: InstanceState, tier: LedgerEntry['tier']): { gpuBytes: number; hostRamBytes: number } {
+  if (holdsGpu.has(state)) return { gpuBytes: gpuNeed(c), hostRamBytes: 0 };
+  if (state === 'parked' || state === 'parking') return { gpuBytes: parkedGpuBytes(c, tier), hostRamBytes: parkedHostRamBytes(c, tier) };
+  return { gpuBytes: 0, hostRamBytes: 0 };
+}
+
+export function gpuFree(ledger: HostLedger, gpuIndex: number): number {
+  const gpu = ledger.gpus.find((g) => g.index === gpuIndex);
+  const held = ledger.entries.filter((e) => e.gpuIndex === gpuIndex).reduce((sum, e) => sum + e.gpuBytes, 0);
+  return (gpu?.memoryBytes ?? 0) - held;
+}
+
+export function hostRamFree(ledger: HostLedger): number {
+  return ledger.hostRamBytes - ledger.entries.reduce((sum, e) => sum + e.hostRamBytes, 0);
+}
+
+/** What the scheduler knows of each deployment that holds GPU memory, to decide whether it may yield it. */
+export interface Holder {
+  entry: LedgerEntry;
+  name: string;
+  /** `lifecycle.activation: explicit`: only an operator moves it. */
+  explicit: boolean;
+  /** `lifecycle.warm`: stays loaded; requests may still start or wake it. */
+  warm: boolean;
+  /** Requests are waiting for it now: it is never parked to make room. */
+  waiting: boolean;
+  /** When it last served or became ready: the least recently used yields first. */
+  lastUsedMs: number;
+}
+
+export type RoomPlan =
+  | { kind: 'fits'; gpuIndex: number }
+  | { kind: 'evict'; gpuIndex: number; victims: Holder[] }
+  /** Room can be made only by parking a model with waiting requests, or `evict` was not allowed: wait for memory. */
+  | { kind: 'wait' }
+  /** Only models kept loaded by explicit activation or `warm` hold the memory: refused for capacity. */
+  | { kind: 'refused'; holders: string[] };
+
+const mayYield = (h: Holder) => !h.explicit && !h.warm && !h.waiting;
+const kept = (h: Holder) => h.explicit || h.warm;
+
+/**
+ * How to find `need` bytes on one of `gpuIndexes` (a parked `kv_only` instance wakes where its
+ * weights are: one GPU). A GPU that fits wins; else the GPU that needs the fewest victims, least
+ * recently used first. Victims are only ready instances that may yield; `evict` false never parks.
+ */
+export function planRoom(input: { ledger: HostLedger; gpuIndexes: number[]; need: number; holders: Holder[]; evict: boolean }): RoomPlan {
+  const { ledger, gpuIndexes, need, holders, evict } = input;
+  let best: { gpuIndex: number; victims: Holder[] } | undefined;
+  let blockedByWaiting = false;
+  const keptHolders = new Set<string>();
+  for (const gpuIndex of gpuIndexes) {
+    let free = gpuFree(ledger, gpuIndex);
+    if (free >= need) return { kind: 'fits', gpuIndex };
+    const onGpu = holders.filter((h) => h.entry.gpuIndex === gpuIndex && h.entry.state === 'ready' && h.entry.gpuBytes > 0);
+    const candidates = onGpu.filter(mayYield).sort((a, b) => a.lastUsedMs - b.lastUsedMs);
+    const victims: Holder[] = [];
+    for (const h of candidates) {
+      if (free >= need) break;
+      victims.push(h);
+      free += h.entry.gpuBytes;
+    }
+    if (free >= need) {
+      if (!best || victims.length < best.victims.length) best = { gpuIndex, victims };
+      continue;
+    }
+    // Would the memory come free if the models with waiting requests yielded too? Then it is a wait.
+    const waitingBytes = onGpu.filter((h) => h.waiting && !kept(h)).reduce((sum, h) => sum + h.entry.gpuBytes, 0);
+    if (free + waitingBytes >= need) blockedByWaiting = true;
+    else for (const h of onGpu.filter(kept)) keptHolders.add(h.name);
+  }
+  if (best) return evict ? { kind: 'evict', ...best } : { kind: 'wait' };
+  if (blockedByWaiting || keptHolders.size === 0) return { kind: 'wait' };
+  return { kind: 'refused', holders: [...keptHolders].sort() };
+}
+
+/**
+ * The order models go in: the deployments with waiting requests, the one whose oldest request has
+ * waited longest first (ties: the lower deployment ID, so every replay agrees).
+ */
+export function byLongestWait(demands: readonly Demand[]): Demand[] {
+  return demands
+    .filter((d) => d.waiting > 0)
+    .sort((a, b) => a.oldestSinceMs - b.oldestSinceMs || (a.deploymentId < b.deploymentId ? -1 : 1));
+}
+
+/** A victim and the view it is released with. */
+export interface VictimFacts {
+  entry: LedgerEntry;
+  view: DeploymentView & { checkpoint: Checkpoint };
+}
+
+/**
+ * How each victim gives back its memory (parkPlan), counting host RAM as the victims before it take
+ * their copies. A victim its engine cannot wake correctly (refused a park) stops.
+ */
+export function victimReleases(input: { victims: VictimFacts[]; memoryKind: (gpuIndex: number) => HostLedger['gpus'][number]['memoryKind']; hostRamFreeBytes: number }): Array<Exclude<ParkPlan, { kind: 'refused' }>> {
+  let ramFree = input.hostRamFreeBytes;
+  return input.victims.map(({ entry, view }) => {
+    const plan = parkPlan({
+      spec: view.spec,
+      memoryKind: input.memoryKind(entry.gpuIndex),
+      weightsBytes: view.checkpoint.weightBytes,
+      hostRamFreeBytes: ramFree,
+      launchedTier: entry.tier,
+    });
+    if (plan.kind === 'refused') return { kind: 'stop', reason: 'engine_cannot_park' } as const;
+    if (plan.kind === 'park') ramFree -= parkedHostRamBytes(view.checkpoint, plan.tier);
+    return plan;
+  });
+}

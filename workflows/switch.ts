@@ -1,0 +1,319 @@
+/**
+ * The switch: one child workflow `switch/<switch_id>` per transition on a host (spec, "How requests
+ * wait and models switch"). It lets the victims serve out their admission window, drains them, parks
+ * or stops each, wakes or starts the target, checks a woken target's answer, and releases the
+ * requests waiting for it. Each step that changes what serves has its undo, run where a cancellation
+ * cannot interrupt it. A release only (no target) is the same path without the target.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  CancelledFailure,
+  isCancellation,
+  log,
+  proxyActivities,
+  sleep,
+  TimeoutFailure,
+  upsertSearchAttributes,
+  type ActivityOptions,
+} from '@temporalio/workflow';
+import type { Probe, ProbeAnswer } from '../activities/engines/engine.js';
+import { releaseLine } from '../activities/engines/rules.js';
+import type { GatewaySteps } from '../activities/gatewaySteps.js';
+import type { HostActivities } from '../activities/hostActivities.js';
+import type { StoreActivities } from '../activities/storeActivities.js';
+import { type ApiError, apiErrors, releaseLines } from '../domain/catalogue.js';
+import type { InstanceState, ParkTier, SwitchOutcome } from '../domain/vocabulary.js';
+import {
+  type InstanceRef,
+  type Release,
+  searchAttributes,
+  type SwitchInput,
+  type SwitchResult,
+  type SwitchTarget,
+  type SwitchVictim,
+  taskQueues,
+} from './definitions.js';
+import { switchSummary } from './switchSummary.js';
+import { compareAnswers, probeFor } from './wakeCheck.js';
+
+/** Activities that wait heartbeat every second; three missed beats mean the worker is gone. */
+const HEARTBEAT_TIMEOUT_MS = 5_000;
+/** Room for a gateway step to be scheduled and answer on top of the time it is asked to wait. */
+const GATEWAY_MARGIN_MS = 10_000;
+/** The store's writes are single rows. */
+const STORE_TIMEOUT_MS = 30_000;
+/** How often the drain asks a victim's engine whether it still runs or queues anything. */
+const ENGINE_POLL_MS = 250;
+const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
+
+type VictimResult = SwitchResult['victims'][number];
+type Checkpoint = { weightBytes: number; kvBytes: number } | null;
+
+export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> {
+  const { switchId, hostId, target, victims, timeouts } = input;
+  if (target?.action === 'wake' && target.tier === null) {
+    throw ApplicationFailure.nonRetryable(`switch ${switchId}: a wake of ${target.name} needs the tier it parked at`, 'invalid_switch');
+  }
+  const victimIds = victims.map((v) => v.instance.deploymentId);
+
+  // A host agent that died never picks its tasks up: schedule-to-close bounds every host step.
+  const host = (withinMs: number) =>
+    proxyActivities<HostActivities>({
+      taskQueue: taskQueues.host(hostId),
+      scheduleToCloseTimeout: Math.max(1, withinMs),
+      heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
+      retry: RETRY,
+    });
+  // The gateway's steps run beside this worker; `waitsMs` is how long a step may wait on purpose.
+  const gateway = (waitsMs: number) =>
+    proxyActivities<GatewaySteps>({
+      taskQueue: input.serverTaskQueue,
+      startToCloseTimeout: waitsMs + GATEWAY_MARGIN_MS,
+      heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
+      retry: RETRY,
+    });
+  const store = proxyActivities<StoreActivities>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: STORE_TIMEOUT_MS, retry: RETRY });
+
+  upsertSearchAttributes([
+    ...(target ? [{ key: searchAttributes.target, value: target.name }] : []),
+    { key: searchAttributes.victims, value: victims.map((v) => v.name) },
+    { key: searchAttributes.host, value: hostId },
+    { key: searchAttributes.outcome, value: 'running' },
+  ]);
+  const receipt = (outcome: SwitchOutcome, released: VictimResult[], finishedAtMs: number | null) =>
+    store.saveSwitchReceipt({
+      switchId,
+      hostId,
+      targetDeploymentId: target?.instance.deploymentId ?? null,
+      victims: released.map(({ deploymentId, instanceIndex, released: line }) => ({ deploymentId, instanceIndex, released: line })),
+      outcome,
+      summary: switchSummary(input),
+      startedAtMs: input.startedAtMs,
+      finishedAtMs,
+    });
+  await receipt('running', [], null);
+
+  // What each instance holds, for the rows `list deployments` and the load endpoint read.
+  const checkpoints = new Map<string, Checkpoint>();
+  for (const id of new Set([...victimIds, ...(target ? [target.instance.deploymentId] : [])])) {
+    checkpoints.set(id, (await store.describeDeployment({ deploymentId: id, hostId })).checkpoint);
+  }
+  const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
+    const c = checkpoints.get(instance.deploymentId) ?? null;
+    const weights = c?.weightBytes ?? 0;
+    const gpuBytes = state === 'ready' ? weights + (c?.kvBytes ?? 0) : state === 'parked' && tier === 'kv_only' ? weights : 0;
+    const hostRamBytes = state === 'parked' && tier === 'host_ram' ? weights : 0;
+    const { deploymentId, instanceIndex: index, generation } = instance;
+    return store.saveInstance({ deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes });
+  };
+
+  const result = await runSwitch();
+  await CancellationScope.nonCancellable(async () => {
+    upsertSearchAttributes([{ key: searchAttributes.outcome, value: result.outcome }]);
+    await receipt(result.outcome, result.victims, Date.now());
+  });
+  return result;
+
+  async function runSwitch(): Promise<SwitchResult> {
+    let cut = new Set<string>();
+    if (victims.length > 0) {
+      const drain = await admitAndDrain();
+      if (!drain.drained) {
+        const error = target ? apiErrors.drainTimeout(target.instance.deploymentId, timeouts.drainMs, drain.stillCharged) : undefined;
+        await CancellationScope.nonCancellable(async () => {
+          await gateway(0).reopen({ switchId, victims: victimIds });
+          if (target && error) await gateway(0).failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
+        });
+        return { switchId, outcome: 'drain_timeout', victims: [], ...(error ? { error } : {}) };
+      }
+      cut = drain.cut;
+      await gateway(0).beginRelease({ switchId, victims: victimIds });
+    }
+
+    const released = await Promise.all(victims.map((v) => releaseVictim(v, cut.has(v.instance.deploymentId))));
+    const parkFailed = released.some((r) => r.parkFailed);
+    const victimResults = released.map((r) => r.result);
+    if (!target) return { switchId, outcome: parkFailed ? 'park_failed' : 'released', victims: victimResults };
+
+    const failure = await bringUp(target);
+    if (failure) {
+      await CancellationScope.nonCancellable(async () => {
+        await host(timeouts.startMs).stopEngine({ key: target.instance });
+        await saveInstance(target.instance, 'stopped', null);
+        await gateway(0).failWaiters({ switchId, deploymentId: target.instance.deploymentId, error: failure.error });
+      });
+      return {
+        switchId,
+        outcome: failure.outcome,
+        victims: victimResults,
+        target: { instance: target.instance, state: 'stopped', tier: null },
+        error: failure.error,
+      };
+    }
+    await gateway(0).release({ switchId, hostId, instance: target.instance });
+    await saveInstance(target.instance, 'ready', null);
+    return {
+      switchId,
+      outcome: parkFailed ? 'park_failed' : 'released',
+      victims: victimResults,
+      target: { instance: target.instance, state: 'ready', tier: null },
+    };
+  }
+
+  /**
+   * The admission window, then the drain: the gateway's count of running requests reaches zero, and
+   * then each victim's engine reports nothing running or waiting (a hang-up stops the engine's work,
+   * which it reports a moment later), all within one drain bound. A cancellation counts as a drain
+   * that did not finish: the victims must serve again either way.
+   */
+  async function admitAndDrain(): Promise<{ drained: true; cut: Set<string> } | { drained: false; stillCharged: number }> {
+    try {
+      await gateway(input.admissionWindowMs ?? 0).closeAdmission({
+        switchId,
+        victims: victimIds,
+        startedAtMs: input.startedAtMs,
+        windowMs: input.admissionWindowMs,
+      });
+      const deadline = Date.now() + timeouts.drainMs;
+      const drain = await gateway(timeouts.drainMs).awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
+      if (!drain.drained) return { drained: false, stillCharged: drain.stillCharged };
+      const cut = new Set(drain.cutBeforeOutput);
+      // A victim cut before output stops, and the stop settles its request: its engine's count proves nothing.
+      const parking = victims.filter((v) => !cut.has(v.instance.deploymentId)).map((v) => v.instance);
+      const stillCharged = await engineWorkLeft(parking, deadline);
+      return stillCharged === 0 ? { drained: true, cut } : { drained: false, stillCharged };
+    } catch (e) {
+      if (!isCancellation(e)) throw e;
+      log.warn('switch cancelled before its victims drained; they serve again', { switchId });
+      return { drained: false, stillCharged: 0 };
+    }
+  }
+
+  /** Polls the engines until none runs or queues a request, or the deadline; returns what is left. */
+  async function engineWorkLeft(instances: InstanceRef[], deadline: number): Promise<number> {
+    for (;;) {
+      const counts = await Promise.all(instances.map((key) => engineWork(key, deadline - Date.now())));
+      const left = counts.reduce((a, b) => a + b, 0);
+      if (left === 0 || Date.now() + ENGINE_POLL_MS > deadline) return left;
+      await sleep(ENGINE_POLL_MS);
+    }
+  }
+
+  async function engineWork(key: InstanceRef, withinMs: number): Promise<number> {
+    try {
+      const load = await host(withinMs).sampleEngineLoad({ key });
+      return load ? load.running + load.waiting : 0;
+    } catch (e) {
+      if (isCancellation(e)) throw e;
+      // No metrics to read (the engine exited or does not answer): nothing to wait for. Its park then
+      // fails and it is stopped, which settles whatever it held.
+      return 0;
+    }
+  }
+
+  /** Parks or stops one victim. A park that fails is followed by a stop: never left half-parked. */
+  async function releaseVictim(v: SwitchVictim, cutBeforeOutput: boolean): Promise<{ result: VictimResult; parkFailed: boolean }> {
+    const release: Release = cutBeforeOutput ? { kind: 'stop', reason: 'cut_before_output' } : v.release;
+    const done = (line: string, state: InstanceState, tier: ParkTier | null) => ({
+      deploymentId: v.instance.deploymentId,
+      instanceIndex: v.instance.instanceIndex,
+      released: line,
+      state,
+      tier,
+    });
+    let parkFailed = false;
+    if (release.kind === 'park') {
+      try {
+        await host(timeouts.startMs).parkEngine({ key: v.instance, tier: release.tier });
+        await saveInstance(v.instance, 'parked', release.tier);
+        return { result: done(releaseLine(release), 'parked', release.tier), parkFailed };
+      } catch (e) {
+        if (!(e instanceof ActivityFailure) && !isCancellation(e)) throw e;
+        log.warn('park failed; stopping the victim', { switchId, deploymentId: v.instance.deploymentId, error: String(e) });
+        parkFailed = true;
+      }
+    }
+    await CancellationScope.nonCancellable(async () => {
+      await host(timeouts.startMs).stopEngine({ key: v.instance });
+      await saveInstance(v.instance, 'stopped', null);
+    });
+    return { result: done(stopLine(release), 'stopped', null), parkFailed };
+  }
+
+  /** Wakes or starts the target; null when it is ready to serve, else why not. */
+  async function bringUp(t: SwitchTarget): Promise<{ outcome: SwitchOutcome; error: ApiError } | null> {
+    const id = t.instance.deploymentId;
+    try {
+      if (t.action === 'start') {
+        await startAndRecord(t);
+        return null;
+      }
+      return (await wakeAndCheck(t)) ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
+    } catch (e) {
+      const cause = failureKind(e);
+      if (t.action === 'start') return { outcome: 'start_failed', error: apiErrors.startFailed(id, startFailureReason(cause, timeouts.startMs)) };
+      const reloadFailed = cause === 'reload_failed' || cause === 'out_of_memory';
+      const error = reloadFailed ? apiErrors.wakeReloadFailed(id) : apiErrors.wakeUncertain(id, timeouts.wakeWindowMs);
+      return { outcome: 'wake_failed', error };
+    }
+  }
+
+  /** A full start: launch, ready, and the first answer to the wake check, recorded for this generation. */
+  async function startAndRecord(t: SwitchTarget): Promise<void> {
+    const deadline = Date.now() + timeouts.startMs;
+    await host(timeouts.startMs).launchEngine({ key: t.instance, spec: t.spec, gpuIndex: t.gpuIndex, parkTier: t.tier });
+    await host(deadline - Date.now()).awaitEngineReady({ key: t.instance });
+    const probe = probeFor(t.spec);
+    const answer = await host(deadline - Date.now()).probeEngine({ key: t.instance, probe });
+    await store.recordWakeReference({ ...t.instance, revision: t.revision, probe, answer });
+  }
+
+  /**
+   * A wake and its check, together within the wake window. True when the answer differs from the
+   * first one. Only vLLM and SGLang are checked (TensorFold never parks); an instance with no first
+   * answer for its generation has nothing to compare.
+   */
+  async function wakeAndCheck(t: SwitchTarget): Promise<boolean> {
+    const deadline = Date.now() + timeouts.wakeWindowMs;
+    await host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */ });
+    if (t.spec.engine !== 'vllm' && t.spec.engine !== 'sglang') return false;
+    const first = await store.findWakeReference({ deploymentId: t.instance.deploymentId, instanceIndex: t.instance.instanceIndex });
+    if (!first || first.generation !== t.instance.generation) {
+      log.warn('no first answer for this generation; the wake is not checked', { switchId, deploymentId: t.instance.deploymentId });
+      return false;
+    }
+    const now = await host(deadline - Date.now()).probeEngine({ key: t.instance, probe: first.probe as Probe });
+    return compareAnswers(first.answer as ProbeAnswer, now) !== null;
+  }
+}
+
+/** The receipt line of a victim that stopped: only "no room" is said (spec). */
+const stopLine = (release: Release) =>
+  release.kind === 'stop' && release.reason === 'no_room' ? releaseLines.stoppedNoRoom : releaseLines.stopped;
+
+/**
+ * What went wrong in a step, by the names the host's failures carry: an engine error's kind
+ * (`reload_failed`, `out_of_memory`, `not_ready`, …) or the host's (`engine_exited`, …); `timeout`
+ * when the step ran out of time, `cancelled` when it was cancelled. Anything else is a bug in this
+ * code and is rethrown, so the workflow task fails visibly instead of stopping a healthy model.
+ */
+function failureKind(e: unknown): string {
+  const cause = e instanceof ActivityFailure ? e.cause : e;
+  if (cause instanceof ApplicationFailure) return cause.type ?? 'error';
+  if (cause instanceof TimeoutFailure) return 'timeout';
+  if (cause instanceof CancelledFailure || isCancellation(e)) return 'cancelled';
+  throw e;
+}
+
+const startFailureReasons: Record<string, string> = {
+  out_of_memory: 'out of memory',
+  engine_exited: 'its engine exited',
+  cancelled: 'the start was cancelled',
+};
+
+function startFailureReason(kind: string, startMs: number): string {
+  if (kind === 'timeout' || kind === 'not_ready') return `not ready within ${startMs} ms`;
+  return startFailureReasons[kind] ?? kind;
+}
