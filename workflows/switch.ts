@@ -93,13 +93,14 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       startedAtMs: input.startedAtMs,
       finishedAtMs,
     });
-  await receipt('running', [], null);
-
-  // What each instance holds, for the rows `list deployments` and the load endpoint read.
-  const checkpoints = new Map<string, Checkpoint>();
-  for (const id of new Set([...victimIds, ...(target ? [target.instance.deploymentId] : [])])) {
-    checkpoints.set(id, (await store.describeDeployment({ deploymentId: id, hostId })).checkpoint);
-  }
+  // What each instance holds, for the rows `list deployments` and the load endpoint read. Read
+  // while the first receipt is written: every step before the release is on the waiters' clock.
+  const ids = [...new Set([...victimIds, ...(target ? [target.instance.deploymentId] : [])])];
+  const [, views] = await Promise.all([
+    receipt('running', [], null),
+    Promise.all(ids.map((id) => store.describeDeployment({ deploymentId: id, hostId }))),
+  ]);
+  const checkpoints = new Map<string, Checkpoint>(views.map((v) => [v.id, v.checkpoint]));
   const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
     const c = checkpoints.get(instance.deploymentId) ?? null;
     const weights = c?.weightBytes ?? 0;
@@ -277,9 +278,12 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    */
   async function wakeAndCheck(t: SwitchTarget): Promise<boolean> {
     const deadline = Date.now() + timeouts.wakeWindowMs;
-    await host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */ });
+    // The first answer is read while the engine wakes: it does not depend on the wake.
+    const [, first] = await Promise.all([
+      host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */ }),
+      store.findWakeReference({ deploymentId: t.instance.deploymentId, instanceIndex: t.instance.instanceIndex }),
+    ]);
     if (t.spec.engine !== 'vllm' && t.spec.engine !== 'sglang') return false;
-    const first = await store.findWakeReference({ deploymentId: t.instance.deploymentId, instanceIndex: t.instance.instanceIndex });
     if (!first || first.generation !== t.instance.generation) {
       log.warn('no first answer for this generation; the wake is not checked', { switchId, deploymentId: t.instance.deploymentId });
       return false;
