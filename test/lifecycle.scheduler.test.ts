@@ -8,7 +8,7 @@ import { apiErrors, releaseLines } from '../domain/catalogue.js';
 import { awaitMeasurement, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
 import { gpuUsage } from '../simulator/gpuLedger.js';
 import { signals, workflowIds } from '../workflows/definitions.js';
-import type { Answer } from './support/inMemoryGateway.js';
+import type { Answer } from './support/queueGateway.js';
 import { simDeployment } from './support/lifecycle.js';
 import { refusal, released, type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
 

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reportDemand } from '../gateway/lifecycleClient.js';
 import { workflowIds } from '../workflows/definitions.js';
-import type { Answer } from './support/inMemoryGateway.js';
+import type { Answer } from './support/queueGateway.js';
 import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 /**
  * The switch workflow end to end: real Temporal, real Postgres, a real host agent running simulator
  * engines on a simulated 8 GiB card (one 5 GiB model at a time, so every switch must free the GPU
@@ -23,7 +25,7 @@ import {
 import { switchWorkflow } from '../workflows/switch.js';
 import { switchSummary } from '../workflows/switchSummary.js';
 import { compareAnswers, probeFor } from '../workflows/wakeCheck.js';
-import type { Answer } from './support/inMemoryGateway.js';
+import type { Answer } from './support/queueGateway.js';
 import { type Lifecycle, simDeployment, startLifecycle } from './support/lifecycle.js';
 import { until } from './support/until.js';
 
@@ -78,7 +80,6 @@ const runSwitch = async (plan: Plan): Promise<SwitchResult & { input: SwitchInpu
 async function ready(m: Model, generation = 1): Promise<void> {
   const r = await runSwitch({ target: { model: m, action: 'start', tier: 'host_ram', generation } });
   expect(r.outcome).toBe('released');
-  lc.gateway.open(m.id, ref(m, generation));
 }
 
 /** Stops what a test left loaded (instances of `generation`), so the next one finds the GPU empty. Returns the switch's ID. */
@@ -332,7 +333,47 @@ describe('a failed wake', () => {
   });
 });
 
+/** The server's workflow worker in a process of its own, on `taskQueue`; resolves once it polls. */
+function workerProcess(taskQueue: string) {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./fixtures/serverWorkerProcess.ts', import.meta.url))], {
+    env: { ...process.env, CAPYCTL_TEMPORAL_ADDRESS: lc.temporalAddress, CAPYCTL_DATABASE_URL: lc.databaseUrl, CAPYCTL_TASK_QUEUE: taskQueue },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const running = new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (d: Buffer) => d.toString().includes('worker running') && resolve());
+    void exited.then(() => reject(new Error('the worker process exited before it ran')));
+  });
+  return { child, running, exited };
+}
+
 describe('a restarted server', () => {
+  it('finishes a switch whose worker process was killed with SIGKILL in the middle of a park', async () => {
+    const a = await deploy('killed-a', ['--sim-park-ms', '3000']);
+    const b = await deploy('killed-b');
+    await ready(a);
+    const taskQueue = `${lc.serverTaskQueue}-killable`;
+    const first = workerProcess(taskQueue);
+    await first.running;
+    const input = { ...switchInput({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }] }), serverTaskQueue: taskQueue };
+    const handle = await lc.client.workflow.start(switchWorkflow, { taskQueue, workflowId: workflowIds.switch(input.switchId), args: [input] });
+    await until('the park to run', async () =>
+      (await handle.describe()).raw.pendingActivities?.some((p) => p.activityType?.name === 'parkEngine') ? true : undefined,
+    );
+    first.child.kill('SIGKILL');
+    await first.exited;
+
+    const second = workerProcess(taskQueue);
+    try {
+      await second.running;
+      expect(await handle.result()).toMatchObject({ outcome: 'released', victims: [{ state: 'parked' }], target: { state: 'ready' } });
+      expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+    } finally {
+      second.child.kill('SIGKILL');
+    }
+    await stop([a, b]);
+  });
+
   it('finishes a switch whose worker was restarted in the middle of a slow park', async () => {
     const a = await deploy('slow-a', ['--sim-park-ms', '3000']);
     const b = await deploy('slow-b');

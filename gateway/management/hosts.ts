@@ -10,6 +10,7 @@ import { maxRunningSources, memoryKinds } from '../../domain/vocabulary.js';
 import { hostForToken, registerHost } from '../../store/hosts.js';
 import type { Db } from '../../store/db.js';
 import type { LoadBoard } from '../loadBoard.js';
+import { bearerToken } from '../plugins/bearerToken.js';
 
 export const registrationBody = z.strictObject({
   host_id: z.string().min(1),
@@ -63,13 +64,12 @@ export interface HostEventSink {
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
-const bearer = (request: FastifyRequest) => /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1];
 
 export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSink }) {
   // A token is checked against the store once, then remembered: samples arrive every second.
   const known = new Map<string, string>();
   async function requireHost(request: FastifyRequest<{ Params: { hostId: string } }>) {
-    const token = bearer(request);
+    const token = bearerToken(request);
     const hostId = token && (known.get(token) ?? (await hostForToken(deps.db, token)));
     if (!token || hostId !== request.params.hostId) throw new CapyError(apiErrors.unauthorized('host token'));
     known.set(token, hostId);
@@ -79,7 +79,7 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
     routes.post('/management/v1/hosts/register', { schema: { body: registrationBody } }, async (request) => {
-      const token = bearer(request);
+      const token = bearerToken(request);
       const { body } = request;
       const registration = {
         id: body.host_id,

@@ -1,7 +1,8 @@
 /**
  * The lifecycle's test bench: real Temporal (the harness's dev server), real Postgres (a fresh
  * database), a real host agent in this process running simulator engines on a simulated GPU, the
- * server's workflow worker with the store's activities, and the in-memory gateway.
+ * server's workflow worker with the store's activities, and the gateway's real request queue with
+ * simulated clients.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
@@ -18,6 +19,7 @@ import { buildManagementApp } from '../../gateway/managementApp.js';
 import { type RunningHostAgent, startHostAgent } from '../../hostAgent/agent.js';
 import { installTemporalRuntime } from '../../logging/temporalRuntime.js';
 import { loadSettings } from '../../settings/load.js';
+import { tightestOfHosts } from '../../settings/queue.js';
 import { gpuUsage } from '../../simulator/gpuLedger.js';
 import type { Db } from '../../store/db.js';
 import { type Deployment, saveDeployment } from '../../store/deployments.js';
@@ -25,8 +27,8 @@ import { issueHostToken } from '../../store/hosts.js';
 import { migrate } from '../../store/migrate.js';
 import { taskQueues } from '../../workflows/definitions.js';
 import { CAPYCTL } from './capyctl.js';
-import { InMemoryGateway } from './inMemoryGateway.js';
 import { freshDatabase, type FreshDatabase } from './postgres.js';
+import { QueueGateway } from './queueGateway.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 
@@ -37,8 +39,8 @@ export interface LifecycleOptions {
   hostRam?: string;
   /** Extra lines of the host document (YAML), e.g. `lifecycle: { activation: explicit }`. */
   hostYaml?: string;
-  /** Called with each demand the in-memory gateway reports; the tests wire it to the scheduler. */
-  onDemand?: ConstructorParameters<typeof InMemoryGateway>[0];
+  /** Called with each demand the gateway reports; the tests wire it to the scheduler. */
+  onDemand?: ConstructorParameters<typeof QueueGateway>[1];
   /** The dev server and Postgres to use; the test harness's when absent (a benchmark outside vitest passes its own). */
   services?: LifecycleServices;
 }
@@ -56,10 +58,13 @@ async function harnessServices(): Promise<LifecycleServices> {
 
 export interface Lifecycle {
   db: Db;
+  /** For a worker in another process: the fresh database and the Temporal frontend. */
+  databaseUrl: string;
+  temporalAddress: string;
   client: Client;
   hostId: string;
   serverTaskQueue: string;
-  gateway: InMemoryGateway;
+  gateway: QueueGateway;
   host: RunningHostAgent;
   gpuDir: string;
   /** Deploys a deployment document (YAML) into the store. */
@@ -114,7 +119,8 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
       options.hostYaml ?? '',
     ].join('\n'),
   });
-  const gateway = new InMemoryGateway(options.onDemand);
+  const hostQueue = hostSettings.resource_policy.queue;
+  const gateway = new QueueGateway(tightestOfHosts([hostQueue], hostQueue), options.onDemand);
   await workerConnection();
   const host = await startHostAgent(hostSettings, pino({ level: 'warn' }));
 
@@ -124,7 +130,7 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
       connection: await workerConnection(),
       taskQueue: serverTaskQueue,
       workflowsPath: WORKFLOWS_PATH,
-      activities: { ...createStoreActivities(fresh.db), ...gatewayActivities(gateway) },
+      activities: { ...createStoreActivities(fresh.db), ...gateway.activities },
       shutdownGraceTime: '1s',
       // A restarted worker picks its workflows up at once instead of after the default 10 s, when
       // the server gives up on the old worker's sticky queue.
@@ -137,6 +143,8 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
 
   return {
     db: fresh.db,
+    databaseUrl: fresh.url,
+    temporalAddress: services.temporalAddress,
     client,
     hostId,
     serverTaskQueue,
@@ -162,18 +170,5 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
       await client.connection.close();
       await fresh.drop();
     },
-  };
-}
-
-/** The gateway's steps as activities: the methods of the gateway, bound. */
-export function gatewayActivities(gateway: InMemoryGateway) {
-  return {
-    closeAdmission: gateway.closeAdmission.bind(gateway),
-    awaitDrain: gateway.awaitDrain.bind(gateway),
-    beginRelease: gateway.beginRelease.bind(gateway),
-    reopen: gateway.reopen.bind(gateway),
-    release: gateway.release.bind(gateway),
-    failWaiters: gateway.failWaiters.bind(gateway),
-    snapshot: gateway.snapshot.bind(gateway),
   };
 }

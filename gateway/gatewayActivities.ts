@@ -1,0 +1,65 @@
+/**
+ * The switch's gateway steps (`GatewaySteps`) over the request queue, as activities on the server's
+ * task queue: they run in the server process because the queue lives there. The waiting steps poll
+ * the queue and heartbeat; a cancelled switch stops their wait.
+ */
+import { whileHeartbeating } from '../activities/heartbeat.js';
+import type { GatewaySteps } from '../activities/gatewaySteps.js';
+import type { RequestQueue } from './requestQueue.js';
+
+export interface GatewayActivityDeps {
+  queue: RequestQueue;
+  /** How often a waiting step looks at the queue again. */
+  pollMs?: number;
+}
+
+const POLL_MS = 20;
+
+/** Waits until `done()` or `untilMs`, looking every `pollMs`; a cancellation rejects with its reason. */
+async function waitUntil(done: () => boolean, untilMs: number, pollMs: number, signal: AbortSignal): Promise<void> {
+  while (!done() && Date.now() < untilMs) {
+    signal.throwIfAborted();
+    await new Promise((resolve) => setTimeout(resolve, Math.min(pollMs, Math.max(0, untilMs - Date.now()))));
+  }
+}
+
+export function createGatewayActivities({ queue, pollMs = POLL_MS }: GatewayActivityDeps): GatewaySteps {
+  return {
+    async closeAdmission({ victims, startedAtMs, windowMs }) {
+      if (windowMs !== null) {
+        // The window counts from the switch's start; traffic does not extend it, but a victim idle
+        // for one window length yields at once.
+        const allIdle = () => victims.every((id) => queue.idleFor(id, windowMs));
+        await whileHeartbeating((signal) => waitUntil(allIdle, startedAtMs + windowMs, pollMs, signal));
+      }
+      queue.close(victims);
+    },
+
+    async awaitDrain({ victims, timeoutMs }) {
+      const drained = () => queue.runningOn(victims) === 0;
+      await whileHeartbeating((signal) => waitUntil(drained, Date.now() + timeoutMs, pollMs, signal));
+      const stillCharged = queue.runningOn(victims);
+      return { drained: stillCharged === 0, stillCharged, cutBeforeOutput: queue.cutBeforeOutput(victims) };
+    },
+
+    async beginRelease({ victims }) {
+      queue.beginRelease(victims);
+    },
+
+    async reopen({ victims }) {
+      queue.reopen(victims);
+    },
+
+    async release({ instance }) {
+      return { released: queue.release(instance) };
+    },
+
+    async failWaiters({ deploymentId, error }) {
+      return { failed: queue.failWaiters(deploymentId, error) };
+    },
+
+    async snapshot() {
+      return queue.snapshot();
+    },
+  };
+}

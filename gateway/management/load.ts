@@ -1,0 +1,137 @@
+/**
+ * `GET /management/v1/metrics/load` (spec, "Reading load"): the live conditions of every model, or of
+ * one with `?deployment=<id>`. It reads memory only (the routing table, the request queue's figures
+ * and the hosts' latest samples) so it is cheap enough to poll every second.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { MaxRunning } from '../../activities/engines/engine.js';
+import { expectedMaxRunning } from '../../activities/engines/rules.js';
+import { apiErrors, CapyError } from '../../domain/catalogue.js';
+import { SAMPLE_STALE_AFTER_MS } from '../../domain/limits.js';
+import { instanceStates, maxRunningSources } from '../../domain/vocabulary.js';
+import type { LoadBoard, ReadSample } from '../loadBoard.js';
+import type { RouterFigures } from '../routerFigures.js';
+import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
+
+// Plain objects, not strict ones: the serializer sends what the schema parsed, so a field a
+// sample carries beyond the spec's is left out rather than failing the reply.
+const count = z.number().int().min(0);
+
+/** `count` is left out when it is not known: an absent figure is unknown, never zero. */
+const maxRunningBody = z.object({ count: z.number().int().positive().optional(), source: maxRunningSources });
+
+const sampleBody = z.object({
+  sampled_at_ms: z.number().int(),
+  age_ms: count,
+  fresh: z.boolean(),
+  ingress_in_flight: count,
+  /** Null when the host could not read the engine's metrics. */
+  engine: z.object({ running: z.number().min(0), waiting: z.number().min(0), kv_usage_ppm: count }).nullable(),
+});
+
+const instanceBody = z.object({
+  index: count,
+  host_id: z.string(),
+  generation: count,
+  observed_state: instanceStates,
+  router_in_flight: count,
+  max_running: maxRunningBody,
+  /** Null when no sample is held: not loaded, dropped after 30 s, or the server just started. */
+  sample: sampleBody.nullable(),
+});
+
+const deploymentBody = z.object({
+  deployment_id: z.string(),
+  name: z.string(),
+  router: z.object({ in_flight: count, in_flight_limit: count, waiting: count, waiting_limit: count }),
+  max_running: maxRunningBody,
+  instances: z.array(instanceBody),
+});
+
+export const loadReply = z.object({
+  observed_at_ms: z.number().int(),
+  stale_after_ms: z.literal(SAMPLE_STALE_AFTER_MS),
+  deployments: z.array(deploymentBody),
+});
+export type LoadReply = z.infer<typeof loadReply>;
+
+const loadQuery = z.object({ deployment: z.string().min(1).optional() });
+
+export interface LoadDeps {
+  table: RoutingTable;
+  board: LoadBoard;
+  figures: RouterFigures;
+}
+
+/**
+ * An instance's figure as the load endpoint shows it. `engine` and `state_cache` are the two sources
+ * a host reports only once the engine said its own figure; for one instance the spec calls that
+ * `engine`, while the deployment's figure keeps `state_cache` to say the engine runs fewer than asked.
+ */
+function instanceMaxRunning(sample: ReadSample | null, expected: MaxRunning): MaxRunning {
+  if (!sample) return expected;
+  const { maxRunning } = sample;
+  return maxRunning.source === 'state_cache' ? { ...maxRunning, source: 'engine' } : maxRunning;
+}
+
+function renderSample(s: ReadSample): z.infer<typeof sampleBody> {
+  return {
+    sampled_at_ms: s.sampledAtMs,
+    age_ms: s.ageMs,
+    fresh: s.fresh,
+    ingress_in_flight: s.ingressInFlight,
+    engine: s.engine,
+  };
+}
+
+function renderDeployment(d: RoutedDeployment, deps: LoadDeps, nowMs: number): z.infer<typeof deploymentBody> {
+  // Before any engine says, the figure is what CapyCTL passes or expects; the server does not know
+  // the host's command, so it is `on_host` unless the deployment's own arguments fix it.
+  const expected = expectedMaxRunning({ spec: d.spec });
+  // A sample of an earlier generation describes an engine that no longer runs.
+  const sampleOf = (i: RoutedInstance) => {
+    const s = deps.board.read(d.id, i.index, nowMs);
+    return s && s.generation === i.generation ? s : null;
+  };
+  const instances = d.instances.map((i) => ({ instance: i, sample: sampleOf(i) }));
+  const router = deps.figures.deployment(d.id);
+  return {
+    deployment_id: d.id,
+    name: d.name,
+    router: { in_flight: router.inFlight, in_flight_limit: router.inFlightLimit, waiting: router.waiting, waiting_limit: router.waitingLimit },
+    // Every instance runs the same spec, so the first one sampled speaks for the deployment.
+    max_running: instances.find((i) => i.sample)?.sample?.maxRunning ?? expected,
+    instances: instances.map(({ instance: i, sample }) => ({
+      index: i.index,
+      host_id: i.hostId,
+      generation: i.generation,
+      observed_state: i.observedState,
+      router_in_flight: deps.figures.instanceInFlight(d.id, i.index),
+      max_running: instanceMaxRunning(sample, expected),
+      sample: sample && renderSample(sample),
+    })),
+  };
+}
+
+export function loadRoutes(deps: LoadDeps) {
+  return async (app: FastifyInstance) => {
+    app.withTypeProvider<ZodTypeProvider>().get(
+      '/management/v1/metrics/load',
+      { schema: { querystring: loadQuery, response: { 200: loadReply } } },
+      async (request): Promise<LoadReply> => {
+        const nowMs = Date.now();
+        const { deployment: id } = request.query;
+        const one = id === undefined ? undefined : deps.table.get(id);
+        if (id !== undefined && !one) throw new CapyError(apiErrors.notFound('deployment', id));
+        const deployments = one ? [one] : deps.table.list();
+        return {
+          observed_at_ms: nowMs,
+          stale_after_ms: SAMPLE_STALE_AFTER_MS,
+          deployments: deployments.map((d) => renderDeployment(d, deps, nowMs)),
+        };
+      },
+    );
+  };
+}

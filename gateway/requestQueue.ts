@@ -1,0 +1,390 @@
+/**
+ * The request queue: for each inference request, whether it runs now, waits, or is refused (spec,
+ * "How requests wait and models switch", "Errors while waiting", "No waiting"). It holds every
+ * waiting and running request in memory, and the switch's gateway steps act on it
+ * (`gatewayActivities.ts`). The HTTP route admits a request here and forwards it to the ticket's
+ * instance; the queue never touches a body or a socket.
+ *
+ * Each deployment's dispatch is in one of three states:
+ * - `open`: it serves; up to 32 requests run, the rest wait first come first served;
+ * - `closed`: a victim draining before it parks; new requests are answered 503 dispatch closed;
+ * - `waiting`: not servable (parked, stopped, starting, or a victim that began parking); requests
+ *   wait, and their demand asks the host scheduler for the wake or start.
+ */
+import { type ApiError, apiErrors } from '../domain/catalogue.js';
+import { RUNNING_PER_MODEL } from '../domain/limits.js';
+import type { SharedQueueLimits } from '../settings/queue.js';
+import type { Demand, InstanceRef } from '../workflows/definitions.js';
+import type { RouterFigures } from './routerFigures.js';
+
+export type DispatchState = 'open' | 'closed' | 'waiting';
+
+/** A request as it reaches the queue: the body is already read (its size counts while it waits). */
+export interface Arrival {
+  deploymentId: string;
+  bodyBytes: number;
+  /** The client's hang-up: a waiting request leaves the queue, a running one is the caller's to cut. */
+  signal: AbortSignal;
+  /**
+   * Why a request must not start or wake this deployment, from the routing table: an operator stopped
+   * it, or its activation is explicit and nobody asked it to start. It is then answered 409 unless it
+   * serves; while it starts or wakes on a command the caller leaves this out and requests wait. An
+   * explicit model an operator stopped is `operator_stopped` (spec: "After your stop, the answer is
+   * deployment_stopped as for any model").
+   */
+  held?: 'operator_stopped' | 'explicit';
+}
+
+/** Where a request runs, and how its caller reports its course. */
+export interface Ticket {
+  readonly instance: InstanceRef;
+  /**
+   * Aborted, with the queue-deadline error as its reason, when the reply's first output has not come
+   * by the request deadline (counted from the arrival: the wait, the switch and the prefill).
+   */
+  readonly deadline: AbortSignal;
+  /** The reply's first output arrived (the opening chunk that only names the role is not output). */
+  firstOutput(): void;
+  /** The request ended; `cut` when it was cut short (a hang-up, a deadline, a stream bound). */
+  finish(how: { cut: boolean }): void;
+}
+
+export type Admission = { kind: 'dispatch'; ticket: Ticket } | { kind: 'refused'; error: ApiError };
+
+export interface RequestQueueOptions {
+  /** The waiting limits and request deadline that apply now: the tightest of the hosts' (`tightestOfHosts`). */
+  limits: () => SharedQueueLimits;
+  /**
+   * Told whenever a deployment's demand changes (`reportDemand`), at most once per change. It must not
+   * throw: it runs after the change, where nobody could handle the error.
+   */
+  onDemand: (demand: Demand) => void;
+  now?: () => number;
+}
+
+interface Waiter {
+  sinceMs: number;
+  /** It has waited only for one of the 32 slots, its model serving all along (which error its deadline gets). */
+  forSlot: boolean;
+  start: () => void;
+  refuse: (error: ApiError) => void;
+  leave: () => void;
+}
+
+/** The request deadline, armed at the arrival; what it does depends on where the request is when it runs out. */
+interface DeadlineTimer {
+  onExpiry: () => void;
+  stop: () => void;
+}
+
+interface Model {
+  id: string;
+  dispatch: DispatchState;
+  instance: InstanceRef | null;
+  running: Set<RunningRequest>;
+  waiters: Waiter[];
+  /** The last time a request started or finished there, or its dispatch opened (idle since). */
+  lastChangeMs: number;
+  /** A request was cut there before any output: its next release stops it (`awaitDrain`). */
+  cutBeforeOutput: boolean;
+  /**
+   * With no waiting allowed, a refused request still asks for the wake or start: it counts as one
+   * waiting request in the demand, since when, until the model serves or its switch fails.
+   */
+  askedSinceMs: number | null;
+}
+
+class RunningRequest implements Ticket {
+  private readonly expiry = new AbortController();
+  readonly deadline = this.expiry.signal;
+  private sawOutput = false;
+  private finished = false;
+
+  constructor(
+    readonly instance: InstanceRef,
+    private readonly onFinish: (request: RunningRequest, cutBeforeOutput: boolean) => void,
+    private readonly stopDeadline: () => void,
+  ) {}
+
+  expire(error: ApiError) {
+    if (!this.sawOutput && !this.finished) this.expiry.abort(error);
+  }
+
+  firstOutput() {
+    this.sawOutput = true;
+    this.stopDeadline();
+  }
+
+  finish({ cut }: { cut: boolean }) {
+    if (this.finished) return;
+    this.finished = true;
+    this.stopDeadline();
+    this.onFinish(this, cut && !this.sawOutput);
+  }
+}
+
+export class RequestQueue implements RouterFigures {
+  private readonly models = new Map<string, Model>();
+  private readonly now: () => number;
+  private bufferedBytes = 0;
+  private waitingTotal = 0;
+  /** Deployments whose demand may have changed; reported together once the current turn ends. */
+  private readonly touched = new Set<string>();
+  private readonly reported = new Map<string, Demand>();
+
+  constructor(private readonly options: RequestQueueOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  // ─── Requests ────────────────────────────────────────────────────────────────────────────────
+
+  /** Runs the request now, makes it wait, or refuses it. A hang-up while it waits rejects with the signal's reason. */
+  admit(arrival: Arrival): Promise<Admission> {
+    if (arrival.signal.aborted) return Promise.reject(arrival.signal.reason);
+    const { deploymentId: id, held, bodyBytes } = arrival;
+    const m = this.model(id);
+    const limits = this.options.limits();
+    const refused = (error: ApiError): Promise<Admission> => Promise.resolve({ kind: 'refused', error });
+    const slotFree = m.running.size < RUNNING_PER_MODEL && m.waiters.length === 0;
+
+    if (m.dispatch === 'open' && slotFree) return Promise.resolve({ kind: 'dispatch', ticket: this.run(m, this.deadlineTimer(limits)) });
+    if (m.dispatch === 'closed') return refused(apiErrors.dispatchClosed(id));
+    if (m.dispatch === 'waiting' && held) return refused(held === 'explicit' ? apiErrors.deploymentInactive(id) : apiErrors.deploymentStopped(id));
+    if (limits.max_pending_per_deployment === 0) {
+      if (m.dispatch === 'open') return refused(apiErrors.inFlightNoWait(id));
+      if (m.askedSinceMs === null) {
+        m.askedSinceMs = this.now();
+        this.touch(id);
+      }
+      return refused(apiErrors.notServableNoWait(id));
+    }
+    if (m.waiters.length >= limits.max_pending_per_deployment || this.waitingTotal >= limits.max_pending_total) {
+      return refused(apiErrors.waitingLimit(id));
+    }
+    if (this.bufferedBytes + bodyBytes > limits.max_buffered_bytes_total) return refused(apiErrors.bufferedBytes());
+    return this.wait(m, arrival, limits);
+  }
+
+  private wait(m: Model, arrival: Arrival, limits: SharedQueueLimits): Promise<Admission> {
+    return new Promise<Admission>((resolve, reject) => {
+      const timer = this.deadlineTimer(limits);
+      const onHangUp = () => {
+        waiter.leave();
+        timer.stop();
+        reject(arrival.signal.reason);
+      };
+      const waiter: Waiter = {
+        sinceMs: this.now(),
+        forSlot: m.dispatch === 'open',
+        start: () => {
+          waiter.leave();
+          resolve({ kind: 'dispatch', ticket: this.run(m, timer) });
+        },
+        refuse: (error) => {
+          waiter.leave();
+          timer.stop();
+          resolve({ kind: 'refused', error });
+        },
+        leave: () => {
+          arrival.signal.removeEventListener('abort', onHangUp);
+          const at = m.waiters.indexOf(waiter);
+          if (at < 0) return;
+          m.waiters.splice(at, 1);
+          this.waitingTotal--;
+          this.bufferedBytes -= arrival.bodyBytes;
+          this.touch(m.id);
+        },
+      };
+      // While it waits, the deadline refuses it: after 32 running requests kept it out the whole
+      // time, with the in-flight error; otherwise its model did not become servable in time.
+      timer.onExpiry = () => waiter.refuse(waiter.forSlot ? apiErrors.inFlightDeadline(m.id) : apiErrors.queueDeadline(m.id));
+      arrival.signal.addEventListener('abort', onHangUp, { once: true });
+      m.waiters.push(waiter);
+      this.waitingTotal++;
+      this.bufferedBytes += arrival.bodyBytes;
+      this.touch(m.id);
+    });
+  }
+
+  /** Armed at the arrival, disarmed by the first output or the end. */
+  private deadlineTimer(limits: SharedQueueLimits): DeadlineTimer {
+    const handle = setTimeout(() => timer.onExpiry(), limits.request_deadline);
+    const timer: DeadlineTimer = { onExpiry: () => {}, stop: () => clearTimeout(handle) };
+    return timer;
+  }
+
+  /** Only a serving model runs requests, and a serving model always has its instance. */
+  private run(m: Model, timer: DeadlineTimer): RunningRequest {
+    const request = new RunningRequest(m.instance!, (r, cutBeforeOutput) => this.finished(m, r, cutBeforeOutput), timer.stop);
+    timer.onExpiry = () => request.expire(apiErrors.queueDeadline(m.id));
+    m.running.add(request);
+    m.lastChangeMs = this.now();
+    return request;
+  }
+
+  private finished(m: Model, request: RunningRequest, cutBeforeOutput: boolean) {
+    m.running.delete(request);
+    m.lastChangeMs = this.now();
+    // The engine may not have started it yet, so its count of running requests proves nothing.
+    if (cutBeforeOutput) m.cutBeforeOutput = true;
+    this.startWaiters(m);
+  }
+
+  /** Fills the free slots of a serving model from its waiters, first come first served; how many started. */
+  private startWaiters(m: Model): number {
+    let started = 0;
+    while (m.dispatch === 'open' && m.running.size < RUNNING_PER_MODEL && m.waiters.length > 0) {
+      m.waiters[0]!.start();
+      started++;
+    }
+    return started;
+  }
+
+  // ─── What the switch's gateway steps do ──────────────────────────────────────────────────────
+
+  dispatchOf(deploymentId: string): DispatchState {
+    return this.models.get(deploymentId)?.dispatch ?? 'waiting';
+  }
+
+  /** Requests running on the deployments now. */
+  runningOn(deploymentIds: readonly string[]): number {
+    return deploymentIds.reduce((sum, id) => sum + (this.models.get(id)?.running.size ?? 0), 0);
+  }
+
+  /** No request runs on the deployment, and none started or finished there for `windowMs` (or ever). */
+  idleFor(deploymentId: string, windowMs: number): boolean {
+    const m = this.models.get(deploymentId);
+    return !m || (m.running.size === 0 && this.now() - m.lastChangeMs >= windowMs);
+  }
+
+  /** The victims drain: their new requests are answered 503 until they park or serve again. */
+  close(deploymentIds: readonly string[]): void {
+    for (const id of deploymentIds) this.setDispatch(this.model(id), 'closed');
+  }
+
+  /** The victims have begun parking: their new requests wait and become the next switch. */
+  beginRelease(deploymentIds: readonly string[]): void {
+    for (const id of deploymentIds) {
+      const m = this.model(id);
+      this.setDispatch(m, 'waiting');
+      m.instance = null;
+      // This release carries out the stop a cut request asked for.
+      m.cutBeforeOutput = false;
+    }
+  }
+
+  /** The victims serve again (a drain that did not finish). */
+  reopen(deploymentIds: readonly string[]): void {
+    for (const id of deploymentIds) {
+      const m = this.model(id);
+      if (m.instance) this.open(m, m.instance);
+    }
+  }
+
+  /** Of the deployments, those a request was cut from before any output since their last release. */
+  cutBeforeOutput(deploymentIds: readonly string[]): string[] {
+    return deploymentIds.filter((id) => this.models.get(id)?.cutBeforeOutput === true);
+  }
+
+  /** The instance serves: its waiting requests run together, up to the running bound; how many started. */
+  release(instance: InstanceRef): number {
+    const m = this.model(instance.deploymentId);
+    m.askedSinceMs = null;
+    this.touch(m.id);
+    return this.open(m, instance);
+  }
+
+  /** Every request waiting for the deployment is answered `error`; how many. */
+  failWaiters(deploymentId: string, error: ApiError): number {
+    const m = this.model(deploymentId);
+    const waiters = [...m.waiters];
+    for (const w of waiters) w.refuse(error);
+    m.askedSinceMs = null;
+    this.touch(m.id);
+    return waiters.length;
+  }
+
+  /** Who waits, since when, for every deployment with waiting requests; and when each last saw traffic. */
+  snapshot(): { demands: Demand[]; lastActivityMs: Record<string, number> } {
+    const demands = [...this.models.values()].map((m) => this.demandOf(m)).filter((d) => d.waiting > 0);
+    const lastActivityMs = Object.fromEntries([...this.models.values()].map((m) => [m.id, m.lastChangeMs]));
+    return { demands, lastActivityMs };
+  }
+
+  private open(m: Model, instance: InstanceRef): number {
+    m.instance = instance;
+    this.setDispatch(m, 'open');
+    m.lastChangeMs = this.now();
+    return this.startWaiters(m);
+  }
+
+  private setDispatch(m: Model, dispatch: DispatchState) {
+    m.dispatch = dispatch;
+    // Once the model stops serving, its waiters wait for it to load, not for a slot.
+    if (dispatch !== 'open') for (const w of m.waiters) w.forSlot = false;
+  }
+
+  // ─── The load endpoint's figures ─────────────────────────────────────────────────────────────
+
+  deployment(deploymentId: string) {
+    const m = this.models.get(deploymentId);
+    return {
+      inFlight: m?.running.size ?? 0,
+      inFlightLimit: RUNNING_PER_MODEL,
+      waiting: m?.waiters.length ?? 0,
+      waitingLimit: this.options.limits().max_pending_per_deployment,
+    };
+  }
+
+  instanceInFlight(deploymentId: string, instanceIndex: number): number {
+    const running = this.models.get(deploymentId)?.running ?? [];
+    return [...running].filter((r) => r.instance.instanceIndex === instanceIndex).length;
+  }
+
+  // ─── Models and their demand ─────────────────────────────────────────────────────────────────
+
+  /** The deployment's state, made on first use; reads that need none use `models.get` so they make none. */
+  private model(deploymentId: string): Model {
+    let m = this.models.get(deploymentId);
+    if (!m) {
+      m = {
+        id: deploymentId,
+        dispatch: 'waiting',
+        instance: null,
+        running: new Set(),
+        waiters: [],
+        lastChangeMs: this.now(),
+        cutBeforeOutput: false,
+        askedSinceMs: null,
+      };
+      this.models.set(deploymentId, m);
+    }
+    return m;
+  }
+
+  private demandOf(m: Model): Demand {
+    const asked = m.askedSinceMs === null ? [] : [m.askedSinceMs];
+    const since = [...m.waiters.map((w) => w.sinceMs), ...asked];
+    return { deploymentId: m.id, waiting: Math.max(m.waiters.length, asked.length), oldestSinceMs: since.length > 0 ? Math.min(...since) : 0 };
+  }
+
+  /**
+   * Reports the deployment's demand once the current turn ends, and only if it changed: a burst of
+   * arrivals, or a release that starts many waiters, is one report.
+   */
+  private touch(deploymentId: string) {
+    if (this.touched.size === 0) queueMicrotask(() => this.reportTouched());
+    this.touched.add(deploymentId);
+  }
+
+  private reportTouched() {
+    for (const id of this.touched) {
+      const demand = this.demandOf(this.model(id));
+      const last = this.reported.get(id) ?? { deploymentId: id, waiting: 0, oldestSinceMs: 0 };
+      if (demand.waiting === last.waiting && demand.oldestSinceMs === last.oldestSinceMs) continue;
+      this.reported.set(id, demand);
+      this.options.onDemand(demand);
+    }
+    this.touched.clear();
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * The gateway's routing table: what it routes by (a model name to its deployment and instances) and
+ * what the load endpoint reads. It is a cache of the host schedulers' ledgers, held in memory so no
+ * request costs a query: rebuilt from the store when the server starts (`loadFrom`), then kept
+ * current by the lifecycle's activities as transitions happen.
+ */
+import type { Activation } from '../domain/vocabulary.js';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+import type { Db } from '../store/db.js';
+import { type Deployment, listDeployments } from '../store/deployments.js';
+import { listHosts } from '../store/hosts.js';
+import { type Instance, listInstances } from '../store/instances.js';
+
+export type RoutedInstance = Pick<Instance, 'index' | 'hostId' | 'generation' | 'observedState'>;
+
+/** What `putDeployment` takes: a store row fits as it is. */
+export type DeploymentFacts = Pick<Deployment, 'id' | 'name' | 'revision' | 'spec' | 'operatorStopped'>;
+
+export interface RoutedDeployment extends DeploymentFacts {
+  /**
+   * `explicit` when the deployment or any host it may run on says so (spec, "Only on your command"):
+   * a deployment cannot opt out of its host's policy.
+   */
+  activation: Activation;
+  /** By index. */
+  instances: readonly RoutedInstance[];
+}
+
+interface Entry {
+  facts: DeploymentFacts;
+  instances: Map<number, RoutedInstance>;
+}
+
+export class RoutingTable {
+  private readonly byId = new Map<string, Entry>();
+  private readonly idByName = new Map<string, string>();
+  /** Hosts whose own policy is `lifecycle.activation: explicit`. */
+  private readonly explicitHosts = new Set<string>();
+
+  /** Replaces what the table holds with the store's catalogue and its mirror of the ledgers. */
+  async loadFrom(db: Db): Promise<void> {
+    const [deployments, instances, hosts] = await Promise.all([listDeployments(db), listInstances(db), listHosts(db)]);
+    this.byId.clear();
+    this.idByName.clear();
+    this.explicitHosts.clear();
+    for (const host of hosts) this.setHostActivation(host.id, host.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
+    for (const deployment of deployments) this.putDeployment(deployment);
+    for (const instance of instances) this.setInstance(instance);
+  }
+
+  /** Adds a deployment, or takes its new revision or operator stop; the instances it has stay. */
+  putDeployment(facts: DeploymentFacts): void {
+    const { id, name, revision, spec, operatorStopped } = facts;
+    const held = this.byId.get(id);
+    if (held && held.facts.name !== name) this.idByName.delete(held.facts.name);
+    this.byId.set(id, { facts: { id, name, revision, spec, operatorStopped }, instances: held?.instances ?? new Map() });
+    this.idByName.set(name, id);
+  }
+
+  removeDeployment(id: string): void {
+    const held = this.byId.get(id);
+    if (!held) return;
+    this.byId.delete(id);
+    this.idByName.delete(held.facts.name);
+  }
+
+  setOperatorStopped(id: string, operatorStopped: boolean): void {
+    const held = this.byId.get(id);
+    if (held) held.facts = { ...held.facts, operatorStopped };
+  }
+
+  /**
+   * Records an instance's observed state. Like the store's mirror, it never goes back in time: an
+   * older generation than the one held is a late retry and is ignored, as is an instance of a
+   * deployment that was removed meanwhile.
+   */
+  setInstance(update: RoutedInstance & { deploymentId: string }): void {
+    const entry = this.byId.get(update.deploymentId);
+    if (!entry) return;
+    const held = entry.instances.get(update.index);
+    if (held && held.generation > update.generation) return;
+    const { index, hostId, generation, observedState } = update;
+    entry.instances.set(index, { index, hostId, generation, observedState });
+  }
+
+  setHostActivation(hostId: string, activation: Activation): void {
+    if (activation === 'explicit') this.explicitHosts.add(hostId);
+    else this.explicitHosts.delete(hostId);
+  }
+
+  /** The deployment a request for `model` goes to: models are routed by deployment name only. */
+  byModel(model: string): RoutedDeployment | undefined {
+    const id = this.idByName.get(model);
+    return id === undefined ? undefined : this.get(id);
+  }
+
+  get(id: string): RoutedDeployment | undefined {
+    const entry = this.byId.get(id);
+    return entry && this.view(entry);
+  }
+
+  /** Every deployment, by name. */
+  list(): RoutedDeployment[] {
+    return [...this.byId.values()].map((e) => this.view(e)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  private view({ facts, instances }: Entry): RoutedDeployment {
+    return {
+      ...facts,
+      activation: this.activationOf(facts.spec),
+      instances: [...instances.values()].sort((a, b) => a.index - b.index),
+    };
+  }
+
+  /** A deployment without `hosts` may run on any host, so any explicit host makes it explicit. */
+  private activationOf(spec: DeploymentSpec): Activation {
+    if (spec.lifecycle.activation === 'explicit') return 'explicit';
+    const mayRunOn = spec.hosts ?? [...this.explicitHosts];
+    return mayRunOn.some((h) => this.explicitHosts.has(h)) ? 'explicit' : 'on_demand';
+  }
+}

@@ -1,0 +1,473 @@
+/**
+ * The request queue's rules and every "Errors while waiting" row, in memory with short durations;
+ * and the gateway steps over it, run as activities in the SDK's mock activity environment.
+ */
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+import { apiErrors, renderApiError } from '../domain/catalogue.js';
+import { RUNNING_PER_MODEL } from '../domain/limits.js';
+import { createGatewayActivities } from '../gateway/gatewayActivities.js';
+import { type Admission, type Arrival, RequestQueue, type Ticket } from '../gateway/requestQueue.js';
+import type { SharedQueueLimits } from '../settings/queue.js';
+import type { Demand, InstanceRef } from '../workflows/definitions.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const turn = () => sleep(0);
+
+const A = 'dep-a';
+const B = 'dep-b';
+const instanceOf = (deploymentId: string, generation = 1): InstanceRef => ({ deploymentId, instanceIndex: 0, generation });
+
+const LIMITS: SharedQueueLimits = {
+  request_deadline: 10_000,
+  max_pending_per_deployment: 64,
+  max_pending_total: 256,
+  max_buffered_bytes_total: 64 * 2 ** 20,
+};
+
+interface Bench {
+  queue: RequestQueue;
+  demands: Demand[];
+  /** A client's request; `hangUp` aborts its signal. */
+  send(deploymentId: string, more?: Partial<Arrival>): { admission: Promise<Admission>; hangUp: () => void };
+}
+
+const benches: RequestQueue[] = [];
+afterEach(() => {
+  // Settle every request a test left waiting, so no deadline timer outlives it.
+  for (const q of benches.splice(0)) for (const id of [A, B]) q.failWaiters(id, apiErrors.internal());
+});
+
+function bench(limits: Partial<SharedQueueLimits> = {}): Bench {
+  const demands: Demand[] = [];
+  const queue = new RequestQueue({ limits: () => ({ ...LIMITS, ...limits }), onDemand: (d) => demands.push(d) });
+  benches.push(queue);
+  return {
+    queue,
+    demands,
+    send(deploymentId, more = {}) {
+      const client = new AbortController();
+      const admission = queue.admit({ deploymentId, bodyBytes: 100, signal: client.signal, ...more });
+      // A hang-up rejects; keep the rejection observed so a test that expects it can await it.
+      admission.catch(() => {});
+      return { admission, hangUp: () => client.abort(new Error('client hung up')) };
+    },
+  };
+}
+
+const ticketOf = async (a: Promise<Admission>): Promise<Ticket> => {
+  const r = await a;
+  return r.kind === 'dispatch' ? r.ticket : expect.fail(`expected a dispatch, got ${JSON.stringify(r.error)}`);
+};
+const errorOf = async (a: Promise<Admission>) => {
+  const r = await a;
+  return r.kind === 'refused' ? r.error : expect.fail('expected a refusal, got a dispatch');
+};
+/** Whether the admission settled within a turn of the event loop. */
+const settled = async (a: Promise<Admission>) => {
+  let done = false;
+  void a.then(() => (done = true));
+  await turn();
+  return done;
+};
+
+/** `n` requests running on an open model. */
+async function fill(b: Bench, deploymentId: string, n = RUNNING_PER_MODEL): Promise<Ticket[]> {
+  return Promise.all(Array.from({ length: n }, () => ticketOf(b.send(deploymentId).admission)));
+}
+
+describe('a request for a serving model', () => {
+  it('runs at once on its instance, up to 32; beyond that they wait first come first served', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    const running = await fill(b, A);
+    expect(running.every((t) => t.instance.deploymentId === A)).toBe(true);
+    expect(b.queue.deployment(A)).toEqual({ inFlight: 32, inFlightLimit: 32, waiting: 0, waitingLimit: 64 });
+
+    const first = b.send(A).admission;
+    const second = b.send(A).admission;
+    expect(await settled(first)).toBe(false);
+    expect(b.queue.deployment(A)).toMatchObject({ inFlight: 32, waiting: 2 });
+
+    running[0]!.finish({ cut: false });
+    expect(await settled(first)).toBe(true);
+    expect(await settled(second)).toBe(false);
+    running[1]!.finish({ cut: false });
+    expect((await ticketOf(second)).instance).toEqual(instanceOf(A));
+    expect(b.queue.instanceInFlight(A, 0)).toBe(32);
+    expect(b.queue.instanceInFlight(A, 1)).toBe(0);
+    // A deployment the queue never saw: zeros and the limits, and reading it makes no entry.
+    expect(b.queue.deployment('never-seen')).toEqual({ inFlight: 0, inFlightLimit: 32, waiting: 0, waitingLimit: 64 });
+    expect(b.queue.dispatchOf('never-seen')).toBe('waiting');
+    expect(Object.keys(b.queue.snapshot().lastActivityMs)).toEqual([A]);
+  });
+
+  it('counts a finish once, however often it is reported', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    const [t] = await fill(b, A, 2);
+    t!.finish({ cut: false });
+    t!.finish({ cut: false });
+    expect(b.queue.deployment(A).inFlight).toBe(1);
+  });
+});
+
+describe('a request for a model that is not ready', () => {
+  it('waits; every waiter joins one demand, reported once per change; the release runs them together', async () => {
+    const b = bench();
+    const clients = [1, 2, 3].map(() => b.send(B));
+    await turn();
+    // Three arrivals in one turn: one report.
+    expect(b.demands).toEqual([{ deploymentId: B, waiting: 3, oldestSinceMs: expect.any(Number) }]);
+    expect(b.queue.snapshot().demands).toEqual(b.demands);
+
+    expect(b.queue.release(instanceOf(B))).toBe(3);
+    const tickets = await Promise.all(clients.map((c) => ticketOf(c.admission)));
+    expect(tickets.map((t) => t.instance)).toEqual([instanceOf(B), instanceOf(B), instanceOf(B)]);
+    await turn();
+    expect(b.demands.at(-1)).toEqual({ deploymentId: B, waiting: 0, oldestSinceMs: 0 });
+    expect(b.queue.snapshot().demands).toEqual([]);
+  });
+
+  it('releases at most 32 together; the rest wait for a slot, in arrival order', async () => {
+    const b = bench();
+    const clients = Array.from({ length: 34 }, () => b.send(B).admission);
+    expect(b.queue.release(instanceOf(B))).toBe(32);
+    const tickets = await Promise.all(clients.slice(0, 32).map(ticketOf));
+    expect(await settled(clients[32]!)).toBe(false);
+    await turn();
+    expect(b.demands.at(-1)).toMatchObject({ waiting: 2 });
+    tickets[5]!.finish({ cut: false });
+    expect(await settled(clients[32]!)).toBe(true);
+    expect(await settled(clients[33]!)).toBe(false);
+  });
+
+  it('a hang-up gives up its own place only, and the demand says so', async () => {
+    const b = bench();
+    const first = b.send(B);
+    await sleep(5);
+    const second = b.send(B);
+    await turn();
+    expect(b.demands.at(-1)).toMatchObject({ waiting: 2 });
+    const oldest = b.demands.at(-1)!.oldestSinceMs;
+
+    first.hangUp();
+    await expect(first.admission).rejects.toThrow('client hung up');
+    await turn();
+    expect(b.demands.at(-1)!.waiting).toBe(1);
+    expect(b.demands.at(-1)!.oldestSinceMs).toBeGreaterThan(oldest);
+    expect(b.queue.release(instanceOf(B))).toBe(1);
+    await ticketOf(second.admission);
+  });
+
+  it('a request whose client already left is not queued', async () => {
+    const b = bench();
+    const client = new AbortController();
+    client.abort(new Error('gone'));
+    await expect(b.queue.admit({ deploymentId: B, bodyBytes: 1, signal: client.signal })).rejects.toThrow('gone');
+    expect(b.queue.deployment(B).waiting).toBe(0);
+  });
+});
+
+describe('a victim', () => {
+  it('answers 503 dispatch closed while it drains; once it began parking, its requests wait and become the next demand', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    const [running] = await fill(b, A, 1);
+    b.queue.close([A]);
+    expect(await errorOf(b.send(A).admission)).toEqual(apiErrors.dispatchClosed(A));
+    expect(renderApiError(apiErrors.dispatchClosed(A))).toMatchObject({
+      status: 503,
+      body: { code: 'unavailable', message: `dispatch to deployment ${A} is closed; retry shortly`, retryable: true },
+    });
+    expect(b.queue.runningOn([A])).toBe(1);
+    running!.finish({ cut: false });
+    expect(b.queue.runningOn([A])).toBe(0);
+
+    b.queue.beginRelease([A]);
+    const next = b.send(A).admission;
+    await turn();
+    expect(b.demands.at(-1)).toMatchObject({ deploymentId: A, waiting: 1 });
+    b.queue.release(instanceOf(A, 2));
+    expect((await ticketOf(next)).instance).toEqual(instanceOf(A, 2));
+  });
+
+  it('serves again when reopened after a drain that did not finish', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    b.queue.close([A]);
+    b.queue.reopen([A]);
+    expect(b.queue.dispatchOf(A)).toBe('open');
+    expect((await ticketOf(b.send(A).admission)).instance).toEqual(instanceOf(A));
+  });
+
+  it('a request cut before any output makes the next release a stop; one cut after output does not', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    const [early, late] = await fill(b, A, 2);
+    late!.firstOutput();
+    late!.finish({ cut: true });
+    expect(b.queue.cutBeforeOutput([A])).toEqual([]);
+    early!.finish({ cut: true });
+    expect(b.queue.cutBeforeOutput([A, B])).toEqual([A]);
+    // The release that stops it carries the cut out: the next one starts clean.
+    b.queue.beginRelease([A]);
+    expect(b.queue.cutBeforeOutput([A])).toEqual([]);
+  });
+});
+
+describe('the bounds', () => {
+  it('429 when the waiting requests per model are at the limit', async () => {
+    const b = bench({ max_pending_per_deployment: 2 });
+    b.send(B);
+    b.send(B);
+    const error = await errorOf(b.send(B).admission);
+    expect(error).toEqual(apiErrors.waitingLimit(B));
+    expect(renderApiError(error)).toEqual({
+      status: 429,
+      headers: { 'content-type': 'application/json; charset=utf-8', 'retry-after': '1' },
+      body: { code: 'queue_full', message: `too many requests are waiting for deployment ${B}`, retryable: true },
+    });
+    // Another model still has room.
+    expect(await settled(b.send(A).admission)).toBe(false);
+  });
+
+  it('429 when the waiting requests in total are at the limit', async () => {
+    const b = bench({ max_pending_total: 2 });
+    b.send(A);
+    b.send(B);
+    expect(await errorOf(b.send(A).admission)).toEqual(apiErrors.waitingLimit(A));
+  });
+
+  it('429 when the waiting bodies would pass the byte bound; a request that runs at once buffers nothing', async () => {
+    const b = bench({ max_buffered_bytes_total: 1_000 });
+    b.send(B, { bodyBytes: 600 });
+    const error = await errorOf(b.send(B, { bodyBytes: 500 }).admission);
+    expect(error).toEqual(apiErrors.bufferedBytes());
+    expect(error).toMatchObject({ status: 429, code: 'queue_full', message: 'waiting requests exceed the buffered-bytes bound' });
+    expect(await settled(b.send(B, { bodyBytes: 400 }).admission)).toBe(false);
+    b.queue.release(instanceOf(A));
+    await ticketOf(b.send(A, { bodyBytes: 5_000 }).admission);
+  });
+
+  it('a request that leaves frees its place and its bytes', async () => {
+    const b = bench({ max_pending_per_deployment: 1, max_buffered_bytes_total: 1_000 });
+    const first = b.send(B, { bodyBytes: 900 });
+    first.hangUp();
+    await expect(first.admission).rejects.toThrow();
+    expect(await settled(b.send(B, { bodyBytes: 900 }).admission)).toBe(false);
+  });
+
+  it('503 queue deadline when the model does not become servable within the request deadline', async () => {
+    const b = bench({ request_deadline: 100 });
+    const started = Date.now();
+    const error = await errorOf(b.send(B).admission);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(95);
+    expect(error).toEqual(apiErrors.queueDeadline(B));
+    expect(error).toMatchObject({
+      status: 503,
+      code: 'unavailable',
+      message: `deployment ${B} did not become servable within the queue deadline; retry shortly`,
+    });
+    await turn();
+    expect(b.demands.at(-1)).toEqual({ deploymentId: B, waiting: 0, oldestSinceMs: 0 });
+  });
+
+  it('429 in-flight deadline when 32 requests kept running for the whole request deadline', async () => {
+    const b = bench({ request_deadline: 100 });
+    b.queue.release(instanceOf(A));
+    await fill(b, A);
+    const error = await errorOf(b.send(A).admission);
+    expect(error).toEqual(apiErrors.inFlightDeadline(A));
+    expect(error).toMatchObject({ status: 429, code: 'queue_full', message: `deployment ${A} stayed at its in-flight bound for the queue deadline` });
+  });
+
+  it('a slot waiter whose model stopped serving meanwhile gets the queue deadline instead', async () => {
+    const b = bench({ request_deadline: 100 });
+    b.queue.release(instanceOf(A));
+    await fill(b, A);
+    const waiting = b.send(A).admission;
+    b.queue.close([A]);
+    expect(await errorOf(waiting)).toEqual(apiErrors.queueDeadline(A));
+  });
+
+  it('the deadline runs on until the first output: the ticket is aborted with the queue deadline', async () => {
+    const b = bench({ request_deadline: 80 });
+    const waiting = b.send(B).admission;
+    await sleep(40);
+    b.queue.release(instanceOf(B));
+    const ticket = await ticketOf(waiting);
+    expect(ticket.deadline.aborted).toBe(false);
+    await sleep(60);
+    expect(ticket.deadline.aborted).toBe(true);
+    expect(ticket.deadline.reason).toEqual(apiErrors.queueDeadline(B));
+
+    b.queue.release(instanceOf(A));
+    const answered = await ticketOf(b.send(A).admission);
+    answered.firstOutput();
+    await sleep(120);
+    expect(answered.deadline.aborted).toBe(false);
+  });
+});
+
+describe('no waiting (max_pending_per_deployment 0)', () => {
+  it('429 at once beyond the 32 running requests', async () => {
+    const b = bench({ max_pending_per_deployment: 0 });
+    b.queue.release(instanceOf(A));
+    await fill(b, A);
+    const error = await errorOf(b.send(A).admission);
+    expect(error).toEqual(apiErrors.inFlightNoWait(A));
+    expect(renderApiError(error)).toMatchObject({
+      status: 429,
+      headers: { 'retry-after': '1' },
+      body: { code: 'queue_full', message: `deployment ${A} is at its in-flight bound and lets no request wait; retry shortly` },
+    });
+    expect(b.queue.deployment(A)).toEqual({ inFlight: 32, inFlightLimit: 32, waiting: 0, waitingLimit: 0 });
+  });
+
+  it('429 at once for a model that is not loaded, still asking for its wake or start once', async () => {
+    const b = bench({ max_pending_per_deployment: 0 });
+    const error = await errorOf(b.send(B).admission);
+    expect(error).toEqual(apiErrors.notServableNoWait(B));
+    expect(error).toMatchObject({ status: 429, code: 'queue_full', message: `deployment ${B} is not servable now and lets no request wait; retry shortly` });
+    await errorOf(b.send(B).admission);
+    await turn();
+    expect(b.demands).toEqual([{ deploymentId: B, waiting: 1, oldestSinceMs: expect.any(Number) }]);
+    expect(b.queue.snapshot().demands).toEqual(b.demands);
+
+    // Once it serves, the ask is answered and the retry runs.
+    b.queue.release(instanceOf(B));
+    await turn();
+    expect(b.demands.at(-1)).toEqual({ deploymentId: B, waiting: 0, oldestSinceMs: 0 });
+    await ticketOf(b.send(B).admission);
+  });
+});
+
+describe('a model requests do not start or wake', () => {
+  it.each([
+    ['operator_stopped', apiErrors.deploymentStopped(B), 'deployment_stopped'],
+    ['explicit', apiErrors.deploymentInactive(B), 'deployment_inactive'],
+  ] as const)('%s: 409 at once, nothing queued, nothing asked', async (held, expected, code) => {
+    for (const limit of [64, 0]) {
+      const b = bench({ max_pending_per_deployment: limit });
+      const error = await errorOf(b.send(B, { held }).admission);
+      expect(error).toEqual(expected);
+      expect(error).toMatchObject({ status: 409, code, retryable: false });
+      await turn();
+      expect(b.demands).toEqual([]);
+      expect(b.queue.deployment(B).waiting).toBe(0);
+    }
+  });
+
+  it('serves an explicit model that is running', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(B));
+    await ticketOf(b.send(B, { held: 'explicit' }).admission);
+  });
+});
+
+describe('failWaiters and snapshot', () => {
+  it('every waiter of the deployment gets the error; the others wait on', async () => {
+    const b = bench();
+    const forB = [b.send(B).admission, b.send(B).admission];
+    const forA = b.send(A).admission;
+    const error = apiErrors.drainTimeout(B, 30_000, 1);
+    expect(b.queue.failWaiters(B, error)).toBe(2);
+    expect(await Promise.all(forB.map(errorOf))).toEqual([error, error]);
+    expect(error.message).toBe(`switch to ${B} failed: drain timeout after 30000 ms with 1 request(s) still charged; the victims serve again; retry shortly`);
+    expect(await settled(forA)).toBe(false);
+    expect(b.queue.snapshot().demands.map((d) => d.deploymentId)).toEqual([A]);
+  });
+
+  it('reports when each deployment last saw a request start or finish', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    const [t] = await fill(b, A, 1);
+    await sleep(20);
+    const before = Date.now();
+    t!.finish({ cut: false });
+    expect(b.queue.snapshot().lastActivityMs[A]).toBeGreaterThanOrEqual(before);
+  });
+});
+
+describe('the gateway steps as activities', () => {
+  const env = () => new MockActivityEnvironment();
+  const stepsOn = (b: Bench) => createGatewayActivities({ queue: b.queue, pollMs: 5 });
+
+  it('closeAdmission keeps the victim open for the window from the switch start, not extended by its traffic', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    const startedAtMs = Date.now();
+    // A 30 ms request every 10 ms: the victim is never idle.
+    const traffic = setInterval(async () => {
+      const r = await b.send(A).admission;
+      if (r.kind === 'dispatch') setTimeout(() => r.ticket.finish({ cut: false }), 30);
+    }, 10);
+    await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [A], startedAtMs, windowMs: 150 });
+    clearInterval(traffic);
+    expect(Date.now() - startedAtMs).toBeGreaterThanOrEqual(150);
+    expect(Date.now() - startedAtMs).toBeLessThan(250);
+    expect(b.queue.dispatchOf(A)).toBe('closed');
+  });
+
+  it('closeAdmission closes at once for a victim idle one window length, and at once with no window', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    await sleep(60);
+    const startedAtMs = Date.now();
+    await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [A], startedAtMs, windowMs: 50 });
+    expect(Date.now() - startedAtMs).toBeLessThan(30);
+
+    b.queue.release(instanceOf(B));
+    await ticketOf(b.send(B).admission);
+    await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [B], startedAtMs: Date.now(), windowMs: null });
+    expect(b.queue.dispatchOf(B)).toBe('closed');
+  });
+
+  it('awaitDrain waits for the running requests, or reports how many are still charged', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    const [t, cut] = await fill(b, A, 2);
+    cut!.finish({ cut: true });
+    const steps = stepsOn(b);
+    expect(await env().run(steps.awaitDrain, { switchId: 's', victims: [A], timeoutMs: 50 })).toEqual({
+      drained: false,
+      stillCharged: 1,
+      cutBeforeOutput: [A],
+    });
+    setTimeout(() => t!.finish({ cut: false }), 30);
+    expect(await env().run(steps.awaitDrain, { switchId: 's', victims: [A], timeoutMs: 1_000 })).toEqual({
+      drained: true,
+      stillCharged: 0,
+      cutBeforeOutput: [A],
+    });
+  });
+
+  it('a cancelled step stops waiting', async () => {
+    const b = bench();
+    b.queue.release(instanceOf(A));
+    await fill(b, A, 1);
+    const e = env();
+    const drain = e.run(stepsOn(b).awaitDrain, { switchId: 's', victims: [A], timeoutMs: 5_000 });
+    setTimeout(() => e.cancel(), 20);
+    await expect(drain).rejects.toThrow();
+  });
+
+  it('release, failWaiters, beginRelease, reopen and snapshot act on the queue', async () => {
+    const b = bench();
+    const steps = stepsOn(b);
+    const waiting = [b.send(B).admission, b.send(B).admission];
+    expect(await steps.snapshot()).toMatchObject({ demands: [{ deploymentId: B, waiting: 2 }] });
+    expect(await steps.release({ switchId: 's', hostId: 'h', instance: instanceOf(B) })).toEqual({ released: 2 });
+    await Promise.all(waiting.map(ticketOf));
+    const failing = b.send(A).admission;
+    expect(await steps.failWaiters({ switchId: 's', deploymentId: A, error: apiErrors.wakeMismatch(A) })).toEqual({ failed: 1 });
+    expect(await errorOf(failing)).toEqual(apiErrors.wakeMismatch(A));
+    await steps.beginRelease({ switchId: 's', victims: [B] });
+    expect(b.queue.dispatchOf(B)).toBe('waiting');
+    b.queue.release(instanceOf(A));
+    b.queue.close([A]);
+    await steps.reopen({ switchId: 's', victims: [A] });
+    expect(b.queue.dispatchOf(A)).toBe('open');
+  });
+});

@@ -1,0 +1,77 @@
+/**
+ * The gateway on the lifecycle's bench: the real request queue and its gateway steps, with simulated
+ * clients in place of the HTTP routes and the proxy. A simulated request runs `durationMs` once
+ * dispatched (its first output at once), and every step a switch took is recorded for the tests.
+ */
+import type { ApiError } from '../../domain/catalogue.js';
+import type { GatewaySteps } from '../../activities/gatewaySteps.js';
+import { createGatewayActivities } from '../../gateway/gatewayActivities.js';
+import { type DispatchState, RequestQueue } from '../../gateway/requestQueue.js';
+import type { SharedQueueLimits } from '../../settings/queue.js';
+import type { Demand, InstanceRef } from '../../workflows/definitions.js';
+
+/** What a simulated client got. */
+export type Answer =
+  | { kind: 'served'; deploymentId: string; startedAtMs: number; endedAtMs: number; instance: InstanceRef }
+  | { kind: 'error'; error: ApiError; atMs: number };
+
+/** Every step a switch takes; the scheduler's snapshot is not one. */
+type SwitchStep = Exclude<keyof GatewaySteps, 'snapshot'>;
+type StepInput<K extends SwitchStep> = Parameters<GatewaySteps[K]>[0];
+type StepResult<K extends SwitchStep> = Awaited<ReturnType<GatewaySteps[K]>>;
+
+export interface RecordedStep {
+  step: SwitchStep;
+  switchId: string;
+  atMs: number;
+  detail: unknown;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class QueueGateway {
+  readonly queue: RequestQueue;
+  /** The gateway steps as the worker registers them: the real ones, each recorded once it is done. */
+  readonly activities: GatewaySteps;
+  /** Every step the switches took, in order, for the tests' assertions. */
+  readonly steps: RecordedStep[] = [];
+
+  constructor(limits: SharedQueueLimits, onDemand: (demand: Demand) => void = () => {}) {
+    this.queue = new RequestQueue({ limits: () => limits, onDemand });
+    const real = createGatewayActivities({ queue: this.queue });
+    const recorded = <K extends RecordedStep['step']>(step: K, detail: (input: StepInput<K>, result: StepResult<K>) => unknown) => {
+      const run = real[step] as unknown as (input: StepInput<K>) => Promise<StepResult<K>>;
+      const recording = async (input: StepInput<K>) => {
+        const result = await run(input);
+        this.steps.push({ step, switchId: input.switchId, atMs: Date.now(), detail: detail(input, result) });
+        return result;
+      };
+      return recording as unknown as GatewaySteps[K];
+    };
+    this.activities = {
+      closeAdmission: recorded('closeAdmission', (i) => ({ victims: i.victims })),
+      awaitDrain: recorded('awaitDrain', (_, r) => r),
+      beginRelease: recorded('beginRelease', (i) => ({ victims: i.victims })),
+      reopen: recorded('reopen', (i) => ({ victims: i.victims })),
+      release: recorded('release', (i, r) => ({ deploymentId: i.instance.deploymentId, ...r })),
+      failWaiters: recorded('failWaiters', (i, r) => ({ deploymentId: i.deploymentId, code: i.error.code, ...r })),
+      snapshot: real.snapshot,
+    };
+  }
+
+  dispatchOf(deploymentId: string): DispatchState {
+    return this.queue.dispatchOf(deploymentId);
+  }
+
+  /** A client's request that runs `durationMs` once the queue dispatches it. */
+  async request(deploymentId: string, durationMs = 0): Promise<Answer> {
+    const admission = await this.queue.admit({ deploymentId, bodyBytes: 0, signal: new AbortController().signal });
+    if (admission.kind === 'refused') return { kind: 'error', error: admission.error, atMs: Date.now() };
+    const { ticket } = admission;
+    const startedAtMs = Date.now();
+    ticket.firstOutput();
+    await sleep(durationMs);
+    ticket.finish({ cut: false });
+    return { kind: 'served', deploymentId, startedAtMs, endedAtMs: Date.now(), instance: ticket.instance };
+  }
+}
