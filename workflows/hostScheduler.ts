@@ -17,8 +17,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { apiErrors } from '../domain/catalogue.js';
-import type { ParkPlan } from '../activities/engines/rules.js';
-import { parkPlan } from '../activities/engines/rules.js';
+import { type ParkPlan, parkPlan } from '../activities/engines/rules.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import {
@@ -432,18 +431,24 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
         exempt.add(exemptKey(entry));
         continue;
       }
-      if (entry.state === 'parked') {
-        await release(v, { kind: 'stop', reason: 'idle' });
-        return true;
+      if (entry.state === 'ready') {
+        // Requests count as use: the timer starts again from the last one the gateway saw.
+        const seen = lastActivityMs[entry.deploymentId] ?? 0;
+        if (seen > (state.lastUsedMs[entry.deploymentId] ?? 0)) {
+          state.lastUsedMs[entry.deploymentId] = seen;
+          if (seen + settings.readyIdleMs! > Date.now()) continue;
+        }
       }
-      // Requests count as use: the timer starts again from the last one the gateway saw.
-      const seen = lastActivityMs[entry.deploymentId] ?? 0;
-      if (seen > (state.lastUsedMs[entry.deploymentId] ?? 0)) {
-        state.lastUsedMs[entry.deploymentId] = seen;
-        if (seen + settings.readyIdleMs! > Date.now()) continue;
+      const plan = entry.state === 'parked' ? null : victimPlan(v, entry);
+      const how: Release = !plan ? { kind: 'stop', reason: 'idle' } : plan.kind === 'refused' ? { kind: 'stop', reason: 'engine_cannot_park' } : asRelease(plan);
+      try {
+        await release(v, how);
+      } catch (e) {
+        // A timer whose release failed is not retried until the instance changes state: the
+        // scheduler must outlive it, and a failing release must not run again at once, forever.
+        log.warn('idle release failed', { deploymentId: v.id, error: String(e) });
+        exempt.add(exemptKey(entry));
       }
-      const plan = victimPlan(v, entry);
-      await release(v, plan.kind === 'refused' ? { kind: 'stop', reason: 'engine_cannot_park' } : asRelease(plan));
       return true;
     }
     return false;
