@@ -4,8 +4,9 @@ import { engineList } from './commands/engineList.js';
 import { settingsCheck } from './commands/settingsCheck.js';
 import { sim } from './commands/sim.js';
 import { startHost } from './commands/startHost.js';
+import { startServer } from './commands/startServer.js';
 
-const commands: readonly Command[] = [settingsCheck, startHost, engineList, sim];
+const commands: readonly Command[] = [settingsCheck, startServer, startHost, engineList, sim];
 
 function help(): string {
   const lines = commands.map((c) => `  ${c.words.join(' ').padEnd(18)} ${c.summary}`);

@@ -1,0 +1,152 @@
+/**
+ * The server (`capyctl start server`): the management listener, the request queue and the routing
+ * table it routes by, and a Temporal worker running every workflow with the server-side activities
+ * (the store's, and the gateway's switch steps, which must run where the queue lives).
+ */
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { createStoreActivities } from '../activities/storeActivities.js';
+import { createGatewayActivities } from '../gateway/gatewayActivities.js';
+import { type SchedulerRef, reportDemand, schedulerSettings } from '../gateway/lifecycleClient.js';
+import { LoadBoard } from '../gateway/loadBoard.js';
+import { buildManagementApp } from '../gateway/managementApp.js';
+import { RequestQueue } from '../gateway/requestQueue.js';
+import { RoutingTable } from '../gateway/routingTable.js';
+import { installTemporalRuntime } from '../logging/temporalRuntime.js';
+import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
+import type { ServerSettings } from '../settings/serverDocument.js';
+import type { Db } from '../store/db.js';
+import { listHosts } from '../store/hosts.js';
+import { migrate } from '../store/migrate.js';
+import { signals, taskQueues, workflowIds } from '../workflows/definitions.js';
+import { hostFor } from './placement.js';
+
+const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+/** A host's queue settings before it has told them: the host document's defaults. */
+const HOST_QUEUE_DEFAULTS: QueueSettings = queueSettings(REQUEST_DEADLINE_DEFAULT_MS.server).parse({});
+
+export interface ServerDeps {
+  settings: ServerSettings;
+  /** Names this server's task queue; several servers on one Temporal each have their own. */
+  serverId: string;
+  adminToken: string;
+  db: Db;
+  logger: Logger;
+}
+
+export interface RunningServer {
+  managementUrl: string;
+  serverTaskQueue: string;
+  client: Client;
+  queue: RequestQueue;
+  table: RoutingTable;
+  board: LoadBoard;
+  /** The scheduler of a host, as commands and demands reach it. */
+  schedulerRef(hostId: string): SchedulerRef;
+  stop(): Promise<void>;
+}
+
+export async function startServer({ settings, serverId, adminToken, db, logger }: ServerDeps): Promise<RunningServer> {
+  await migrate(db);
+  const table = new RoutingTable();
+  await table.loadFrom(db);
+  const board = new LoadBoard();
+  const serverTaskQueue = taskQueues.server(serverId);
+  const { address, namespace } = settings.temporal;
+  if (address === undefined) throw new Error('server.temporal.address is not set');
+  const client = new Client({ connection: await Connection.connect({ address }), namespace });
+
+  // Each host's own queue settings: the waiting limits are the tightest of them, the window its own.
+  const hostQueues = new Map<string, QueueSettings>();
+  for (const host of await listHosts(db)) hostQueues.set(host.id, (host.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
+  const schedulerRef = (hostId: string): SchedulerRef => ({
+    hostId,
+    serverTaskQueue,
+    settings: schedulerSettings(settings, hostQueues.get(hostId) ?? HOST_QUEUE_DEFAULTS),
+  });
+
+  const queue = new RequestQueue({
+    limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS),
+    onDemand: (demand) => {
+      const deployment = table.get(demand.deploymentId);
+      const hostId = deployment && hostFor(deployment, [...hostQueues.keys()]);
+      if (!hostId) {
+        logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
+        return;
+      }
+      reportDemand(client, schedulerRef(hostId), demand).catch((e) => logger.error({ err: e, ...demand }, 'demand not delivered'));
+    },
+  });
+
+  // The store's writes that change what the gateway routes by also update its table.
+  const store = createStoreActivities(db);
+  const activities = {
+    ...store,
+    ...createGatewayActivities({ queue }),
+    async saveInstance(input: Parameters<typeof store.saveInstance>[0]) {
+      await store.saveInstance(input);
+      const { deploymentId, index, hostId, generation, observedState } = input;
+      table.setInstance({ deploymentId, index, hostId, generation, observedState });
+    },
+    async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
+      await store.setOperatorStopped(input);
+      table.setOperatorStopped(input.deploymentId, input.stopped);
+    },
+    async deleteDeployment(input: Parameters<typeof store.deleteDeployment>[0]) {
+      await store.deleteDeployment(input);
+      table.removeDeployment(input.deploymentId);
+    },
+  };
+
+  installTemporalRuntime(logger);
+  const workerConnection = await NativeConnection.connect({ address });
+  const worker = await Worker.create({
+    connection: workerConnection,
+    namespace,
+    taskQueue: serverTaskQueue,
+    workflowsPath: WORKFLOWS_PATH,
+    activities,
+    shutdownGraceTime: settings.switching.drain_timeout,
+  });
+  const running = worker.run();
+
+  const management: FastifyInstance = await buildManagementApp({
+    db,
+    board,
+    logger,
+    hostEvents: {
+      async registered(hostId, body) {
+        hostQueues.set(hostId, (body.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
+        table.setHostActivation(hostId, body.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
+      },
+      async engineExited(hostId, exit) {
+        const instance = { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation };
+        await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signals.engineExited, instance);
+      },
+    },
+    admin: { adminToken, table, figures: queue },
+  });
+  const [host, port] = [settings.listen.management.replace(/:\d+$/, ''), Number(settings.listen.management.split(':').pop())];
+  const managementUrl = await management.listen({ host, port });
+
+  return {
+    managementUrl,
+    serverTaskQueue,
+    client,
+    queue,
+    table,
+    board,
+    schedulerRef,
+    async stop() {
+      await management.close();
+      worker.shutdown();
+      await running;
+      await workerConnection.close();
+      await client.connection.close();
+    },
+  };
+}

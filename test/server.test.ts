@@ -1,0 +1,166 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { Ticket } from '../gateway/requestQueue.js';
+import { startMeasurement } from '../gateway/lifecycleClient.js';
+import { type RunningHostAgent, startHostAgent } from '../hostAgent/agent.js';
+import { type RunningServer, startServer } from '../server/server.js';
+import { loadSettings } from '../settings/load.js';
+import { type Deployment, saveDeployment } from '../store/deployments.js';
+import { issueHostToken } from '../store/hosts.js';
+import { CAPYCTL, capyctl } from './support/capyctl.js';
+import { simDeployment } from './support/lifecycle.js';
+import { type FreshDatabase, freshDatabase } from './support/postgres.js';
+import { until } from './support/until.js';
+
+const ADMIN_TOKEN = 'capy_admin_test';
+
+describe('the server with a host agent: a request starts its model, and another switches the GPU', () => {
+  let fresh: FreshDatabase;
+  let server: RunningServer;
+  let host: RunningHostAgent;
+  const hostId = `gpu-box-${randomUUID().slice(0, 8)}`;
+  let a: Deployment;
+  let b: Deployment;
+
+  beforeAll(async () => {
+    fresh = await freshDatabase(inject('postgresAdminUrl'));
+    const settings = loadSettings('server', {
+      env: {},
+      text: `listen: { management: "127.0.0.1:0" }\ntemporal: { address: "${inject('temporalAddress')}" }\nswitching: { drain_timeout: 5s, start_timeout: 60s }\n`,
+    });
+    server = await startServer({ settings, serverId: randomUUID().slice(0, 8), adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
+    const token = await issueHostToken(fresh.db);
+    const sim = (dialect: string) => `["${process.execPath}", "${CAPYCTL}", "sim", "${dialect}"]`;
+    host = await startHostAgent(
+      loadSettings('host', {
+        env: {},
+        text: [
+          `id: ${hostId}`,
+          `server: { url: "${server.managementUrl}", token: "${token}" }`,
+          `temporal: { address: "${inject('temporalAddress')}" }`,
+          'ingress: { listen: "127.0.0.1:0" }',
+          `data_dir: "${join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host')}"`,
+          // One 5 GiB model at a time.
+          'gpus: [{ memory: 8GiB }]',
+          'host_ram: 64GiB',
+          'resource_policy: { queue: { admission_window: 200ms } }',
+          `engines: { vllm: { command: ${sim('vllm')} } }`,
+        ].join('\n'),
+      }),
+      pino({ level: 'warn' }),
+    );
+    for (const name of ['chat-a', 'chat-b']) {
+      const { deployment } = await saveDeployment(fresh.db, loadSettings('deployment', { text: simDeployment(name) }));
+      server.table.putDeployment(deployment);
+      const measuring = await startMeasurement(server.client, { deploymentId: deployment.id, revision: 1, hostId, serverTaskQueue: server.serverTaskQueue });
+      await measuring.result();
+      if (name === 'chat-a') a = deployment;
+      else b = deployment;
+    }
+  });
+
+  afterAll(async () => {
+    await host?.stop();
+    await server?.stop();
+    await fresh?.drop();
+  });
+
+  /** A request through the queue, then forwarded to the instance through the host's ingress. */
+  async function ask(d: Deployment): Promise<{ ticket: Ticket; text: string }> {
+    const admission = await server.queue.admit({ deploymentId: d.id, bodyBytes: 100, signal: new AbortController().signal });
+    if (admission.kind !== 'dispatch') throw new Error(`refused: ${admission.error.message}`);
+    const { ticket } = admission;
+    const reply = await request(`${host.ingressUrl}/instances/${d.id}/${ticket.instance.instanceIndex}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: d.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
+    });
+    expect(reply.statusCode).toBe(200);
+    const text = (await reply.body.json() as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content;
+    ticket.firstOutput();
+    ticket.finish({ cut: false });
+    return { ticket, text };
+  }
+
+  const load = async () => {
+    const reply = await request(`${server.managementUrl}/management/v1/metrics/load`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    expect(reply.statusCode).toBe(200);
+    return (await reply.body.json()) as { deployments: Array<{ name: string; instances: Array<{ observed_state: string; host_id: string; sample: unknown }> }> };
+  };
+
+  it('starts a stopped model for its first request and answers it', async () => {
+    const { ticket, text } = await ask(a);
+    expect(ticket.instance).toEqual({ deploymentId: a.id, instanceIndex: 0, generation: 1 });
+    expect(text.split(' ')).toHaveLength(4);
+    // The switch records the state right after it releases the waiters.
+    await until('chat-a to be listed ready', () => (server.table.get(a.id)?.instances[0]?.observedState === 'ready' ? true : undefined));
+    expect(server.table.get(a.id)?.instances).toMatchObject([{ index: 0, hostId, generation: 1, observedState: 'ready' }]);
+    const sampled = await until('a load sample of chat-a', async () => {
+      const d = (await load()).deployments.find((x) => x.name === 'chat-a');
+      return d?.instances[0]?.sample ? d : undefined;
+    });
+    expect(sampled.instances[0]).toMatchObject({ observed_state: 'ready', host_id: hostId, sample: { fresh: true, engine: { running: 0, waiting: 0 } } });
+  });
+
+  it('parks the loaded model and starts the other for a request, then wakes the first again', async () => {
+    const stateOf = (d: Deployment) => server.table.get(d.id)?.instances[0]?.observedState;
+    await ask(b);
+    await until('chat-b to be listed ready', () => (stateOf(b) === 'ready' ? true : undefined));
+    expect(stateOf(a)).toBe('parked');
+    const back = await ask(a);
+    expect(back.ticket.instance.generation).toBe(1);
+    await until('chat-a to be listed ready again', () => (stateOf(a) === 'ready' ? true : undefined));
+    expect(stateOf(b)).toBe('parked');
+    const { deployments } = await load();
+    expect(deployments.map((d) => [d.name, d.instances[0]?.observed_state])).toEqual([
+      ['chat-a', 'ready'],
+      ['chat-b', 'parked'],
+    ]);
+  });
+
+  it('refuses the load endpoint without the admin token', async () => {
+    const reply = await request(`${server.managementUrl}/management/v1/metrics/load`);
+    expect(reply.statusCode).toBe(401);
+    expect(await reply.body.json()).toMatchObject({ code: 'unauthorized' });
+  });
+});
+
+describe('capyctl start server, as a process', () => {
+  it('says what it needs when the database or the admin token is missing', async () => {
+    const result = await capyctl(['start', 'server'], { DATABASE_URL: '', CAPYCTL_ADMIN_TOKEN: '' });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe('capyctl: the server needs database_url (or DATABASE_URL) and CAPYCTL_ADMIN_TOKEN\n');
+  });
+
+  it('serves the management API with its admin token and stops cleanly on SIGTERM', async () => {
+    const fresh = await freshDatabase(inject('postgresAdminUrl'));
+    try {
+      const child = spawn(
+        process.execPath,
+        [CAPYCTL, 'start', 'server', '--set', `temporal.address=${inject('temporalAddress')}`, '--set', 'listen.management=127.0.0.1:0'],
+        {
+          env: { ...process.env, DATABASE_URL: fresh.url, CAPYCTL_ADMIN_TOKEN: ADMIN_TOKEN, CAPYCTL_SERVER_ID: randomUUID().slice(0, 8), CAPYCTL_LOG_FORMAT: 'json' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let output = '';
+      child.stdout!.on('data', (d) => (output += d));
+      child.stderr!.on('data', (d) => (output += d));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+      const url = await until('the server to start', () => output.match(/"managementUrl":"([^"]+)"/)?.[1], 60_000);
+      const reply = await request(`${url}/management/v1/metrics/load`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      expect(reply.statusCode).toBe(200);
+      expect(await reply.body.json()).toMatchObject({ stale_after_ms: 3000, deployments: [] });
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
