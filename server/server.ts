@@ -84,9 +84,16 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
 
   // The store's writes that change what the gateway routes by also update its table.
   const store = createStoreActivities(db);
+  const gateway = createGatewayActivities({ queue });
   const activities = {
     ...store,
-    ...createGatewayActivities({ queue }),
+    ...gateway,
+    // The table learns where the target runs before its waiters do: they are routed by it.
+    async release(input: Parameters<typeof gateway.release>[0]) {
+      const { deploymentId, instanceIndex: index, generation } = input.instance;
+      table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready' });
+      return gateway.release(input);
+    },
     async saveInstance(input: Parameters<typeof store.saveInstance>[0]) {
       await store.saveInstance(input);
       const { deploymentId, index, hostId, generation, observedState } = input;

@@ -98,8 +98,6 @@ describe('the server with a host agent: a request starts its model, and another 
     const { ticket, text } = await ask(a);
     expect(ticket.instance).toEqual({ deploymentId: a.id, instanceIndex: 0, generation: 1 });
     expect(text.split(' ')).toHaveLength(4);
-    // The switch records the state right after it releases the waiters.
-    await until('chat-a to be listed ready', () => (server.table.get(a.id)?.instances[0]?.observedState === 'ready' ? true : undefined));
     expect(server.table.get(a.id)?.instances).toMatchObject([{ index: 0, hostId, generation: 1, observedState: 'ready' }]);
     const sampled = await until('a load sample of chat-a', async () => {
       const d = (await load()).deployments.find((x) => x.name === 'chat-a');
@@ -111,11 +109,11 @@ describe('the server with a host agent: a request starts its model, and another 
   it('parks the loaded model and starts the other for a request, then wakes the first again', async () => {
     const stateOf = (d: Deployment) => server.table.get(d.id)?.instances[0]?.observedState;
     await ask(b);
-    await until('chat-b to be listed ready', () => (stateOf(b) === 'ready' ? true : undefined));
+    expect(stateOf(b)).toBe('ready');
     expect(stateOf(a)).toBe('parked');
     const back = await ask(a);
     expect(back.ticket.instance.generation).toBe(1);
-    await until('chat-a to be listed ready again', () => (stateOf(a) === 'ready' ? true : undefined));
+    expect(stateOf(a)).toBe('ready');
     expect(stateOf(b)).toBe('parked');
     const { deployments } = await load();
     expect(deployments.map((d) => [d.name, d.instances[0]?.observed_state])).toEqual([
