@@ -7,17 +7,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { pipeline } from 'node:stream/promises';
 import { Agent, request } from 'undici';
 import { apiErrors, renderApiError } from '../domain/catalogue.js';
+import { forwardableHeaders } from '../net/forwarding.js';
 import type { EngineSupervisor, InstanceKey } from './supervisor.js';
 
 const ROUTE = /^\/instances\/([^/]+)\/(\d+)(\/.*)$/;
-// Hop-by-hop headers are the connection's own, not the request's.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'host']);
-
-const forwardable = (headers: IncomingMessage['headers']) =>
-  Object.fromEntries(Object.entries(headers).filter(([name, value]) => !HOP_BY_HOP.has(name) && value !== undefined)) as Record<
-    string,
-    string | string[]
-  >;
 
 export class Ingress {
   private readonly inFlight = new Map<string, number>();
@@ -61,13 +54,12 @@ export class Ingress {
     try {
       const upstream = await request(`${engine.endpoint.baseUrl}${match[3]}`, {
         method: req.method as 'POST',
-        headers: forwardable(req.headers),
+        headers: forwardableHeaders(req.headers),
         body: req.method === 'GET' || req.method === 'HEAD' ? null : req,
         dispatcher: this.agent,
         signal: abort.signal,
       });
-      const headers = Object.fromEntries(Object.entries(upstream.headers).filter(([name]) => !HOP_BY_HOP.has(name)));
-      res.writeHead(upstream.statusCode, headers as Record<string, string | string[]>);
+      res.writeHead(upstream.statusCode, forwardableHeaders(upstream.headers));
       res.flushHeaders();
       await pipeline(upstream.body, res);
     } catch {

@@ -12,6 +12,7 @@ import { createStoreActivities } from '../activities/storeActivities.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
 import { type SchedulerRef, reportDemand, schedulerSettings } from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
+import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
 import { RequestQueue } from '../gateway/requestQueue.js';
 import { RoutingTable } from '../gateway/routingTable.js';
@@ -23,6 +24,8 @@ import { listHosts } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { signals, taskQueues, workflowIds } from '../workflows/definitions.js';
 import { hostFor } from './placement.js';
+
+const listenOn = (address: string) => ({ host: address.replace(/:\d+$/, ''), port: Number(address.split(':').pop()) });
 
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -39,6 +42,7 @@ export interface ServerDeps {
 }
 
 export interface RunningServer {
+  inferenceUrl: string;
   managementUrl: string;
   serverTaskQueue: string;
   client: Client;
@@ -62,7 +66,12 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
 
   // Each host's own queue settings: the waiting limits are the tightest of them, the window its own.
   const hostQueues = new Map<string, QueueSettings>();
-  for (const host of await listHosts(db)) hostQueues.set(host.id, (host.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
+  // Where each host's ingress takes the requests for its engines.
+  const hostIngress = new Map<string, string>();
+  for (const host of await listHosts(db)) {
+    hostQueues.set(host.id, (host.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
+    if (typeof host.settings.ingress_url === 'string') hostIngress.set(host.id, host.settings.ingress_url);
+  }
   const schedulerRef = (hostId: string): SchedulerRef => ({
     hostId,
     serverTaskQueue,
@@ -82,6 +91,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     },
   });
 
+  // The newest generation of each deployment whose engine exited unasked: a switch still finishing
+  // must not record that engine as serving again.
+  const exitedGeneration = new Map<string, number>();
+
   // The store's writes that change what the gateway routes by also update its table.
   const store = createStoreActivities(db);
   const gateway = createGatewayActivities({ queue });
@@ -94,7 +107,9 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
       table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready' });
       return gateway.release(input);
     },
-    async saveInstance(input: Parameters<typeof store.saveInstance>[0]) {
+    async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
+      const gone = update.observedState !== 'stopped' && (exitedGeneration.get(update.deploymentId) ?? 0) >= update.generation;
+      const input = gone ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 } : update;
       await store.saveInstance(input);
       const { deploymentId, index, hostId, generation, observedState } = input;
       table.setInstance({ deploymentId, index, hostId, generation, observedState });
@@ -128,19 +143,40 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     hostEvents: {
       async registered(hostId, body) {
         hostQueues.set(hostId, (body.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
+        hostIngress.set(hostId, body.ingress_url);
         table.setHostActivation(hostId, body.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
       },
       async engineExited(hostId, exit) {
         const instance = { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation };
+        // Nothing is routed to a dead engine: its next request waits, and asks for a fresh start.
+        exitedGeneration.set(instance.deploymentId, Math.max(instance.generation, exitedGeneration.get(instance.deploymentId) ?? 0));
+        table.setInstance({ deploymentId: instance.deploymentId, index: instance.instanceIndex, hostId, generation: instance.generation, observedState: 'stopped' });
+        queue.beginRelease([instance.deploymentId]);
         await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signals.engineExited, instance);
       },
     },
     admin: { adminToken, table, figures: queue },
   });
-  const [host, port] = [settings.listen.management.replace(/:\d+$/, ''), Number(settings.listen.management.split(':').pop())];
-  const managementUrl = await management.listen({ host, port });
+  const managementUrl = await management.listen(listenOn(settings.listen.management));
+
+  const inference = await buildInferenceApp({
+    table,
+    queue,
+    logger,
+    // The release told the table which host the instance runs on before any request was let through.
+    instanceUrl: ({ deploymentId, instanceIndex }) => {
+      const hostId = table.get(deploymentId)?.instances.find((i) => i.index === instanceIndex)?.hostId;
+      const ingress = hostId && hostIngress.get(hostId);
+      if (!ingress) throw new Error(`no host is known to run instance ${deploymentId}/${instanceIndex}`);
+      return `${ingress}/instances/${deploymentId}/${instanceIndex}`;
+    },
+    // The tightest silence bound of the hosts known at start (the default before any registered).
+    streamIdleMs: Math.min(...(hostQueues.size > 0 ? [...hostQueues.values()] : [HOST_QUEUE_DEFAULTS]).map((q) => q.stream_idle_timeout)),
+  });
+  const inferenceUrl = await inference.listen(listenOn(settings.listen.inference));
 
   return {
+    inferenceUrl,
     managementUrl,
     serverTaskQueue,
     client,
@@ -149,6 +185,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     board,
     schedulerRef,
     async stop() {
+      await inference.close();
       await management.close();
       worker.shutdown();
       await running;

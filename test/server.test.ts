@@ -3,10 +3,10 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import OpenAI from 'openai';
 import pino from 'pino';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import type { Ticket } from '../gateway/requestQueue.js';
 import { startMeasurement } from '../gateway/lifecycleClient.js';
 import { type RunningHostAgent, startHostAgent } from '../hostAgent/agent.js';
 import { type RunningServer, startServer } from '../server/server.js';
@@ -32,7 +32,7 @@ describe('the server with a host agent: a request starts its model, and another 
     fresh = await freshDatabase(inject('postgresAdminUrl'));
     const settings = loadSettings('server', {
       env: {},
-      text: `listen: { management: "127.0.0.1:0" }\ntemporal: { address: "${inject('temporalAddress')}" }\nswitching: { drain_timeout: 5s, start_timeout: 60s }\n`,
+      text: `listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }\ntemporal: { address: "${inject('temporalAddress')}" }\nswitching: { drain_timeout: 5s, start_timeout: 60s }\n`,
     });
     server = await startServer({ settings, serverId: randomUUID().slice(0, 8), adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
     const token = await issueHostToken(fresh.db);
@@ -71,22 +71,18 @@ describe('the server with a host agent: a request starts its model, and another 
     await fresh?.drop();
   });
 
-  /** A request through the queue, then forwarded to the instance through the host's ingress. */
-  async function ask(d: Deployment): Promise<{ ticket: Ticket; text: string }> {
-    const admission = await server.queue.admit({ deploymentId: d.id, bodyBytes: 100, signal: new AbortController().signal });
-    if (admission.kind !== 'dispatch') throw new Error(`refused: ${admission.error.message}`);
-    const { ticket } = admission;
-    const reply = await request(`${host.ingressUrl}/instances/${d.id}/${ticket.instance.instanceIndex}/v1/chat/completions`, {
+  /** A chat completion through the server's inference listener, as a client sends it. */
+  async function ask(d: Deployment): Promise<string> {
+    const reply = await request(`${server.inferenceUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: d.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
     });
+    const body = (await reply.body.json()) as { choices: Array<{ message: { content: string } }> };
     expect(reply.statusCode).toBe(200);
-    const text = (await reply.body.json() as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content;
-    ticket.firstOutput();
-    ticket.finish({ cut: false });
-    return { ticket, text };
+    return body.choices[0]!.message.content;
   }
+  const instanceOf = (d: Deployment) => server.table.get(d.id)?.instances[0];
 
   const load = async () => {
     const reply = await request(`${server.managementUrl}/management/v1/metrics/load`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
@@ -95,9 +91,9 @@ describe('the server with a host agent: a request starts its model, and another 
   };
 
   it('starts a stopped model for its first request and answers it', async () => {
-    const { ticket, text } = await ask(a);
-    expect(ticket.instance).toEqual({ deploymentId: a.id, instanceIndex: 0, generation: 1 });
+    const text = await ask(a);
     expect(text.split(' ')).toHaveLength(4);
+    expect(await ask(a)).toBe(text);
     expect(server.table.get(a.id)?.instances).toMatchObject([{ index: 0, hostId, generation: 1, observedState: 'ready' }]);
     const sampled = await until('a load sample of chat-a', async () => {
       const d = (await load()).deployments.find((x) => x.name === 'chat-a');
@@ -111,8 +107,8 @@ describe('the server with a host agent: a request starts its model, and another 
     await ask(b);
     expect(stateOf(b)).toBe('ready');
     expect(stateOf(a)).toBe('parked');
-    const back = await ask(a);
-    expect(back.ticket.instance.generation).toBe(1);
+    await ask(a);
+    expect(instanceOf(a)?.generation).toBe(1);
     expect(stateOf(a)).toBe('ready');
     expect(stateOf(b)).toBe('parked');
     const { deployments } = await load();
@@ -120,6 +116,30 @@ describe('the server with a host agent: a request starts its model, and another 
       ['chat-a', 'ready'],
       ['chat-b', 'parked'],
     ]);
+  });
+
+  it('restarts a model whose engine crashed for its next request, as a new generation', async () => {
+    const crash = await request(`${host.ingressUrl}/instances/${a.id}/0/sim/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ crash: true }),
+    }).catch(() => undefined);
+    await crash?.body.dump();
+    await until('the exit to reach the table', () => (server.table.get(a.id)?.instances[0]?.observedState === 'stopped' ? true : undefined));
+    await ask(a);
+    expect(server.table.get(a.id)?.instances[0]).toMatchObject({ generation: 2, observedState: 'ready' });
+  });
+
+  it('serves the official openai client, streamed and not, unchanged', async () => {
+    const openai = new OpenAI({ baseURL: `${server.inferenceUrl}/v1`, apiKey: 'unused' });
+    const whole = await openai.chat.completions.create({ model: b.name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 });
+    expect(whole.choices[0]?.message.content?.split(' ')).toHaveLength(5);
+    expect(instanceOf(b)?.observedState).toBe('ready');
+    let streamed = '';
+    for await (const chunk of await openai.chat.completions.create({ model: b.name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, stream: true })) {
+      streamed += chunk.choices[0]?.delta.content ?? '';
+    }
+    expect(streamed).toBe(whole.choices[0]?.message.content);
   });
 
   it('refuses the load endpoint without the admin token', async () => {
@@ -141,7 +161,7 @@ describe('capyctl start server, as a process', () => {
     try {
       const child = spawn(
         process.execPath,
-        [CAPYCTL, 'start', 'server', '--set', `temporal.address=${inject('temporalAddress')}`, '--set', 'listen.management=127.0.0.1:0'],
+        [CAPYCTL, 'start', 'server', '--set', `temporal.address=${inject('temporalAddress')}`, '--set', 'listen.management=127.0.0.1:0', '--set', 'listen.inference=127.0.0.1:0'],
         {
           env: { ...process.env, DATABASE_URL: fresh.url, CAPYCTL_ADMIN_TOKEN: ADMIN_TOKEN, CAPYCTL_SERVER_ID: randomUUID().slice(0, 8), CAPYCTL_LOG_FORMAT: 'json' },
           stdio: ['ignore', 'pipe', 'pipe'],

@@ -75,6 +75,11 @@ export interface SchedulerState {
   lastUsedMs: Record<string, number>;
   /** Per deployment: when its instance entered its current state (the idle timers count from it). */
   sinceMs: Record<string, number>;
+  /**
+   * Per deployment: the newest generation whose engine exited without being asked. A switch that
+   * finishes after the exit was reported must not list that generation as serving again.
+   */
+  exitedGeneration?: Record<string, number>;
 }
 
 export interface HostSchedulerInput {
@@ -106,6 +111,7 @@ type Viewed = DeploymentView & { checkpoint: Checkpoint };
 export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   const { hostId, serverTaskQueue, settings } = input;
   const state: SchedulerState = input.state ?? { ledger: null, demands: [], lastUsedMs: {}, sinceMs: {} };
+  const exited = (state.exitedGeneration ??= {});
   const jobs: Job[] = [];
   /** Something changed since the last pass found nothing to do. */
   let dirty = true;
@@ -123,6 +129,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   });
   setHandler(signals.engineExited, (instance) => {
     const entry = state.ledger?.entries.find((e) => e.deploymentId === instance.deploymentId && e.instance.generation === instance.generation);
+    exited[instance.deploymentId] = Math.max(instance.generation, exited[instance.deploymentId] ?? 0);
     if (entry) setEntry(entry, 'stopped', null, { gpuBytes: 0, hostRamBytes: 0 });
     dirty = true;
   });
@@ -158,6 +165,9 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   const memoryKind = (gpuIndex: number) => ledger().gpus.find((g) => g.index === gpuIndex)?.memoryKind ?? 'discrete';
 
   function setEntry(entry: LedgerEntry, s: LedgerEntry['state'], tier: LedgerEntry['tier'], bytes: { gpuBytes: number; hostRamBytes: number }) {
+    if (s !== 'stopped' && (exited[entry.deploymentId] ?? 0) >= entry.instance.generation) {
+      [s, tier, bytes] = ['stopped', null, { gpuBytes: 0, hostRamBytes: 0 }];
+    }
     if (entry.state !== s) state.sinceMs[entry.deploymentId] = Date.now();
     if (s === 'ready') state.lastUsedMs[entry.deploymentId] = Date.now();
     Object.assign(entry, { state: s, tier, ...bytes });

@@ -2,7 +2,7 @@
  * Every error a listener sends is a catalogue entry rendered the one way: `{code, message,
  * retryable}` with `Retry-After` on 429s. Validation failures name the field and the reason.
  */
-import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { type ApiError, apiErrors, CapyError, renderApiError } from '../../domain/catalogue.js';
@@ -12,7 +12,7 @@ export function replyWith(reply: FastifyReply, error: ApiError) {
   return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
 }
 
-function toApiError(error: FastifyError): ApiError {
+function toApiError(error: FastifyError, request: FastifyRequest): ApiError {
   if (error instanceof CapyError) return error.apiError;
   if (hasZodFastifySchemaValidationErrors(error)) {
     const where = error.validationContext ?? 'request';
@@ -22,7 +22,8 @@ function toApiError(error: FastifyError): ApiError {
     });
     return apiErrors.invalidRequest(problems.join('; '));
   }
-  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return apiErrors.payloadTooLarge(Number(error.message.match(/\d+/)?.[0] ?? 0));
+  // Fastify's message does not say the limit; the route's options do.
+  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return apiErrors.payloadTooLarge(request.routeOptions.bodyLimit);
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) return apiErrors.invalidRequest(error.message);
   throw error;
 }
@@ -31,7 +32,7 @@ export const apiErrorsPlugin = fp(async (app: FastifyInstance) => {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     let apiError: ApiError;
     try {
-      apiError = toApiError(error);
+      apiError = toApiError(error, request);
     } catch {
       request.log.error({ err: error }, 'unhandled error');
       apiError = apiErrors.internal();

@@ -1,0 +1,88 @@
+/**
+ * `POST /v1/chat/completions` and `POST /v1/completions`, streamed or not: routed by the `model`
+ * field only, admitted by the request queue, then relayed to the ticket's instance.
+ */
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Dispatcher } from 'undici';
+import { z } from 'zod';
+import { apiErrors, CapyError } from '../../domain/catalogue.js';
+import { forwardableHeaders } from '../../net/forwarding.js';
+import type { InstanceRef } from '../../workflows/definitions.js';
+import { replyWith } from '../plugins/apiErrors.js';
+import { rawBodyOf } from '../plugins/rawJsonBody.js';
+import type { Admission, Arrival, RequestQueue } from '../requestQueue.js';
+import type { RoutedDeployment, RoutingTable } from '../routingTable.js';
+import { relay } from './relay.js';
+
+// Only what routing needs; every other field goes to the engine as the client wrote it.
+const completionBody = z.looseObject({ model: z.string().min(1) });
+
+export interface CompletionDeps {
+  table: RoutingTable;
+  queue: RequestQueue;
+  /** Where an instance's engine answers: its base URL (standalone) or the host ingress's route to it (server). */
+  instanceUrl: (instance: InstanceRef) => string;
+  dispatcher: Dispatcher;
+  streamIdleMs: number;
+}
+
+/**
+ * Why a request must not start or wake the deployment (the queue's `held`). An explicit model that
+ * is starting or waking on a command is not held: its requests wait for it.
+ */
+function heldOf(d: RoutedDeployment): Arrival['held'] {
+  if (d.operatorStopped) return 'operator_stopped';
+  const commanded = d.instances.some((i) => i.observedState === 'starting' || i.observedState === 'waking');
+  return d.activation === 'explicit' && !commanded ? 'explicit' : undefined;
+}
+
+/** Aborts when the client hangs up: its connection closes before the reply was all written. */
+function hangUpOf(reply: FastifyReply): AbortSignal {
+  const client = new AbortController();
+  const res = reply.raw;
+  res.once('close', () => {
+    if (!res.writableFinished) client.abort();
+  });
+  return client.signal;
+}
+
+export function completionRoutes(deps: CompletionDeps) {
+  return async (app: FastifyInstance) => {
+    const route = app.withTypeProvider<ZodTypeProvider>();
+    for (const path of ['/v1/chat/completions', '/v1/completions']) {
+      route.post(path, { schema: { body: completionBody } }, async (request, reply) => {
+        const deployment = deps.table.byModel(request.body.model);
+        if (!deployment) throw new CapyError(apiErrors.notFound('model', request.body.model));
+        const raw = rawBodyOf(request);
+        const hangUp = hangUpOf(reply);
+        let admission: Admission;
+        try {
+          admission = await deps.queue.admit({ deploymentId: deployment.id, bodyBytes: raw.length, signal: hangUp, held: heldOf(deployment) });
+        } catch {
+          // The client hung up while it waited: it gave up its place, and nobody is left to answer.
+          reply.hijack();
+          reply.raw.destroy();
+          return;
+        }
+        if (admission.kind === 'refused') return replyWith(reply, admission.error);
+        // SGLang aborts a request by its `rid`: naming it after the request lets an abort find it.
+        const body = deployment.spec.engine === 'sglang' ? Buffer.from(JSON.stringify({ ...request.body, rid: request.id })) : raw;
+        reply.hijack();
+        await relay({
+          ticket: admission.ticket,
+          url: `${deps.instanceUrl(admission.ticket.instance)}${request.url}`,
+          // The client's credentials are for this listener, not the engine; the length is the body's own;
+          // and the answer must come uncompressed for its events to be read as they pass.
+          headers: forwardableHeaders(request.headers, ['authorization', 'content-length', 'accept-encoding']),
+          body,
+          res: reply.raw,
+          hangUp,
+          dispatcher: deps.dispatcher,
+          streamIdleMs: deps.streamIdleMs,
+          log: request.log,
+        });
+      });
+    }
+  };
+}

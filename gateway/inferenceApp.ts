@@ -1,0 +1,51 @@
+/**
+ * The inference listener: OpenAI-compatible routes, every request routed by its `model` field to a
+ * deployment, admitted by the request queue and relayed to an instance's engine.
+ */
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger } from 'fastify';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { Agent } from 'undici';
+import type { InstanceRef } from '../workflows/definitions.js';
+import { completionRoutes } from './inference/completions.js';
+import { modelRoutes } from './inference/models.js';
+import { apiErrorsPlugin } from './plugins/apiErrors.js';
+import { rawJsonBody } from './plugins/rawJsonBody.js';
+import type { RequestQueue } from './requestQueue.js';
+import type { RoutingTable } from './routingTable.js';
+
+/**
+ * Long prompts and images sent inline fit well under this; the waiting bodies' own bound
+ * (max_buffered_bytes_total, 64 MiB by default) still applies on top of it.
+ */
+const INFERENCE_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
+
+export interface InferenceDeps {
+  table: RoutingTable;
+  queue: RequestQueue;
+  /** Where an instance's engine answers: its base URL (standalone) or `<ingress_url>/instances/<id>/<index>` (server). */
+  instanceUrl: (instance: InstanceRef) => string;
+  /** The longest silence in a reply after its first output (the host's stream_idle_timeout), in ms. */
+  streamIdleMs: number;
+  logger: FastifyBaseLogger;
+  bodyLimitBytes?: number;
+}
+
+export async function buildInferenceApp(deps: InferenceDeps) {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    bodyLimit: deps.bodyLimitBytes ?? INFERENCE_BODY_LIMIT_BYTES,
+    // Unique beyond this process: SGLang's abort names a request by it.
+    genReqId: () => randomUUID(),
+  });
+  // One keep-alive pool to every engine; answers stream for minutes, so no body timeout applies.
+  const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256, bodyTimeout: 0, headersTimeout: 0 });
+  app.addHook('onClose', () => dispatcher.close());
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  await app.register(apiErrorsPlugin);
+  await app.register(rawJsonBody);
+  await app.register(completionRoutes({ table: deps.table, queue: deps.queue, instanceUrl: deps.instanceUrl, dispatcher, streamIdleMs: deps.streamIdleMs }));
+  await app.register(modelRoutes({ table: deps.table }));
+  return app;
+}
