@@ -95,9 +95,11 @@ describe('the server with a host agent: a request starts its model, and another 
     expect(text.split(' ')).toHaveLength(4);
     expect(await ask(a)).toBe(text);
     expect(server.table.get(a.id)?.instances).toMatchObject([{ index: 0, hostId, generation: 1, observedState: 'ready' }]);
-    const sampled = await until('a load sample of chat-a', async () => {
+    // A sample taken after the answers: the engine idle again.
+    const sampled = await until('a load sample of chat-a, idle', async () => {
       const d = (await load()).deployments.find((x) => x.name === 'chat-a');
-      return d?.instances[0]?.sample ? d : undefined;
+      const sample = d?.instances[0]?.sample as { engine?: { running: number } } | null | undefined;
+      return sample?.engine?.running === 0 ? d : undefined;
     });
     expect(sampled.instances[0]).toMatchObject({ observed_state: 'ready', host_id: hostId, sample: { fresh: true, engine: { running: 0, waiting: 0 } } });
   });
