@@ -78,6 +78,9 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     settings: schedulerSettings(settings, hostQueues.get(hostId) ?? HOST_QUEUE_DEFAULTS),
   });
 
+  // A deployment's demand reports go out one after another: sent at once they could arrive out of
+  // order, and a stale "1 waiting" after the "0 waiting" would start the model for nobody.
+  const reporting = new Map<string, Promise<void>>();
   const queue = new RequestQueue({
     limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS),
     onDemand: (demand) => {
@@ -87,7 +90,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
         logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
         return;
       }
-      reportDemand(client, schedulerRef(hostId), demand).catch((e) => logger.error({ err: e, ...demand }, 'demand not delivered'));
+      const previous = reporting.get(demand.deploymentId) ?? Promise.resolve();
+      const sent = previous
+        .then(() => reportDemand(client, schedulerRef(hostId), demand))
+        .catch((e) => logger.error({ err: e, ...demand }, 'demand not delivered'));
+      reporting.set(demand.deploymentId, sent);
     },
   });
 
