@@ -71,6 +71,21 @@ export async function reportDemand(client: Client, ref: SchedulerRef, demand: De
 }
 
 /**
+ * Sends each deployment's demand reports one after another: sent at once they could arrive out of
+ * order, and a stale "1 waiting" after the "0 waiting" would start a model for nobody.
+ */
+export function inOrder(send: (demand: Demand) => Promise<void>, onError: (error: unknown, demand: Demand) => void): (demand: Demand) => void {
+  const sending = new Map<string, Promise<void>>();
+  return (demand) => {
+    const previous = sending.get(demand.deploymentId) ?? Promise.resolve();
+    sending.set(
+      demand.deploymentId,
+      previous.then(() => send(demand)).catch((e) => onError(e, demand)),
+    );
+  };
+}
+
+/**
  * Starts the measurement of a revision's checkpoint, once per revision (a second deploy of the same
  * revision finds the first); `start --wait` awaits the returned handle's result.
  */

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createStoreActivities } from '../activities/storeActivities.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
-import { type SchedulerRef, reportDemand, schedulerSettings } from '../gateway/lifecycleClient.js';
+import { inOrder, type SchedulerRef, reportDemand, schedulerSettings } from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
@@ -78,24 +78,20 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     settings: schedulerSettings(settings, hostQueues.get(hostId) ?? HOST_QUEUE_DEFAULTS),
   });
 
-  // A deployment's demand reports go out one after another: sent at once they could arrive out of
-  // order, and a stale "1 waiting" after the "0 waiting" would start the model for nobody.
-  const reporting = new Map<string, Promise<void>>();
   const queue = new RequestQueue({
     limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS),
-    onDemand: (demand) => {
-      const deployment = table.get(demand.deploymentId);
-      const hostId = deployment && hostFor(deployment, [...hostQueues.keys()]);
-      if (!hostId) {
-        logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
-        return;
-      }
-      const previous = reporting.get(demand.deploymentId) ?? Promise.resolve();
-      const sent = previous
-        .then(() => reportDemand(client, schedulerRef(hostId), demand))
-        .catch((e) => logger.error({ err: e, ...demand }, 'demand not delivered'));
-      reporting.set(demand.deploymentId, sent);
-    },
+    onDemand: inOrder(
+      async (demand) => {
+        const deployment = table.get(demand.deploymentId);
+        const hostId = deployment && hostFor(deployment, [...hostQueues.keys()]);
+        if (!hostId) {
+          logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
+          return;
+        }
+        await reportDemand(client, schedulerRef(hostId), demand);
+      },
+      (e, demand) => logger.error({ err: e, ...demand }, 'demand not delivered'),
+    ),
   });
 
   // The newest generation of each deployment whose engine exited unasked: a switch still finishing
