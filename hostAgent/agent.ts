@@ -33,20 +33,20 @@ const REGISTER_RETRY_MS = 1_000;
 export const hostIdOf = (settings: Pick<HostSettings, 'id'>) =>
   settings.id ?? (hostname().toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63) || 'host');
 
-async function registerUntilAccepted(server: ServerClient, body: Parameters<ServerClient['register']>[0], logger: Logger, signal: AbortSignal) {
+async function registerUntilAccepted(server: ServerClient, body: Parameters<ServerClient['register']>[0], logger: Logger) {
   for (;;) {
     try {
       await server.register(body);
       return;
     } catch (e) {
-      if (e instanceof RegistrationRefused || signal.aborted) throw e;
+      if (e instanceof RegistrationRefused) throw e;
       logger.warn({ err: (e as Error).message }, 'server not reachable yet; retrying registration');
       await new Promise((r) => setTimeout(r, REGISTER_RETRY_MS));
     }
   }
 }
 
-export async function startHostAgent(settings: HostSettings, logger: Logger, signal = new AbortController().signal): Promise<RunningHostAgent> {
+export async function startHostAgent(settings: HostSettings, logger: Logger): Promise<RunningHostAgent> {
   const hostId = hostIdOf(settings);
   const log = logger.child({ hostId });
   const dataDir = resolve(settings.data_dir);
@@ -88,7 +88,6 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, sig
       ingress_url: ingressUrl,
     },
     log,
-    signal,
   ).catch(async (e) => {
     await ingress.close();
     throw e;

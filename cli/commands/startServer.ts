@@ -2,10 +2,9 @@
  * `capyctl start server --file server.yaml [--set k=v …]`: runs the server until SIGTERM or SIGINT.
  * The database comes from `database_url` or DATABASE_URL; the admin token from CAPYCTL_ADMIN_TOKEN.
  */
-import { parseArgs } from 'node:util';
 import { createLogger } from '../../logging/logger.js';
-import { loadSettingsFile, SettingsError } from '../../settings/load.js';
 import { type Command, exitCodes } from '../command.js';
+import { processSettings, untilStopSignal } from '../processSettings.js';
 
 export const startServer: Command = {
   words: ['start', 'server'],
@@ -13,15 +12,8 @@ export const startServer: Command = {
   usage: 'capyctl start server [--file server.yaml] [--set path=value …]   (needs DATABASE_URL and CAPYCTL_ADMIN_TOKEN)',
   example: 'DATABASE_URL=postgres://127.0.0.1/capyctl CAPYCTL_ADMIN_TOKEN=… capyctl start server --file server.yaml',
   async run(args) {
-    const { values } = parseArgs({ args: [...args], options: { file: { type: 'string' }, set: { type: 'string', multiple: true } } });
-    let settings;
-    try {
-      settings = loadSettingsFile('server', values.file, { sets: values.set ?? [] });
-    } catch (e) {
-      if (!(e instanceof SettingsError)) throw e;
-      process.stderr.write(`${e.message}\n`);
-      return exitCodes.usage;
-    }
+    const settings = processSettings('server', args);
+    if (!settings) return exitCodes.usage;
     const databaseUrl = settings.database_url ?? process.env.DATABASE_URL;
     const adminToken = process.env.CAPYCTL_ADMIN_TOKEN;
     const missing = [databaseUrl ? undefined : 'database_url (or DATABASE_URL)', adminToken ? undefined : 'CAPYCTL_ADMIN_TOKEN'].filter(Boolean);
@@ -35,10 +27,7 @@ export const startServer: Command = {
     const db = postgresDb(databaseUrl!);
     const server = await start({ settings, serverId: process.env.CAPYCTL_SERVER_ID ?? 'main', adminToken: adminToken!, db, logger });
     logger.info({ managementUrl: server.managementUrl, taskQueue: server.serverTaskQueue }, 'server started');
-    await new Promise<void>((resolve) => {
-      process.once('SIGTERM', () => resolve());
-      process.once('SIGINT', () => resolve());
-    });
+    await untilStopSignal();
     await server.stop();
     await db.close();
     return exitCodes.ok;
