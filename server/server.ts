@@ -94,6 +94,14 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     ),
   });
 
+  // After a restart, what the store lists ready serves at once: the queue holds no instance yet, and
+  // the schedulers only release a model they bring up. A switch in flight still releases or fails.
+  for (const d of table.list()) {
+    for (const i of d.instances) {
+      if (i.observedState === 'ready') queue.release({ deploymentId: d.id, instanceIndex: i.index, generation: i.generation });
+    }
+  }
+
   // The newest generation of each deployment whose engine exited unasked: a switch still finishing
   // must not record that engine as serving again.
   const exitedGeneration = new Map<string, number>();

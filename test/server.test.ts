@@ -144,6 +144,19 @@ describe('the server with a host agent: a request starts its model, and another 
     expect(streamed).toBe(whole.choices[0]?.message.content);
   });
 
+  it('serves a loaded model at once after the server restarts', async () => {
+    const serverId = server.serverTaskQueue.replace('capyctl-server-', '');
+    const settings = loadSettings('server', {
+      env: {},
+      text: `listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }\ntemporal: { address: "${inject('temporalAddress')}" }\n`,
+    });
+    await server.stop();
+    server = await startServer({ settings, serverId, adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
+    const started = Date.now();
+    expect((await ask(b)).split(' ')).toHaveLength(4);
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
   it('refuses the load endpoint without the admin token', async () => {
     const reply = await request(`${server.managementUrl}/management/v1/metrics/load`);
     expect(reply.statusCode).toBe(401);
