@@ -22,6 +22,7 @@ import { launchAndAwaitReady, measure, parkAndWake, stopEngine } from './fixture
 import { CAPYCTL } from './support/capyctl.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 import { workerConnection } from './support/temporal.js';
+import { simHostYaml } from './support/simHost.js';
 import { until } from './support/until.js';
 
 const GiB = 2 ** 30;
@@ -63,18 +64,14 @@ describe('the host agent, a real process on the real dev server', () => {
   });
   const input: LaunchInput = { key: { deploymentId: '01M3R7A6YJW402N962HH17A66W', instanceIndex: 0, generation: 1 }, spec, gpuIndex: 0, parkTier: 'host_ram' };
   const hostYaml = (token: string) =>
-    [
-      `id: ${hostId}`,
-      `server: { url: "${serverUrl}", token: "${token}" }`,
-      `temporal: { address: "${inject('temporalAddress')}" }`,
-      'ingress: { listen: "127.0.0.1:0" }',
-      `data_dir: "${join(dir, 'host')}"`,
-      'gpus: [{ memory: 16GiB, memory_kind: discrete }]',
-      'host_ram: 64GiB',
-      'shutdown_grace: 5s',
-      'engine_stop_grace: 5s',
-      `engines: { vllm: { command: ["${process.execPath}", "${CAPYCTL}", "sim", "vllm"] } }`,
-    ].join('\n');
+    simHostYaml({
+      hostId,
+      serverUrl,
+      token,
+      temporalAddress: inject('temporalAddress'),
+      dataDir: join(dir, 'host'),
+      gpuMemory: '16GiB',
+    });
 
   beforeAll(async () => {
     fresh = await freshDatabase(inject('postgresAdminUrl'));

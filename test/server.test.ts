@@ -15,6 +15,7 @@ import { type Deployment, saveDeployment } from '../store/deployments.js';
 import { issueHostToken } from '../store/hosts.js';
 import { CAPYCTL, capyctl } from './support/capyctl.js';
 import { simDeployment } from './support/lifecycle.js';
+import { simHostYaml } from './support/simHost.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 import { until } from './support/until.js';
 
@@ -36,22 +37,19 @@ describe('the server with a host agent: a request starts its model, and another 
     });
     server = await startServer({ settings, serverId: randomUUID().slice(0, 8), adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
     const token = await issueHostToken(fresh.db);
-    const sim = (dialect: string) => `["${process.execPath}", "${CAPYCTL}", "sim", "${dialect}"]`;
     host = await startHostAgent(
       loadSettings('host', {
         env: {},
-        text: [
-          `id: ${hostId}`,
-          `server: { url: "${server.managementUrl}", token: "${token}" }`,
-          `temporal: { address: "${inject('temporalAddress')}" }`,
-          'ingress: { listen: "127.0.0.1:0" }',
-          `data_dir: "${join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host')}"`,
+        text: simHostYaml({
+          hostId,
+          serverUrl: server.managementUrl,
+          token,
+          temporalAddress: inject('temporalAddress'),
+          dataDir: join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host'),
           // One 5 GiB model at a time.
-          'gpus: [{ memory: 8GiB }]',
-          'host_ram: 64GiB',
-          'resource_policy: { queue: { admission_window: 200ms } }',
-          `engines: { vllm: { command: ${sim('vllm')} } }`,
-        ].join('\n'),
+          gpuMemory: '8GiB',
+          extra: 'resource_policy: { queue: { admission_window: 200ms } }',
+        }),
       }),
       pino({ level: 'warn' }),
     );

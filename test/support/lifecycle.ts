@@ -26,7 +26,7 @@ import { type Deployment, saveDeployment } from '../../store/deployments.js';
 import { issueHostToken } from '../../store/hosts.js';
 import { migrate } from '../../store/migrate.js';
 import { taskQueues } from '../../workflows/definitions.js';
-import { CAPYCTL } from './capyctl.js';
+import { simHostYaml } from './simHost.js';
 import { freshDatabase, type FreshDatabase } from './postgres.js';
 import { QueueGateway } from './queueGateway.js';
 
@@ -102,22 +102,19 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
   });
   const serverUrl = await management.listen({ host: '127.0.0.1', port: 0 });
   const token = await issueHostToken(fresh.db);
-  const sim = (dialect: string) => `["${process.execPath}", "${CAPYCTL}", "sim", "${dialect}"]`;
   const hostSettings = loadSettings('host', {
     env: {},
-    text: [
-      `id: ${hostId}`,
-      `server: { url: "${serverUrl}", token: "${token}" }`,
-      `temporal: { address: "${services.temporalAddress}" }`,
-      'ingress: { listen: "127.0.0.1:0" }',
-      `data_dir: "${join(dir, 'host')}"`,
-      `gpus: [{ memory: ${options.gpuMemory ?? '12GiB'}, memory_kind: ${options.memoryKind ?? 'discrete'} }]`,
-      `host_ram: ${options.hostRam ?? '64GiB'}`,
-      'shutdown_grace: 5s',
-      'engine_stop_grace: 5s',
-      `engines: { vllm: { command: ${sim('vllm')} }, sglang: { command: ${sim('sglang')} }, tensorfold: { command: ${sim('tensorfold')} } }`,
-      options.hostYaml ?? '',
-    ].join('\n'),
+    text: simHostYaml({
+      hostId,
+      serverUrl,
+      token,
+      temporalAddress: services.temporalAddress,
+      dataDir: join(dir, 'host'),
+      gpuMemory: options.gpuMemory ?? '12GiB',
+      memoryKind: options.memoryKind,
+      hostRam: options.hostRam,
+      extra: options.hostYaml,
+    }),
   });
   const hostQueue = hostSettings.resource_policy.queue;
   const gateway = new QueueGateway(tightestOfHosts([hostQueue], hostQueue), options.onDemand);
