@@ -5,8 +5,9 @@ import { settingsCheck } from './commands/settingsCheck.js';
 import { sim } from './commands/sim.js';
 import { startHost } from './commands/startHost.js';
 import { startServer } from './commands/startServer.js';
+import { startStandalone } from './commands/startStandalone.js';
 
-const commands: readonly Command[] = [settingsCheck, startServer, startHost, engineList, sim];
+const commands: readonly Command[] = [settingsCheck, startStandalone, startServer, startHost, engineList, sim];
 
 function help(): string {
   const lines = commands.map((c) => `  ${c.words.join(' ').padEnd(18)} ${c.summary}`);

@@ -131,6 +131,8 @@ export class RequestQueue implements RouterFigures {
   /** Deployments whose demand may have changed; reported together once the current turn ends. */
   private readonly touched = new Set<string>();
   private readonly reported = new Map<string, Demand>();
+  /** The process is stopping: nothing is taken or started any more. */
+  private stopping = false;
 
   constructor(private readonly options: RequestQueueOptions) {
     this.now = options.now ?? Date.now;
@@ -148,7 +150,7 @@ export class RequestQueue implements RouterFigures {
     const slotFree = m.running.size < RUNNING_PER_MODEL && m.waiters.length === 0;
 
     if (m.dispatch === 'open' && slotFree) return Promise.resolve({ kind: 'dispatch', ticket: this.run(m, this.deadlineTimer(limits)) });
-    if (m.dispatch === 'closed') return refused(apiErrors.dispatchClosed(id));
+    if (m.dispatch === 'closed' || this.stopping) return refused(apiErrors.dispatchClosed(id));
     if (m.dispatch === 'waiting' && held) return refused(held === 'explicit' ? apiErrors.deploymentInactive(id) : apiErrors.deploymentStopped(id));
     if (limits.max_pending_per_deployment === 0) {
       if (m.dispatch === 'open') return refused(apiErrors.inFlightNoWait(id));
@@ -319,9 +321,29 @@ export class RequestQueue implements RouterFigures {
   }
 
   private setDispatch(m: Model, dispatch: DispatchState) {
-    m.dispatch = dispatch;
+    // A switch finishing while the process stops does not reopen what the stop closed.
+    m.dispatch = this.stopping ? 'closed' : dispatch;
     // Once the model stops serving, its waiters wait for it to load, not for a slot.
     if (dispatch !== 'open') for (const w of m.waiters) w.forSlot = false;
+  }
+
+  // ─── Stopping ───────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * The process is stopping: every deployment's dispatch closes, as a victim's does before it parks
+   * (new requests and the waiting ones are answered 503 dispatch closed); running requests go on.
+   */
+  stopTaking(): void {
+    this.stopping = true;
+    for (const m of this.models.values()) {
+      this.setDispatch(m, 'closed');
+      this.failWaiters(m.id, apiErrors.dispatchClosed(m.id));
+    }
+  }
+
+  /** Requests running now, on every deployment. */
+  runningTotal(): number {
+    return this.runningOn([...this.models.keys()]);
   }
 
   // ─── The load endpoint's figures ─────────────────────────────────────────────────────────────

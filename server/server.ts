@@ -3,6 +3,7 @@
  * table it routes by, and a Temporal worker running every workflow with the server-side activities
  * (the store's, and the gateway's switch steps, which must run where the queue lives).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -10,7 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createStoreActivities } from '../activities/storeActivities.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
-import { inOrder, type SchedulerRef, reportDemand, schedulerSettings } from '../gateway/lifecycleClient.js';
+import { inOrder, type SchedulerRef, reportDemand, schedulerSettings, startMeasurement } from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
@@ -19,13 +20,18 @@ import { RoutingTable } from '../gateway/routingTable.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Db } from '../store/db.js';
+import { listDeployments, type SaveResult, saveDeployment } from '../store/deployments.js';
 import { listHosts } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
-import { signals, taskQueues, workflowIds } from '../workflows/definitions.js';
+import { type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
 import { hostFor } from './placement.js';
 
 const listenOn = (address: string) => ({ host: address.replace(/:\d+$/, ''), port: Number(address.split(':').pop()) });
+
+/** How often a stopping server looks whether its running answers have finished. */
+const STOP_POLL_MS = 50;
 
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -51,6 +57,8 @@ export interface RunningServer {
   board: LoadBoard;
   /** The scheduler of a host, as commands and demands reach it. */
   schedulerRef(hostId: string): SchedulerRef;
+  /** Saves a deployment document; a new revision's checkpoint is measured on the host it would run on. */
+  deploy(spec: DeploymentSpec): Promise<SaveResult>;
   stop(): Promise<void>;
 }
 
@@ -135,6 +143,26 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     },
   };
 
+  /**
+   * An engine that is gone without being asked (it exited, or its host agent restarted): nothing is
+   * routed to it, the catalogue lists it stopped, and its next request asks for a fresh start.
+   */
+  async function engineGone(hostId: string, instance: InstanceRef) {
+    exitedGeneration.set(instance.deploymentId, Math.max(instance.generation, exitedGeneration.get(instance.deploymentId) ?? 0));
+    queue.beginRelease([instance.deploymentId]);
+    await activities.saveInstance({
+      deploymentId: instance.deploymentId,
+      index: instance.instanceIndex,
+      hostId,
+      generation: instance.generation,
+      observedState: 'stopped',
+      parkTier: null,
+      gpuBytes: 0,
+      hostRamBytes: 0,
+    });
+    await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signals.engineExited, instance);
+  }
+
   installTemporalRuntime(logger);
   const workerConnection = await NativeConnection.connect({ address });
   const worker = await Worker.create({
@@ -156,14 +184,24 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
         hostQueues.set(hostId, (body.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
         hostIngress.set(hostId, body.ingress_url);
         table.setHostActivation(hostId, body.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
+        // A host agent registers when it starts, and a starting agent runs no engine: what the
+        // catalogue lists ready or parked there is gone. A switch in flight settles its own instances.
+        for (const d of table.list()) {
+          for (const i of d.instances) {
+            if (i.hostId === hostId && (i.observedState === 'ready' || i.observedState === 'parked')) {
+              await engineGone(hostId, { deploymentId: d.id, instanceIndex: i.index, generation: i.generation });
+            }
+          }
+        }
+        // A revision deployed while no host could read its checkpoint is measured now.
+        for (const d of await listDeployments(db)) {
+          if (d.checkpoint === null && hostFor(table.get(d.id)!, [...hostQueues.keys()]) === hostId) {
+            await startMeasurement(client, { deploymentId: d.id, revision: d.revision, hostId, serverTaskQueue });
+          }
+        }
       },
       async engineExited(hostId, exit) {
-        const instance = { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation };
-        // Nothing is routed to a dead engine: its next request waits, and asks for a fresh start.
-        exitedGeneration.set(instance.deploymentId, Math.max(instance.generation, exitedGeneration.get(instance.deploymentId) ?? 0));
-        table.setInstance({ deploymentId: instance.deploymentId, index: instance.instanceIndex, hostId, generation: instance.generation, observedState: 'stopped' });
-        queue.beginRelease([instance.deploymentId]);
-        await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signals.engineExited, instance);
+        await engineGone(hostId, { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation });
       },
     },
     admin: { adminToken, table, figures: queue },
@@ -195,7 +233,24 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     table,
     board,
     schedulerRef,
+    async deploy(spec) {
+      const saved = await saveDeployment(db, spec);
+      table.putDeployment(saved.deployment);
+      const { id, revision } = saved.deployment;
+      const hostId = hostFor(table.get(id)!, [...hostQueues.keys()]);
+      if (saved.outcome !== 'unchanged' && hostId) await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue });
+      return saved;
+    },
+    /**
+     * Takes no more requests (new and waiting ones are answered 503 dispatch closed), lets the
+     * running answers finish within the drain bound, then stops the listeners and the worker.
+     */
     async stop() {
+      queue.stopTaking();
+      const drainedBy = Date.now() + settings.switching.drain_timeout;
+      while (queue.runningTotal() > 0 && Date.now() < drainedBy) await sleep(STOP_POLL_MS);
+      if (queue.runningTotal() > 0) logger.warn({ running: queue.runningTotal() }, 'answers still running at the drain bound are cut');
+      inference.server.closeAllConnections();
       await inference.close();
       await management.close();
       worker.shutdown();

@@ -7,6 +7,8 @@ import { serverSection } from './serverDocument.js';
 export const standaloneDocument = z.strictObject({
   /** Where the standalone keeps its embedded database, Temporal file and admin token. */
   data_dir: z.string().min(1).default('.data'),
+  /** Deploy the example models of deploy/examples/ when the catalogue is empty (the embedded defaults do). */
+  examples: z.boolean().default(false),
   server: serverSection().prefault({}),
   host: hostSection(REQUEST_DEADLINE_DEFAULT_MS.standalone).prefault({}),
 });

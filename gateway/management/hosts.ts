@@ -96,7 +96,8 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
 
     routes.post(
       '/management/v1/hosts/:hostId/samples',
-      { schema: { params: hostParams, body: samplesBody }, preHandler: requireHost },
+      // Every host reports about once a second: only a failed report is worth a log line.
+      { schema: { params: hostParams, body: samplesBody }, preHandler: requireHost, logLevel: 'warn' },
       async (request, reply) => {
         const { hostId } = request.params;
         const sampledAtMs = Math.min(request.body.sampled_at_ms, Date.now());
