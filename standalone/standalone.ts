@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { type DevServer, startDevServer } from '../deploy/temporalDevServer.js';
-import { type RunningHostAgent, startHostAgent } from '../hostAgent/agent.js';
+import { hostIdOf, type RunningHostAgent, startHostAgent } from '../hostAgent/agent.js';
 import { type RunningServer, startServer } from '../server/server.js';
 import { loadSettingsFile } from '../settings/load.js';
 import type { StandaloneSettings } from '../settings/standaloneDocument.js';
@@ -44,7 +44,7 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
 
   // Each part started is stopped again, in reverse order, when a later one fails to start.
   const started: Array<() => Promise<void>> = [];
-  const stopStarted = async () => {
+  const unwind = async () => {
     for (const stop of started.splice(0).reverse()) await stop();
   };
   try {
@@ -61,7 +61,9 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
     const db: Db = databaseUrl ? postgresDb(databaseUrl) : await embeddedDb(join(dataDir, 'catalogue'));
     started.push(() => db.close());
 
-    const server = await startServer({ settings: { ...settings.server, temporal }, serverId: 'standalone', adminToken: admin.token, db, logger });
+    // Named after its one host, so standalones sharing a Temporal keep to their own task queues.
+    const serverId = `standalone-${hostIdOf(settings.host)}`;
+    const server = await startServer({ settings: { ...settings.server, temporal }, serverId, adminToken: admin.token, db, logger });
     started.push(() => server.stop());
 
     const host: RunningHostAgent = await startHostAgent(
@@ -92,7 +94,13 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
       adminTokenFile: admin.file,
       hostId: host.hostId,
       server,
-      stop: stopStarted,
+      async stop() {
+        // The server first: its running answers finish on the host's engines, which stop after it.
+        await server.stop();
+        await host.stop();
+        await db.close();
+        await devServer?.stop();
+      },
     };
     logger.info(
       { ...running, server: undefined, adminTokenCreated: admin.created },
@@ -102,7 +110,7 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
     );
     return running;
   } catch (e) {
-    await stopStarted();
+    await unwind();
     throw e;
   }
 }

@@ -151,6 +151,8 @@ export const signals = {
   demand: defineSignal<[Demand]>('demand'),
   /** From the server, when a host reports an engine it did not stop. */
   engineExited: defineSignal<[InstanceRef]>('engineExited'),
+  /** From a checkpoint's measurement, once recorded: requests waiting for that model can be served. */
+  checkpointMeasured: defineSignal<[{ deploymentId: string }]>('checkpointMeasured'),
 } as const;
 
 export const updates = {

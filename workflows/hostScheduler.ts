@@ -133,6 +133,9 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     if (entry) setEntry(entry, 'stopped', null, { gpuBytes: 0, hostRamBytes: 0 });
     dirty = true;
   });
+  setHandler(signals.checkpointMeasured, () => {
+    dirty = true;
+  });
   const enqueue = (command: Command) =>
     new Promise<CommandReceipt[]>((resolve, reject) => {
       jobs.push({ command, resolve, reject });
@@ -402,10 +405,12 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       // The holders are read with the model, not after it: a request waits for every round trip here.
       const [v, all] = await Promise.all([view(demand.deploymentId), holders()]);
       // Requests never start or wake an explicit model or one an operator stopped: the gateway answers 409.
-      if (v.explicit || v.operatorStopped || !measured(v)) {
+      if (v.explicit || v.operatorStopped) {
         drop();
         continue;
       }
+      // Its requests wait for the measurement, which signals `checkpointMeasured` when recorded.
+      if (!measured(v)) continue;
       try {
         const up = await bringUp(v, all, { evict: true, admissionWindowMs: settings.admissionWindowMs });
         if (up !== WAIT) return true;

@@ -3,11 +3,11 @@
  * what the revision's checkpoint brings to a GPU, and the store records it. Until it is recorded a
  * start of that revision is refused (checkpoint_unmeasured); `start --wait` awaits this workflow.
  */
-import { proxyActivities } from '@temporalio/workflow';
+import { getExternalWorkflowHandle, proxyActivities } from '@temporalio/workflow';
 import type { Checkpoint } from '../activities/checkpoint.js';
 import type { HostActivities } from '../activities/hostActivities.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
-import { taskQueues } from './definitions.js';
+import { signals, taskQueues, workflowIds } from './definitions.js';
 
 export interface MeasureInput {
   deploymentId: string;
@@ -24,5 +24,10 @@ export async function measureCheckpointWorkflow(input: MeasureInput): Promise<Ch
   const { spec } = await store.describeDeployment({ deploymentId: input.deploymentId });
   const checkpoint = await host.measureCheckpoint({ spec });
   await store.recordCheckpoint({ deploymentId: input.deploymentId, revision: input.revision, checkpoint: { weightBytes: checkpoint.weightBytes, kvBytes: checkpoint.kvBytes } });
+  // Requests that came before the measurement wait in the host's scheduler; a host whose scheduler
+  // has not started yet has none waiting.
+  await getExternalWorkflowHandle(workflowIds.hostScheduler(input.hostId))
+    .signal(signals.checkpointMeasured, { deploymentId: input.deploymentId })
+    .catch(() => undefined);
   return checkpoint;
 }

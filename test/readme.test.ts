@@ -1,0 +1,110 @@
+/**
+ * A newcomer's first minutes: README.md's two commands, as written, on a fresh clone of this
+ * repository. The main job must come up and switch between its two example models; the test
+ * command must pass (narrowed to one small file, since running the whole suite from inside itself
+ * would never end).
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { resolveTemporalCli } from '../deploy/temporalDevServer.js';
+import { until } from './support/until.js';
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+
+/** The `sh` blocks of the README's "On a fresh machine" section: the main job, then the tests. */
+function freshMachineCommands(): { mainJob: string; tests: string } {
+  const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## On a fresh machine'), readme.indexOf('\n## ', readme.indexOf('## On a fresh machine') + 1));
+  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
+  expect(blocks).toHaveLength(2);
+  return { mainJob: blocks[0]!, tests: blocks[1]! };
+}
+
+/**
+ * Runs a command line as a person types it, in `cwd`. The Temporal CLI is the one this machine has
+ * (a newcomer's first run builds it; that is the same script, minutes slower).
+ */
+function shell(command: string, cwd: string): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn('bash', ['-c', command], {
+    cwd,
+    env: { ...process.env, CAPYCTL_TEMPORAL_BIN: process.env.CAPYCTL_TEMPORAL_BIN ?? resolveTemporalCli(), CAPYCTL_LOG_FORMAT: 'json' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group, so a run that never came up can be stopped whole.
+    detached: true,
+  });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  return { child, output: () => output, exited: new Promise((resolve) => child.once('exit', resolve)) };
+}
+
+async function chat(model: string) {
+  const reply = await request('http://127.0.0.1:8080/v1/chat/completions', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }),
+  });
+  return { status: reply.statusCode, body: (await reply.body.json()) as { model: string; choices: Array<{ message: { content: string } }> } };
+}
+
+describe("README.md's two commands on a fresh clone", () => {
+  const clone = join(mkdtempSync(join(tmpdir(), 'capyctl-readme-')), 'capyctl');
+  execFileSync('git', ['clone', '--quiet', REPO, clone]);
+  const { mainJob, tests } = freshMachineCommands();
+
+  it('the main job starts the standalone, which answers two example models with a switch between them', { timeout: 420_000 }, async () => {
+    const run = shell(mainJob, clone);
+    let standalonePid: number | undefined;
+    try {
+      const ready = await until(
+        'the standalone to be ready',
+        () => {
+          if (run.child.exitCode !== null) throw new Error(`\`${mainJob}\` exited with ${run.child.exitCode}:\n${run.output()}`);
+          const line = run.output().split('\n').find((l) => l.includes('"standalone ready'));
+          return line === undefined ? undefined : (JSON.parse(line) as { pid: number; adminTokenFile: string; temporalUiUrl: string });
+        },
+        300_000,
+      );
+      standalonePid = ready.pid;
+      expect(ready.adminTokenFile).toBe(join(clone, '.data', 'admin-token'));
+      expect(ready.temporalUiUrl).toBe('http://127.0.0.1:8233');
+
+      for (const model of ['chat-a', 'chat-b']) {
+        const reply = await chat(model);
+        expect(reply.status).toBe(200);
+        expect(reply.body.model).toBe(model);
+        expect(reply.body.choices[0]!.message.content.split(' ')).toHaveLength(8);
+      }
+      const load = await request('http://127.0.0.1:7443/management/v1/metrics/load', {
+        headers: { authorization: `Bearer ${readFileSync(ready.adminTokenFile, 'utf8').trim()}` },
+      });
+      const states = ((await load.body.json()) as { deployments: Array<{ name: string; instances: Array<{ observed_state: string }> }> }).deployments.map(
+        (d) => [d.name, d.instances.map((i) => i.observed_state)],
+      );
+      // chat-b needed chat-a's memory: a switch parked chat-a.
+      expect(Object.fromEntries(states)).toEqual({ 'chat-a': ['parked'], 'chat-b': ['ready'] });
+
+      process.kill(ready.pid, 'SIGTERM');
+      expect(await run.exited).toBe(0);
+    } finally {
+      // A failed run leaves nothing behind: the standalone stops its engines and dev server itself.
+      if (run.child.exitCode === null) {
+        if (standalonePid !== undefined) process.kill(standalonePid, 'SIGTERM');
+        else process.kill(-run.child.pid!, 'SIGKILL');
+      }
+      await run.exited;
+    }
+  });
+
+  it('the test command passes', { timeout: 420_000 }, async () => {
+    const run = shell(`${tests} test/catalogue.test.ts`, clone);
+    const code = await run.exited;
+    expect(code, run.output()).toBe(0);
+    expect(run.output()).toMatch(/Test Files {2}1 passed \(1\)/);
+  });
+});

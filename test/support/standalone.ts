@@ -1,0 +1,86 @@
+/**
+ * `capyctl start standalone` as a child process, as an operator runs it: on its embedded defaults
+ * (the example models on a simulated GPU), in a data folder of its own, on free ports, and against
+ * the harness's Temporal dev server (starting one per standalone would cost each test seconds).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort } from '../../deploy/temporalDevServer.js';
+import { CAPYCTL } from './capyctl.js';
+import { until } from './until.js';
+
+export interface StandaloneProcess {
+  child: ChildProcess;
+  /** Its cwd: `.data` under it holds the catalogue and the admin token. */
+  dir: string;
+  hostId: string;
+  inferenceUrl: string;
+  managementUrl: string;
+  adminToken: string;
+  /** Everything it printed so far. */
+  output(): string;
+  /** Resolves with the exit code once it exited. */
+  exited: Promise<number | null>;
+  /** SIGTERM, then its exit code. */
+  stop(): Promise<number | null>;
+}
+
+export interface StandaloneOptions {
+  temporalAddress: string;
+  /** Its working directory; a restart passes the same one. */
+  dir: string;
+  /** Keeps the host ID (and so its scheduler) across a restart. */
+  hostId?: string;
+  /** More `--set path=value` overrides. */
+  sets?: string[];
+}
+
+export async function startStandaloneProcess(options: StandaloneOptions): Promise<StandaloneProcess> {
+  const hostId = options.hostId ?? `box-${randomUUID().slice(0, 8)}`;
+  const [inference, management] = [await freePort(), await freePort()];
+  const sets = [
+    `server.temporal.address=${options.temporalAddress}`,
+    `server.listen.inference=127.0.0.1:${inference}`,
+    `server.listen.management=127.0.0.1:${management}`,
+    `host.id=${hostId}`,
+    ...(options.sets ?? []),
+  ];
+  const child = spawn(process.execPath, [CAPYCTL, 'start', 'standalone', ...sets.flatMap((s) => ['--set', s])], {
+    cwd: options.dir,
+    env: { ...process.env, CAPYCTL_LOG_FORMAT: 'json', DATABASE_URL: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // Also kept in its folder, to read after a failed test.
+  const log = createWriteStream(join(options.dir, 'standalone.log'), { flags: 'a' });
+  let output = '';
+  for (const stream of [child.stdout!, child.stderr!]) {
+    stream.on('data', (d) => (output += d));
+    stream.pipe(log);
+  }
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const ready = await until(
+    'the standalone to be ready',
+    () => {
+      if (child.exitCode !== null) throw new Error(`the standalone exited with ${child.exitCode}:\n${output}`);
+      const line = output.split('\n').find((l) => l.includes('"standalone ready'));
+      return line === undefined ? undefined : (JSON.parse(line) as { inferenceUrl: string; managementUrl: string; adminTokenFile: string });
+    },
+    90_000,
+  );
+  return {
+    child,
+    dir: options.dir,
+    hostId,
+    inferenceUrl: ready.inferenceUrl,
+    managementUrl: ready.managementUrl,
+    adminToken: readFileSync(ready.adminTokenFile, 'utf8').trim(),
+    output: () => output,
+    exited,
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
