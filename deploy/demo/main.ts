@@ -1,0 +1,42 @@
+/**
+ * `npm run demo`: replays the spec's "Example: two apps, one GPU" against a running standalone (its
+ * example models chat-a and chat-b) and prints the timeline it observed. `--json` prints the
+ * timeline with every request and switch seen, for a script.
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { request } from 'undici';
+import { switchesSince } from './switchHistory.js';
+import { renderTimeline, timelineOf } from './timeline.js';
+import { playTwoApps } from './twoApps.js';
+
+const { values } = parseArgs({
+  options: {
+    inference: { type: 'string', default: 'http://127.0.0.1:8080' },
+    management: { type: 'string', default: 'http://127.0.0.1:7443' },
+    'admin-token-file': { type: 'string', default: '.data/admin-token' },
+    temporal: { type: 'string', default: '127.0.0.1:7233' },
+    namespace: { type: 'string', default: 'default' },
+    json: { type: 'boolean', default: false },
+  },
+});
+
+const models = { app1Model: 'chat-a', app2Model: 'chat-b' };
+
+/** The host that runs App 1's model: its switches are the ones to read. */
+async function hostOf(model: string): Promise<string> {
+  const token = process.env.CAPYCTL_ADMIN_TOKEN ?? readFileSync(values['admin-token-file'], 'utf8').trim();
+  const reply = await request(`${values.management}/management/v1/metrics/load`, { headers: { authorization: `Bearer ${token}` } });
+  const load = (await reply.body.json()) as { deployments: Array<{ name: string; instances: Array<{ host_id: string }> }> };
+  const hostId = load.deployments.find((d) => d.name === model)?.instances[0]?.host_id;
+  if (!hostId) throw new Error(`${model} runs on no host the management API at ${values.management} knows`);
+  return hostId;
+}
+
+const run = await playTwoApps({ inferenceUrl: values.inference, ...models, app1Tokens: 100, leadMs: 1_000, retryMs: 250 });
+const client = new Client({ connection: await Connection.connect({ address: values.temporal }), namespace: values.namespace });
+const switches = await switchesSince(client, await hostOf(models.app1Model), run.zeroMs - 1_000);
+await client.connection.close();
+const timeline = timelineOf(run, switches);
+process.stdout.write(values.json ? `${JSON.stringify({ timeline, ...run, switches }, null, 2)}\n` : `${renderTimeline(timeline)}\n`);

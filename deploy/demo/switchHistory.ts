@@ -1,0 +1,63 @@
+/**
+ * What the Temporal history of each switch says happened, and when: the moments the spec's example
+ * names (the admission window closing, the drain, the park, the wake or start, the release), read
+ * from the completion of the switch's activities.
+ */
+import type { Client } from '@temporalio/client';
+import type { temporal } from '@temporalio/proto';
+import type { SwitchInput } from '../../workflows/definitions.js';
+
+/** A switch step, by the activity whose completion marks it. */
+const STEPS: Readonly<Record<string, string>> = {
+  closeAdmission: 'admission closed',
+  awaitDrain: 'drained',
+  beginRelease: 'began parking',
+  parkEngine: 'parked',
+  stopEngine: 'stopped',
+  wakeEngine: 'woke',
+  awaitEngineReady: 'started',
+  release: 'released its waiters',
+};
+
+export interface SwitchSeen {
+  switchId: string;
+  target: string | null;
+  victims: string[];
+  startedAtMs: number;
+  /** Each step, in order, when its activity completed. */
+  steps: Array<{ step: string; atMs: number }>;
+}
+
+const msOf = (t: temporal.api.history.v1.IHistoryEvent['eventTime']) => Number(t?.seconds ?? 0) * 1000 + Math.round((t?.nanos ?? 0) / 1e6);
+
+/** The switches on `hostId` that began at or after `sinceMs`, oldest first. */
+export async function switchesSince(client: Client, hostId: string, sinceMs: number): Promise<SwitchSeen[]> {
+  const seen: SwitchSeen[] = [];
+  const query = `WorkflowType = 'switchWorkflow' AND CapyHost = '${hostId}' AND StartTime >= '${new Date(sinceMs).toISOString()}'`;
+  for await (const w of client.workflow.list({ query })) {
+    const history = await client.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
+    const events = history.events ?? [];
+    const scheduled = new Map<string, string>();
+    const steps: SwitchSeen['steps'] = [];
+    let input: SwitchInput | undefined;
+    for (const e of events) {
+      if (e.workflowExecutionStartedEventAttributes) {
+        const payload = e.workflowExecutionStartedEventAttributes.input?.payloads?.[0]?.data;
+        input = payload ? (JSON.parse(Buffer.from(payload).toString('utf8')) as SwitchInput) : undefined;
+      }
+      const s = e.activityTaskScheduledEventAttributes;
+      if (s?.activityType?.name) scheduled.set(String(e.eventId), s.activityType.name);
+      const done = e.activityTaskCompletedEventAttributes;
+      const step = done && STEPS[scheduled.get(String(done.scheduledEventId)) ?? ''];
+      if (step) steps.push({ step, atMs: msOf(e.eventTime) });
+    }
+    seen.push({
+      switchId: w.workflowId,
+      target: input?.target?.name ?? null,
+      victims: input?.victims.map((v) => v.name) ?? [],
+      startedAtMs: w.startTime.getTime(),
+      steps,
+    });
+  }
+  return seen.sort((a, b) => a.startedAtMs - b.startedAtMs);
+}
