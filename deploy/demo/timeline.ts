@@ -40,12 +40,11 @@ export function timelineOf(run: DemoRun, switches: readonly SwitchSeen[]): Timel
   if (answered.length > 0) {
     events.push({ atS: at(Math.min(...answered)), what: `App 2's ${answered.length} requests answered together, within ${Math.max(...answered) - Math.min(...answered)} ms` });
   }
-  const waited = run.requests.filter((r) => r.app === 1 && r.status === 200 && r.sentAtMs > run.zeroMs && r.firstOutputAtMs !== null);
-  const back = switches[1];
-  const servedAfterBack = back ? waited.filter((r) => r.sentAtMs < back.startedAtMs) : [];
-  if (servedAfterBack.length > 0) {
-    events.push({ atS: at(Math.min(...servedAfterBack.map((r) => r.firstOutputAtMs!))), what: `App 1's requests that waited through the switch back are answered: ${servedAfterBack.length}` });
-  }
+  // App 1's requests sent once chat-a began parking waited instead of a 503, and became the switch back.
+  const beganParking = switches[0]?.steps.find((x) => x.step === 'began parking')?.atMs;
+  const waited = run.requests.filter((r) => r.app === 1 && r.status === 200 && beganParking !== undefined && r.sentAtMs >= beganParking);
+  const firstServed = Math.min(...waited.map((r) => r.firstOutputAtMs ?? Number.POSITIVE_INFINITY));
+  if (waited.length > 0) events.push({ atS: at(firstServed), what: `App 1's ${waited.length} requests sent after chat-a began parking waited, and are answered after the switch back` });
   return events.sort((a, b) => a.atS - b.atS);
 }
 
