@@ -12,10 +12,9 @@ import { hostFor } from '../../server/placement.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
-import { type Instance, listInstances } from '../../store/instances.js';
 import type { CommandReceipt } from '../../workflows/definitions.js';
 import type { OperatorLifecycle } from '../lifecycleClient.js';
-import type { RoutedDeployment, RoutingTable } from '../routingTable.js';
+import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
 
 export const deploymentBody = z.object({
   deployment_id: z.string(),
@@ -70,7 +69,7 @@ export function renderReceipt(r: CommandReceipt, name: string, table: RoutingTab
 }
 
 /** A deployment's state for its list row: its instance's (one per deployment), or `stopped` before any. */
-function deploymentState(instances: readonly Instance[]): InstanceState {
+function deploymentState(instances: readonly RoutedInstance[]): InstanceState {
   return instances.find((i) => i.observedState === 'ready')?.observedState ?? instances[0]?.observedState ?? 'stopped';
 }
 
@@ -83,7 +82,12 @@ export interface DeploymentRouteDeps {
 export function deploymentRoutes(deps: DeploymentRouteDeps) {
   const { db, table, lifecycle } = deps;
 
-  function render(d: Deployment, instances: readonly Instance[]): DeploymentBody {
+  /**
+   * The catalogue's row with the instances as the routing table holds them: the table learns a
+   * target is ready before its waiters are answered, so a list after an answer shows it ready.
+   */
+  function render(d: Deployment): DeploymentBody {
+    const instances = table.get(d.id)?.instances ?? [];
     return {
       deployment_id: d.id,
       name: d.name,
@@ -124,21 +128,21 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       // A new revision is measured where it may run; with no host yet, the host's registration starts it.
       const { deployment, outcome } = await lifecycle.deploy(request.body);
       request.log.info({ deploymentId: deployment.id, revision: deployment.revision, outcome }, 'deployment saved');
-      return reply.code(outcome === 'created' ? 201 : 200).send({ outcome, deployment: render(deployment, await listInstances(db, { deploymentId: deployment.id })) });
+      return reply.code(outcome === 'created' ? 201 : 200).send({ outcome, deployment: render(deployment) });
     });
 
     routes.get('/management/v1/deployments', { schema: { response: { 200: z.object({ deployments: z.array(deploymentBody) }) } } }, async () => {
-      const [deployments, instances] = await Promise.all([listDeployments(db), listInstances(db)]);
-      return { deployments: deployments.map((d) => render(d, instances.filter((i) => i.deploymentId === d.id))) };
+      return { deployments: (await listDeployments(db)).map(render) };
     });
 
     routes.get('/management/v1/deployments/:ref', { schema: { params: refParams, response: { 200: deploymentBody } } }, async (request) => {
-      const d = await find(request.params.ref);
-      return render(d, await listInstances(db, { deploymentId: d.id }));
+      return render(await find(request.params.ref));
     });
 
     routes.post('/management/v1/deployments/:ref/start', { schema: { params: refParams, body: startBody, response: { 200: receiptBody } } }, async (request) => {
       const d = await find(request.params.ref);
+      // Refused here too, so a checkpoint that waits for a host to measure it is not mistaken for a missing host.
+      if (d.checkpoint === null) throw new CapyError(apiErrors.checkpointUnmeasured(d.name));
       return renderReceipt(await lifecycle.command(requireHost(d), 'start', { deploymentId: d.id, evict: request.body.evict }), d.name, table);
     });
 
