@@ -6,7 +6,7 @@ import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
 import { RoutingTable } from '../gateway/routingTable.js';
 import { findHost, issueHostToken, registerHost } from '../store/hosts.js';
-import { saveInstance } from '../store/instances.js';
+import { recordCheckpoint } from '../store/deployments.js';
 import { migrate } from '../store/migrate.js';
 import { type RecordingLifecycle, recordingLifecycle } from './support/operatorLifecycle.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
@@ -85,11 +85,12 @@ describe('the operator routes for deployments and hosts', () => {
   it('lists deployments with their state, ready count and hosts, read by name or ID', async () => {
     const b = (await call('POST', '/deployments', doc('chat-b'))).json() as { deployment: { deployment_id: string } };
     const id = b.deployment.deployment_id;
-    await saveInstance(fresh.db, { deploymentId: id, index: 0, hostId: 'gpu-box', generation: 1, observedState: 'parking', parkTier: 'host_ram', gpuBytes: 0, hostRamBytes: 0 });
+    await recordCheckpoint(fresh.db, id, 1, { weightBytes: 4 * 2 ** 30, kvBytes: 2 ** 30 });
+    table.setInstance({ deploymentId: id, index: 0, hostId: 'gpu-box', generation: 1, observedState: 'parking' });
     const list = (await call('GET', '/deployments')).json() as { deployments: Array<Record<string, unknown>> };
-    expect(list.deployments.map((d) => [d.name, d.state, d.ready_instances, d.hosts])).toEqual([
-      ['chat-a', 'stopped', 0, []],
-      ['chat-b', 'parking', 0, ['gpu-box']],
+    expect(list.deployments.map((d) => [d.name, d.state, d.ready_instances, d.hosts, d.checkpoint])).toEqual([
+      ['chat-a', 'stopped', 0, [], 'measuring'],
+      ['chat-b', 'parking', 0, ['gpu-box'], 'measured'],
     ]);
     const byName = (await call('GET', '/deployments/chat-b')).json();
     const byId = (await call('GET', `/deployments/${id}`)).json();
@@ -125,16 +126,28 @@ describe('the operator routes for deployments and hosts', () => {
   });
 
   it('answers a refusal with the catalogue error', async () => {
+    const b = table.byModel('chat-b')!;
     lifecycle.next = () => {
-      throw new CapyError(apiErrors.checkpointUnmeasured('chat-b'));
+      throw new CapyError(apiErrors.insufficientCapacity(b.id, ['chat-x']));
     };
     const reply = await call('POST', '/deployments/chat-b/start', {});
     expect(reply.statusCode).toBe(409);
     expect(reply.json()).toEqual({
+      code: 'insufficient_capacity',
+      message: `deployment ${b.id} needs memory held by chat-x, which activation: explicit keeps loaded; stop one of them first`,
+      retryable: false,
+    });
+  });
+
+  it('refuses to start a checkpoint still awaiting measurement, without asking a scheduler', async () => {
+    const reply = await call('POST', '/deployments/chat-a/start', { evict: true });
+    expect(reply.statusCode).toBe(409);
+    expect(reply.json()).toEqual({
       code: 'checkpoint_unmeasured',
-      message: 'the checkpoint of deployment chat-b is still being measured; start it again once it is measured, or use --wait',
+      message: 'the checkpoint of deployment chat-a is still being measured; start it again once it is measured, or use --wait',
       retryable: true,
     });
+    expect(lifecycle.calls).toEqual([]);
   });
 
   it('lists hosts, drains one, and issues host tokens', async () => {
