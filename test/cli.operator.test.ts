@@ -1,31 +1,34 @@
 /**
- * The operator's `capyctl`, run as a child process against a running server with a host agent on a
- * simulated card that holds one model at a time: the spec's "Park and wake" and "Switch between
- * models" sequences, as the tables, receipts, JSON, exit codes and refusal lines a person sees.
+ * The operator's `capyctl`, run as a child process against `capyctl start standalone` (another
+ * child process) on a simulated card that holds one model at a time: the spec's "Park and wake" and
+ * "Switch between models" sequences, as the tables, receipts, JSON, exit codes and refusal lines a
+ * person sees. Every command finds the admin token where the standalone wrote it.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { apiErrors } from '../domain/catalogue.js';
 import { type CliResult, capyctl } from './support/capyctl.js';
 import { simDeployment } from './support/lifecycle.js';
-import { ADMIN_TOKEN, type ServerBench, startServerBench } from './support/serverBench.js';
+import { type StandaloneProcess, startStandaloneProcess } from './support/standaloneProcess.js';
 import { until } from './support/until.js';
 
 const ULID = '[0-9A-HJKMNP-TV-Z]{26}';
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
 
 describe('capyctl over the management API', () => {
-  let bench: ServerBench;
+  let standalone: StandaloneProcess;
+  let temporal: Client;
   let host: string;
+  /** The standalone's working folder: its admin token is in `.data/admin-token` there. */
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-cli-'));
-  /** Where the standalone writes its admin token: `capyctl` run in `dir` finds it there by default. */
-  const withTokenFile = join(dir, 'operator');
 
-  const env = () => ({ CAPYCTL_SERVER: bench.server.managementUrl, CAPYCTL_ADMIN_TOKEN: ADMIN_TOKEN });
-  const cli = (...args: string[]) => capyctl(args, env());
+  const env = () => ({ CAPYCTL_SERVER: standalone.managementUrl, CAPYCTL_ADMIN_TOKEN: '' });
+  const cli = (...args: string[]) => capyctl(args, env(), dir);
   const file = (name: string, text: string) => {
     const path = join(dir, name);
     writeFileSync(path, text);
@@ -46,7 +49,7 @@ describe('capyctl over the management API', () => {
 
   /** A request for `model`, as a client sends it (spec, "Make a request"). */
   async function ask(model: string) {
-    const reply = await request(`${bench.server.inferenceUrl}/v1/chat/completions`, {
+    const reply = await request(`${standalone.inferenceUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
@@ -55,26 +58,19 @@ describe('capyctl over the management API', () => {
   }
 
   beforeAll(async () => {
-    mkdirSync(join(withTokenFile, '.data'), { recursive: true });
-    writeFileSync(join(withTokenFile, '.data', 'admin-token'), `${ADMIN_TOKEN}\n`);
-    bench = await startServerBench({
-      // One 5 GiB model at a time; parked copies go to host RAM.
-      gpuMemory: '8GiB',
-      serverYaml: 'switching: { drain_timeout: 5s, start_timeout: 60s }',
-      hostYaml: 'resource_policy: { queue: { admission_window: 100ms } }',
-      // The host's token comes from the operator's command, with the admin token from the file.
-      async hostToken(server) {
-        const issued = await capyctl(['create', 'host-token'], { CAPYCTL_SERVER: server.managementUrl, CAPYCTL_ADMIN_TOKEN: '' }, withTokenFile);
-        expect(issued).toMatchObject({ code: 0, stderr: '' });
-        expect(issued.stdout).toMatch(/^capy_host_\S+\n$/);
-        return issued.stdout.trim();
-      },
+    standalone = await startStandaloneProcess({
+      cwd: dir,
+      temporalAddress: inject('temporalAddress'),
+      // One 5 GiB model at a time (the embedded 8 GiB card); parked copies go to host RAM.
+      sets: ['examples=false', `host.id=gpu-box-${randomUUID().slice(0, 8)}`, 'host.host_ram=64GiB', 'host.resource_policy.queue.admission_window=100ms'],
     });
-    host = bench.hostId;
+    host = standalone.hostId;
+    temporal = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
   }, 120_000);
 
   afterAll(async () => {
-    await bench?.close();
+    await temporal?.connection.close();
+    expect(await standalone?.stop()).toBe(0);
   });
 
   it('refuses a document with every problem named by its field and reason, exit 2', async () => {
@@ -135,7 +131,7 @@ describe('capyctl over the management API', () => {
     ).exec(r.stdout);
     expect(match).not.toBeNull();
     // The switch is there to open in the Web UI, finished.
-    const described = await bench.server.client.workflow.getHandle(`switch/${match![1]}`).describe();
+    const described = await temporal.workflow.getHandle(`switch/${match![1]}`).describe();
     expect(described.status.name).toBe('COMPLETED');
 
     expect(await list()).toBe(
@@ -225,13 +221,30 @@ describe('capyctl over the management API', () => {
 
   it('ends every refusal with one line and a non-zero exit', async () => {
     refused(await cli('status', 'deployment', 'nope'), apiErrors.notFound('deployment', 'nope'));
-    refused(await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: 'wrong' }), apiErrors.unauthorized('admin token'));
-    const missing = await capyctl(['list', 'deployments'], { CAPYCTL_SERVER: bench.server.managementUrl, CAPYCTL_ADMIN_TOKEN: '' }, dir);
+    refused(await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: 'wrong' }, dir), apiErrors.unauthorized('admin token'));
+    const elsewhere = mkdtempSync(join(tmpdir(), 'capyctl-elsewhere-'));
+    const missing = await capyctl(['list', 'deployments'], env(), elsewhere);
     expect(missing).toMatchObject({ code: 2, stdout: '' });
     expect(missing.stderr).toBe(
-      `capyctl: no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file (CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${join(dir, '.data', 'admin-token')} is missing or empty\n`,
+      `capyctl: no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file (CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${join(elsewhere, '.data', 'admin-token')} is missing or empty\n`,
     );
+    // The file named, or the token itself, from anywhere.
+    ok(await capyctl(['list', 'deployments', '--admin-token-file', standalone.adminTokenFile], env(), elsewhere));
+    ok(await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: readFileSync(standalone.adminTokenFile, 'utf8').trim() }, elsewhere));
     expect(await cli('park', 'deployment')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^capyctl: usage: capyctl park deployment NAME /) });
+  });
+
+  it('issues a host token a host agent registers with', async () => {
+    const issued = await cli('create', 'host-token');
+    expect(issued).toMatchObject({ code: 0, stderr: '' });
+    expect(issued.stdout).toMatch(/^capy_host_\S+\n$/);
+    const registered = await request(`${standalone.managementUrl}/management/v1/hosts/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${issued.stdout.trim()}` },
+      body: JSON.stringify({ host_id: 'spare-box', gpus: [], host_ram_bytes: 2 ** 30, settings: {}, ingress_url: 'http://127.0.0.1:9' }),
+    });
+    expect(registered.statusCode).toBe(200);
+    expect(await registered.body.json()).toEqual({ host_id: 'spare-box' });
   });
 
   it('explains each command with an example', async () => {
