@@ -5,7 +5,7 @@
  * person sees. Every command finds the admin token where the standalone wrote it.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { apiErrors } from '../domain/catalogue.js';
 import { type CliResult, capyctl } from './support/capyctl.js';
 import { simDeployment } from './support/lifecycle.js';
-import { type StandaloneProcess, startStandaloneProcess } from './support/standaloneProcess.js';
+import { type StandaloneProcess, startStandaloneProcess } from './support/standalone.js';
 import { until } from './support/until.js';
 
 const ULID = '[0-9A-HJKMNP-TV-Z]{26}';
@@ -59,10 +59,11 @@ describe('capyctl over the management API', () => {
 
   beforeAll(async () => {
     standalone = await startStandaloneProcess({
-      cwd: dir,
+      dir,
       temporalAddress: inject('temporalAddress'),
+      hostId: `gpu-box-${randomUUID().slice(0, 8)}`,
       // One 5 GiB model at a time (the embedded 8 GiB card); parked copies go to host RAM.
-      sets: ['examples=false', `host.id=gpu-box-${randomUUID().slice(0, 8)}`, 'host.host_ram=64GiB', 'host.resource_policy.queue.admission_window=100ms'],
+      sets: ['examples=false', 'host.host_ram=64GiB', 'host.resource_policy.queue.admission_window=100ms'],
     });
     host = standalone.hostId;
     temporal = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
@@ -229,8 +230,8 @@ describe('capyctl over the management API', () => {
       `capyctl: no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file (CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${join(elsewhere, '.data', 'admin-token')} is missing or empty\n`,
     );
     // The file named, or the token itself, from anywhere.
-    ok(await capyctl(['list', 'deployments', '--admin-token-file', standalone.adminTokenFile], env(), elsewhere));
-    ok(await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: readFileSync(standalone.adminTokenFile, 'utf8').trim() }, elsewhere));
+    ok(await capyctl(['list', 'deployments', '--admin-token-file', join(dir, '.data', 'admin-token')], env(), elsewhere));
+    ok(await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: standalone.adminToken }, elsewhere));
     expect(await cli('park', 'deployment')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^capyctl: usage: capyctl park deployment NAME /) });
   });
 
