@@ -44,6 +44,11 @@ const HEARTBEAT_TIMEOUT_MS = 5_000;
 const GATEWAY_MARGIN_MS = 10_000;
 /** The store's writes are single rows. */
 const STORE_TIMEOUT_MS = 30_000;
+/**
+ * An in-between state (`parking` …) is written beside the step it names: one stranded on a worker
+ * that died is tried again after this, not after the 30 s above, so it does not hold the step up.
+ */
+const IN_BETWEEN_TIMEOUT_MS = 5_000;
 /** How often the drain asks a victim's engine whether it still runs or queues anything. */
 const ENGINE_POLL_MS = 250;
 const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
@@ -75,6 +80,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       retry: RETRY,
     });
   const store = proxyActivities<StoreActivities>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: STORE_TIMEOUT_MS, retry: RETRY });
+  const inBetween = proxyActivities<Pick<StoreActivities, 'saveInstance'>>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: IN_BETWEEN_TIMEOUT_MS, retry: RETRY });
 
   upsertSearchAttributes([
     ...(target ? [{ key: searchAttributes.target, value: target.name }] : []),
@@ -101,7 +107,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     Promise.all(ids.map((id) => store.describeDeployment({ deploymentId: id, hostId }))),
   ]);
   const checkpoints = new Map<string, Checkpoint>(views.map((v) => [v.id, v.checkpoint]));
-  const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
+  const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null, writer: Pick<StoreActivities, 'saveInstance'> = store) => {
     const c = checkpoints.get(instance.deploymentId) ?? null;
     const weights = c?.weightBytes ?? 0;
     // An instance on its way in or out still holds (or has reserved) what it holds ready.
@@ -109,7 +115,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     const gpuBytes = onGpu ? weights + (c?.kvBytes ?? 0) : state === 'parked' && tier === 'kv_only' ? weights : 0;
     const hostRamBytes = state === 'parked' && tier === 'host_ram' ? weights : 0;
     const { deploymentId, instanceIndex: index, generation } = instance;
-    return store.saveInstance({ deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes });
+    return writer.saveInstance({ deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes });
   };
   /**
    * Runs a step while its in-between state (`parking`, `waking` …) is written, so a list shows what
@@ -117,7 +123,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * step fails: it must not land after the state that follows.
    */
   const during = async <T>(instance: InstanceRef, state: InstanceState, tier: ParkTier | null, step: () => Promise<T>): Promise<T> => {
-    const saving = saveInstance(instance, state, tier);
+    const saving = saveInstance(instance, state, tier, inBetween);
     try {
       return await step();
     } finally {
