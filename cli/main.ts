@@ -1,16 +1,42 @@
 /** `capyctl`: finds the command named by the first words and runs it. */
 import { type Command, exitCodes } from './command.js';
+import { createHostToken } from './commands/createHostToken.js';
+import { deleteDeployment, parkDeployment, preinitializeDeployment, stopDeployment } from './commands/deploymentCommands.js';
+import { deployModel } from './commands/deployModel.js';
+import { drainHost } from './commands/drainHost.js';
 import { engineList } from './commands/engineList.js';
+import { listDeployments } from './commands/listDeployments.js';
+import { listHosts } from './commands/listHosts.js';
 import { settingsCheck } from './commands/settingsCheck.js';
 import { sim } from './commands/sim.js';
 import { startHost } from './commands/startHost.js';
+import { startDeployment } from './commands/startDeployment.js';
 import { startServer } from './commands/startServer.js';
 import { startStandalone } from './commands/startStandalone.js';
+import { statusDeployment } from './commands/statusDeployment.js';
 
-const commands: readonly Command[] = [settingsCheck, startStandalone, startServer, startHost, engineList, sim];
+const commands: readonly Command[] = [
+  deployModel,
+  startDeployment,
+  parkDeployment,
+  stopDeployment,
+  preinitializeDeployment,
+  deleteDeployment,
+  listDeployments,
+  statusDeployment,
+  listHosts,
+  drainHost,
+  createHostToken,
+  engineList,
+  settingsCheck,
+  startStandalone,
+  startServer,
+  startHost,
+  sim,
+];
 
 function help(): string {
-  const lines = commands.map((c) => `  ${c.words.join(' ').padEnd(18)} ${c.summary}`);
+  const lines = commands.map((c) => `  ${c.words.join(' ').padEnd(26)} ${c.summary}`);
   return `capyctl: park, wake and switch language models on GPUs\n\ncommands:\n${lines.join('\n')}\n\nrun \`capyctl COMMAND --help\` for its usage and an example\n`;
 }
 

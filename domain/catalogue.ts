@@ -136,6 +136,8 @@ export const apiErrors = {
     ),
 
   // The API's own.
+  noHost: (deploymentName: string) =>
+    error(503, 'unavailable', true, `no registered host may run deployment ${deploymentName}; start a host agent (capyctl start host) or retry shortly`),
   notFound: (what: Missing, ref: string) => error(404, 'not_found', false, `${what} ${ref} not found`),
   unauthorized: (token: 'admin token' | 'host token') =>
     error(401, 'unauthorized', false, `a valid ${token} is required: send Authorization: Bearer <${token}>`),

@@ -7,8 +7,10 @@
 import { type Client, WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
-import { type Demand, signals, updates, workflowIds } from '../workflows/definitions.js';
+import { type CommandReceipt, type Demand, signals, updates, workflowIds } from '../workflows/definitions.js';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { QueueSettings } from '../settings/queue.js';
+import type { SaveResult } from '../store/deployments.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import type { HostSchedulerInput, hostScheduler, SchedulerSettings } from '../workflows/hostScheduler.js';
 import type { MeasureInput, measureCheckpointWorkflow } from '../workflows/measure.js';
@@ -101,4 +103,18 @@ export async function startMeasurement(client: Client, input: MeasureInput) {
 /** `start --wait`: waits for the revision's measurement to be recorded (the start then waits for ready). */
 export async function awaitMeasurement(client: Client, deploymentId: string, revision: number): Promise<void> {
   await client.workflow.getHandle(workflowIds.measure(deploymentId, revision)).result();
+}
+
+/**
+ * What the operator's routes ask of the lifecycle. The server implements it over Temporal; a route
+ * test can give its own.
+ */
+export interface OperatorLifecycle {
+  /** The hosts commands and measurements may go to now: registered and not draining. */
+  hosts(): readonly string[];
+  command<K extends keyof Commands>(hostId: string, update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>>;
+  /** Saves a deployment document; a new revision's checkpoint is measured on the host it would run on. */
+  deploy(spec: DeploymentSpec): Promise<SaveResult>;
+  /** Marks the host draining (nothing is placed on it any more) and stops what it holds. */
+  drainHost(hostId: string): Promise<CommandReceipt[]>;
 }

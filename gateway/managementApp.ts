@@ -3,6 +3,9 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Db } from '../store/db.js';
 import type { LoadBoard } from './loadBoard.js';
+import type { OperatorLifecycle } from './lifecycleClient.js';
+import { deploymentRoutes } from './management/deployments.js';
+import { hostAdminRoutes } from './management/hostAdmin.js';
 import { type HostEventSink, hostRoutes } from './management/hosts.js';
 import { loadRoutes } from './management/load.js';
 import { adminAuth } from './plugins/adminAuth.js';
@@ -10,11 +13,12 @@ import { apiErrorsPlugin } from './plugins/apiErrors.js';
 import type { RouterFigures } from './routerFigures.js';
 import type { RoutingTable } from './routingTable.js';
 
-/** What the operator's routes need; all of them read memory the server keeps. */
+/** What the operator's routes need: the server's memory, and the lifecycle commands go to. */
 export interface AdminDeps {
   adminToken: string;
   table: RoutingTable;
   figures: RouterFigures;
+  lifecycle: OperatorLifecycle;
 }
 
 export interface ManagementDeps {
@@ -27,10 +31,12 @@ export interface ManagementDeps {
 }
 
 /** Every operator route sits in this one scope, behind the admin token. */
-function adminRoutes(deps: AdminDeps & { board: LoadBoard }) {
+function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
   return async (app: FastifyInstance) => {
     await app.register(adminAuth, { adminToken: deps.adminToken });
     await app.register(loadRoutes({ table: deps.table, board: deps.board, figures: deps.figures }));
+    await app.register(deploymentRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
+    await app.register(hostAdminRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
   };
 }
 
@@ -40,6 +46,6 @@ export async function buildManagementApp(deps: ManagementDeps) {
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
   await app.register(hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents }));
-  if (deps.admin) await app.register(adminRoutes({ ...deps.admin, board: deps.board }));
+  if (deps.admin) await app.register(adminRoutes({ ...deps.admin, board: deps.board, db: deps.db }));
   return app;
 }

@@ -11,7 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createStoreActivities } from '../activities/storeActivities.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
-import { inOrder, type SchedulerRef, reportDemand, schedulerSettings, startMeasurement } from '../gateway/lifecycleClient.js';
+import { inOrder, type OperatorLifecycle, type SchedulerRef, reportDemand, schedulerSettings, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
@@ -23,7 +23,7 @@ import type { ServerSettings } from '../settings/serverDocument.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Db } from '../store/db.js';
 import { listDeployments, type SaveResult, saveDeployment } from '../store/deployments.js';
-import { listHosts } from '../store/hosts.js';
+import { listHosts, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
 import { hostFor } from './placement.js';
@@ -76,10 +76,14 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
   const hostQueues = new Map<string, QueueSettings>();
   // Where each host's ingress takes the requests for its engines.
   const hostIngress = new Map<string, string>();
+  // Hosts an operator drained: nothing is placed on them any more.
+  const drainingHosts = new Set<string>();
   for (const host of await listHosts(db)) {
     hostQueues.set(host.id, (host.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
     if (typeof host.settings.ingress_url === 'string') hostIngress.set(host.id, host.settings.ingress_url);
+    if (host.draining) drainingHosts.add(host.id);
   }
+  const placeable = () => [...hostQueues.keys()].filter((h) => !drainingHosts.has(h));
   const schedulerRef = (hostId: string): SchedulerRef => ({
     hostId,
     serverTaskQueue,
@@ -91,7 +95,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     onDemand: inOrder(
       async (demand) => {
         const deployment = table.get(demand.deploymentId);
-        const hostId = deployment && hostFor(deployment, [...hostQueues.keys()]);
+        const hostId = deployment && hostFor(deployment, placeable());
         if (!hostId) {
           logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
           return;
@@ -163,6 +167,27 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signals.engineExited, instance);
   }
 
+  /** Saves a deployment document; a new revision's checkpoint is measured on the host it would run on. */
+  async function deploy(spec: DeploymentSpec): Promise<SaveResult> {
+    const saved = await saveDeployment(db, spec);
+    table.putDeployment(saved.deployment);
+    const { id, revision } = saved.deployment;
+    const hostId = hostFor(table.get(id)!, placeable());
+    if (saved.outcome !== 'unchanged' && hostId) await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue });
+    return saved;
+  }
+
+  const lifecycle: OperatorLifecycle = {
+    hosts: placeable,
+    command: (hostId, update, ...args) => sendCommand(client, schedulerRef(hostId), update, ...args),
+    deploy,
+    async drainHost(hostId) {
+      await setHostDraining(db, hostId, true);
+      drainingHosts.add(hostId);
+      return sendCommand(client, schedulerRef(hostId), 'drainHost');
+    },
+  };
+
   installTemporalRuntime(logger);
   const workerConnection = await NativeConnection.connect({ address });
   const worker = await Worker.create({
@@ -195,7 +220,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
         }
         // A revision deployed while no host could read its checkpoint is measured now.
         for (const d of await listDeployments(db)) {
-          if (d.checkpoint === null && hostFor(table.get(d.id)!, [...hostQueues.keys()]) === hostId) {
+          if (d.checkpoint === null && hostFor(table.get(d.id)!, placeable()) === hostId) {
             await startMeasurement(client, { deploymentId: d.id, revision: d.revision, hostId, serverTaskQueue });
           }
         }
@@ -204,7 +229,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
         await engineGone(hostId, { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation });
       },
     },
-    admin: { adminToken, table, figures: queue },
+    admin: { adminToken, table, figures: queue, lifecycle },
   });
   const managementUrl = await management.listen(listenOn(settings.listen.management));
 
@@ -233,14 +258,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     table,
     board,
     schedulerRef,
-    async deploy(spec) {
-      const saved = await saveDeployment(db, spec);
-      table.putDeployment(saved.deployment);
-      const { id, revision } = saved.deployment;
-      const hostId = hostFor(table.get(id)!, [...hostQueues.keys()]);
-      if (saved.outcome !== 'unchanged' && hostId) await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue });
-      return saved;
-    },
+    deploy,
     /**
      * Takes no more requests (new and waiting ones are answered 503 dispatch closed), lets the
      * running answers finish within the drain bound, then stops the listeners and the worker.

@@ -93,8 +93,10 @@ describe('the host scheduler', () => {
   });
 
   it('parks, preinitializes and deletes on command', async () => {
+    // The park answers once its switch has begun, and runs on in the background.
     const park = await s.command('park', { deploymentId: ids['chat-c']! });
-    expect(park).toMatchObject({ deploymentId: ids['chat-c'], state: 'parked', switchId: expect.any(String) });
+    expect(park).toMatchObject({ deploymentId: ids['chat-c'], state: 'parking', switchId: expect.any(String) });
+    await s.until(ids['chat-c']!, 'parked');
 
     const pre = await s.command('preinitialize', { deploymentId: ids['chat-d']! });
     expect(pre).toMatchObject({ deploymentId: ids['chat-d'], state: 'parked' });
@@ -144,7 +146,8 @@ describe('the host scheduler', () => {
     it('is refused a park that needs room in the parked set, and serves on', async () => {
       // chat-b's copy fills host RAM; chat-x (host_backed) would have no room for its own.
       const park = await s.command('park', { deploymentId: ids['chat-b']! });
-      expect(park.state).toBe('parked');
+      expect(park.state).toBe('parking');
+      await s.until(ids['chat-b']!, 'parked');
       expect((await s.entry(ids['chat-b']!))?.hostRamBytes).toBe(4 * GiB);
       expect(await s.command('start', { deploymentId: x, evict: false })).toMatchObject({ state: 'ready' });
 

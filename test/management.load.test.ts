@@ -6,6 +6,7 @@ import { type InstanceSample, LoadBoard } from '../gateway/loadBoard.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
 import type { RouterFigures } from '../gateway/routerFigures.js';
 import { RoutingTable } from '../gateway/routingTable.js';
+import { recordingLifecycle } from './support/operatorLifecycle.js';
 import { loadSettings } from '../settings/load.js';
 import type { Db } from '../store/db.js';
 
@@ -89,12 +90,13 @@ describe('GET /management/v1/metrics/load', () => {
 
   beforeAll(async () => {
     vi.useFakeTimers({ toFake: ['Date'], now: NOW });
+    const table = routingTable();
     app = await buildManagementApp({
       db: noQueries,
       board: loadBoard(),
       hostEvents: { registered: async () => {}, engineExited: async () => {} },
       logger: pino({ level: 'silent' }),
-      admin: { adminToken: ADMIN_TOKEN, table: routingTable(), figures },
+      admin: { adminToken: ADMIN_TOKEN, table, figures, lifecycle: recordingLifecycle(noQueries, table) },
     });
   });
   afterAll(async () => {

@@ -1,60 +1,38 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import OpenAI from 'openai';
 import pino from 'pino';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startMeasurement } from '../gateway/lifecycleClient.js';
-import { type RunningHostAgent, startHostAgent } from '../hostAgent/agent.js';
+import type { RunningHostAgent } from '../hostAgent/agent.js';
 import { type RunningServer, startServer } from '../server/server.js';
 import { loadSettings } from '../settings/load.js';
 import { type Deployment, saveDeployment } from '../store/deployments.js';
-import { issueHostToken } from '../store/hosts.js';
 import { CAPYCTL, capyctl } from './support/capyctl.js';
+import { ADMIN_TOKEN, type ServerBench, startServerBench } from './support/serverBench.js';
 import { simDeployment } from './support/lifecycle.js';
-import { simHostYaml } from './support/simHost.js';
-import { type FreshDatabase, freshDatabase } from './support/postgres.js';
+import { freshDatabase } from './support/postgres.js';
 import { until } from './support/until.js';
 
-const ADMIN_TOKEN = 'capy_admin_test';
-
 describe('the server with a host agent: a request starts its model, and another switches the GPU', () => {
-  let fresh: FreshDatabase;
+  let bench: ServerBench;
   let server: RunningServer;
   let host: RunningHostAgent;
-  const hostId = `gpu-box-${randomUUID().slice(0, 8)}`;
+  let hostId: string;
   let a: Deployment;
   let b: Deployment;
 
   beforeAll(async () => {
-    fresh = await freshDatabase(inject('postgresAdminUrl'));
-    const settings = loadSettings('server', {
-      env: {},
-      text: `listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }\ntemporal: { address: "${inject('temporalAddress')}" }\nswitching: { drain_timeout: 5s, start_timeout: 60s }\n`,
+    // One 5 GiB model at a time.
+    bench = await startServerBench({
+      gpuMemory: '8GiB',
+      serverYaml: 'switching: { drain_timeout: 5s, start_timeout: 60s }',
+      hostYaml: 'resource_policy: { queue: { admission_window: 200ms } }',
     });
-    server = await startServer({ settings, serverId: randomUUID().slice(0, 8), adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
-    const token = await issueHostToken(fresh.db);
-    host = await startHostAgent(
-      loadSettings('host', {
-        env: {},
-        text: simHostYaml({
-          hostId,
-          serverUrl: server.managementUrl,
-          token,
-          temporalAddress: inject('temporalAddress'),
-          dataDir: join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host'),
-          // One 5 GiB model at a time.
-          gpuMemory: '8GiB',
-          extra: 'resource_policy: { queue: { admission_window: 200ms } }',
-        }),
-      }),
-      pino({ level: 'warn' }),
-    );
+    ({ server, host, hostId } = bench);
     for (const name of ['chat-a', 'chat-b']) {
-      const { deployment } = await saveDeployment(fresh.db, loadSettings('deployment', { text: simDeployment(name) }));
+      const { deployment } = await saveDeployment(bench.fresh.db, loadSettings('deployment', { text: simDeployment(name) }));
       server.table.putDeployment(deployment);
       const measuring = await startMeasurement(server.client, { deploymentId: deployment.id, revision: 1, hostId, serverTaskQueue: server.serverTaskQueue });
       await measuring.result();
@@ -64,9 +42,7 @@ describe('the server with a host agent: a request starts its model, and another 
   });
 
   afterAll(async () => {
-    await host?.stop();
-    await server?.stop();
-    await fresh?.drop();
+    await bench?.close();
   });
 
   /** A chat completion through the server's inference listener, as a client sends it. */
@@ -149,7 +125,8 @@ describe('the server with a host agent: a request starts its model, and another 
       text: `listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }\ntemporal: { address: "${inject('temporalAddress')}" }\n`,
     });
     await server.stop();
-    server = await startServer({ settings, serverId, adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
+    server = await startServer({ settings, serverId, adminToken: ADMIN_TOKEN, db: bench.fresh.db, logger: pino({ level: 'warn' }) });
+    bench.server = server;
     const started = Date.now();
     expect((await ask(b)).split(' ')).toHaveLength(4);
     expect(Date.now() - started).toBeLessThan(2_000);

@@ -206,7 +206,13 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
 
   // ─── Transitions: every one is a child switch ──────────────────────────────────────────────────
 
-  async function runSwitch(target: SwitchTarget | null, victims: SwitchVictim[], admissionWindowMs: number | null, checkpoints: Record<string, Checkpoint>) {
+  async function runSwitch(
+    target: SwitchTarget | null,
+    victims: SwitchVictim[],
+    admissionWindowMs: number | null,
+    checkpoints: Record<string, Checkpoint>,
+    begun?: (switchId: string) => void,
+  ) {
     const switchInput: SwitchInput = {
       switchId: uuid4(),
       hostId,
@@ -218,6 +224,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       timeouts: { drainMs: settings.drainMs, wakeWindowMs: settings.wakeWindowMs, startMs: settings.startMs },
     };
     runningSwitchId = switchInput.switchId;
+    begun?.(switchInput.switchId);
     try {
       const result = await executeChild(switchWorkflow, {
         workflowId: workflowIds.switch(switchInput.switchId),
@@ -303,9 +310,9 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   }
 
   /** Takes `v`'s ready or parked instance away, with no target: an operator's park or stop, an idle timer. */
-  function release(v: Viewed, how: Release) {
+  function release(v: Viewed, how: Release, begun?: (switchId: string) => void) {
     const entry = entryOf(v.id)!;
-    return runSwitch(null, [{ name: v.name, instance: entry.instance, release: how }], null, { [v.id]: v.checkpoint });
+    return runSwitch(null, [{ name: v.name, instance: entry.instance, release: how }], null, { [v.id]: v.checkpoint }, begun);
   }
   const operatorStop: Release = { kind: 'stop', reason: 'operator' };
 
@@ -340,7 +347,8 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
 
   // ─── Commands ─────────────────────────────────────────────────────────────────────────────────
 
-  async function runCommand(command: Command): Promise<CommandReceipt[] | typeof WAIT> {
+  /** `answer` settles the command's update before the command has finished (a park runs in the background). */
+  async function runCommand(command: Command, answer: (receipts: CommandReceipt[]) => void): Promise<CommandReceipt[] | typeof WAIT> {
     if (command.kind === 'drainHost') return drainHost();
     const { deploymentId } = command;
     switch (command.kind) {
@@ -365,7 +373,11 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       case 'park': {
         const v = await viewMeasured(deploymentId);
         if (entryOf(v.id)?.state !== 'ready') return [receipt(v.id)];
-        return [receipt(v.id, await release(v, asRelease(parkPlanOf(v, entryOf(v.id)!))))];
+        // Parking runs in the background (spec, "Park and wake"): the receipt answers once the
+        // switch has begun, after every refusal was decided, and names it.
+        const how = asRelease(parkPlanOf(v, entryOf(v.id)!));
+        const state = how.kind === 'park' ? 'parking' : 'stopping';
+        return [receipt(v.id, await release(v, how, (switchId) => answer([{ deploymentId: v.id, switchId, victims: [], state }])))];
       }
       case 'stop':
       case 'delete': {
@@ -480,7 +492,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     if (await runIdleTimers()) return true;
     for (const job of [...jobs]) {
       try {
-        const receipts = await runCommand(job.command);
+        const receipts = await runCommand(job.command, job.resolve);
         if (receipts === WAIT) continue;
         job.resolve(receipts);
       } catch (e) {

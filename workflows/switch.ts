@@ -44,6 +44,11 @@ const HEARTBEAT_TIMEOUT_MS = 5_000;
 const GATEWAY_MARGIN_MS = 10_000;
 /** The store's writes are single rows. */
 const STORE_TIMEOUT_MS = 30_000;
+/**
+ * An in-between state (`parking` …) is written beside the step it names: one stranded on a worker
+ * that died is tried again after this, not after the 30 s above, so it does not hold the step up.
+ */
+const IN_BETWEEN_TIMEOUT_MS = 5_000;
 /** How often the drain asks a victim's engine whether it still runs or queues anything. */
 const ENGINE_POLL_MS = 250;
 const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
@@ -75,6 +80,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       retry: RETRY,
     });
   const store = proxyActivities<StoreActivities>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: STORE_TIMEOUT_MS, retry: RETRY });
+  const inBetween = proxyActivities<Pick<StoreActivities, 'saveInstance'>>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: IN_BETWEEN_TIMEOUT_MS, retry: RETRY });
 
   upsertSearchAttributes([
     ...(target ? [{ key: searchAttributes.target, value: target.name }] : []),
@@ -101,13 +107,28 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     Promise.all(ids.map((id) => store.describeDeployment({ deploymentId: id, hostId }))),
   ]);
   const checkpoints = new Map<string, Checkpoint>(views.map((v) => [v.id, v.checkpoint]));
-  const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
+  const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null, writer: Pick<StoreActivities, 'saveInstance'> = store) => {
     const c = checkpoints.get(instance.deploymentId) ?? null;
     const weights = c?.weightBytes ?? 0;
-    const gpuBytes = state === 'ready' ? weights + (c?.kvBytes ?? 0) : state === 'parked' && tier === 'kv_only' ? weights : 0;
+    // An instance on its way in or out still holds (or has reserved) what it holds ready.
+    const onGpu = state === 'ready' || state === 'starting' || state === 'waking' || state === 'parking' || state === 'stopping';
+    const gpuBytes = onGpu ? weights + (c?.kvBytes ?? 0) : state === 'parked' && tier === 'kv_only' ? weights : 0;
     const hostRamBytes = state === 'parked' && tier === 'host_ram' ? weights : 0;
     const { deploymentId, instanceIndex: index, generation } = instance;
-    return store.saveInstance({ deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes });
+    return writer.saveInstance({ deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes });
+  };
+  /**
+   * Runs a step while its in-between state (`parking`, `waking` …) is written, so a list shows what
+   * is happening without the write adding to the waiters' clock. The write is awaited even when the
+   * step fails: it must not land after the state that follows.
+   */
+  const during = async <T>(instance: InstanceRef, state: InstanceState, tier: ParkTier | null, step: () => Promise<T>): Promise<T> => {
+    const saving = saveInstance(instance, state, tier, inBetween);
+    try {
+      return await step();
+    } finally {
+      await saving;
+    }
   };
 
   const result = await runSwitch();
@@ -227,7 +248,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     let parkFailed = false;
     if (release.kind === 'park') {
       try {
-        await host(timeouts.startMs).parkEngine({ key: v.instance, tier: release.tier });
+        await during(v.instance, 'parking', release.tier, () => host(timeouts.startMs).parkEngine({ key: v.instance, tier: release.tier }));
         await saveInstance(v.instance, 'parked', release.tier);
         return { result: done(releaseLine(release), 'parked', release.tier), parkFailed };
       } catch (e) {
@@ -237,7 +258,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       }
     }
     await CancellationScope.nonCancellable(async () => {
-      await host(timeouts.startMs).stopEngine({ key: v.instance });
+      await during(v.instance, 'stopping', null, () => host(timeouts.startMs).stopEngine({ key: v.instance }));
       await saveInstance(v.instance, 'stopped', null);
     });
     return { result: done(stopLine(release), 'stopped', null), parkFailed };
@@ -248,10 +269,11 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     const id = t.instance.deploymentId;
     try {
       if (t.action === 'start') {
-        await startAndRecord(t);
+        await during(t.instance, 'starting', t.tier, () => startAndRecord(t));
         return null;
       }
-      return (await wakeAndCheck(t)) ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
+      const mismatch = await during(t.instance, 'waking', t.tier, () => wakeAndCheck(t));
+      return mismatch ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
     } catch (e) {
       const cause = failureKind(e);
       if (t.action === 'start') return { outcome: 'start_failed', error: apiErrors.startFailed(id, startFailureReason(cause, timeouts.startMs)) };

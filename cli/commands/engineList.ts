@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { engineTraits } from '../../activities/engines/traits.js';
 import { engineNames } from '../../domain/vocabulary.js';
 import { type Command, exitCodes } from '../command.js';
+import { table } from '../table.js';
 
 const enabled = (on: boolean) => (on ? 'enabled' : 'disabled');
 
@@ -17,16 +18,6 @@ function engineRow(name: (typeof engineNames.options)[number]) {
     default_max_running: defaultMaxRunning ?? null,
     max_running_option: maxRunningOption,
   };
-}
-
-/**
- * Laid out like the spec's `capyctl list deployments`: upper-case headers, each column as wide as
- * its longest cell and three spaces more, the last one not padded.
- */
-function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: readonly string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]! + 3))).join('');
-  return [header, ...rows].map(line).join('\n') + '\n';
 }
 
 export const engineList: Command = {

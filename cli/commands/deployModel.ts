@@ -1,0 +1,40 @@
+/**
+ * `capyctl deploy model --file F`: validates the deployment document here (every problem with its
+ * field and reason, exit 2) and deploys it. A changed spec makes a new revision, whose checkpoint
+ * is then measured; `capyctl start deployment NAME --wait` waits for that.
+ */
+import type { DeployReply } from '../../gateway/management/deployments.js';
+import { loadSettingsFile, SettingsError } from '../../settings/load.js';
+import { exitCodes } from '../command.js';
+import { operatorCommand, printJson } from '../operatorCommand.js';
+
+export const deployModel = operatorCommand({
+  words: ['deploy', 'model'],
+  summary: 'deploy a model from its deployment document; a changed spec makes a new revision',
+  positionals: [],
+  options: { file: { type: 'string' } },
+  flagsUsage: '--file my-model.yaml',
+  example: 'capyctl deploy model --file my-model.yaml',
+  async run({ api, flags, json }) {
+    if (typeof flags.file !== 'string') {
+      process.stderr.write('capyctl: deploy model needs --file with the deployment document\n');
+      return exitCodes.usage;
+    }
+    let spec;
+    try {
+      spec = loadSettingsFile('deployment', flags.file);
+    } catch (e) {
+      if (!(e instanceof SettingsError)) throw e;
+      process.stderr.write(`${e.message}\n`);
+      return exitCodes.usage;
+    }
+    const reply = await api.call<DeployReply>('POST', '/deployments', spec);
+    const d = reply.deployment;
+    if (json) printJson(reply);
+    else {
+      const checkpoint = d.checkpoint === 'measured' ? 'its checkpoint is measured' : 'its checkpoint is being measured';
+      process.stdout.write(`${d.name}: ${reply.outcome}, revision ${d.revision} (deployment ${d.deployment_id}); ${checkpoint}\n`);
+    }
+    return exitCodes.ok;
+  },
+});

@@ -1,0 +1,18 @@
+/** `capyctl drain host ID`: nothing is placed on the host any more, and what it holds stops. */
+import type { DrainReply } from '../../gateway/management/hostAdmin.js';
+import { exitCodes } from '../command.js';
+import { operatorCommand, printJson } from '../operatorCommand.js';
+import { receiptText } from '../receipt.js';
+
+export const drainHost = operatorCommand({
+  words: ['drain', 'host'],
+  summary: 'drain a host: stop every model it holds and place nothing on it any more',
+  positionals: ['ID'],
+  example: 'capyctl drain host gpu-box',
+  async run({ api, args: [id], json }) {
+    const reply = await api.call<DrainReply>('POST', `/hosts/${encodeURIComponent(id!)}/drain`);
+    if (json) printJson(reply);
+    else process.stdout.write(`${reply.host_id}: draining\n${reply.released.map(receiptText).join('')}`);
+    return exitCodes.ok;
+  },
+});

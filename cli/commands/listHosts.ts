@@ -1,0 +1,29 @@
+/** `capyctl list hosts [--json]`: the registered hosts, their GPUs and whether they drain. */
+import type { HostBody } from '../../gateway/management/hostAdmin.js';
+import { formatBytes } from '../../settings/units.js';
+import { exitCodes } from '../command.js';
+import { operatorCommand, printJson } from '../operatorCommand.js';
+import { table } from '../table.js';
+
+export const listHosts = operatorCommand({
+  words: ['list', 'hosts'],
+  summary: 'list the registered hosts: GPUs, host RAM, and whether they are draining',
+  positionals: [],
+  example: 'capyctl list hosts',
+  async run({ api, json }) {
+    const { hosts } = await api.call<{ hosts: HostBody[] }>('GET', '/hosts');
+    if (json) {
+      printJson(hosts);
+      return exitCodes.ok;
+    }
+    const rows = hosts.map((h) => [
+      h.host_id,
+      h.gpus.map((g) => `${formatBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-',
+      h.host_ram_bytes === null ? '-' : formatBytes(h.host_ram_bytes),
+      h.draining ? 'draining' : 'ready',
+      h.last_seen_at,
+    ]);
+    process.stdout.write(table(['ID', 'GPUS', 'HOST RAM', 'STATE', 'LAST SEEN'], rows));
+    return exitCodes.ok;
+  },
+});

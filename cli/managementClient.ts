@@ -1,0 +1,90 @@
+/**
+ * How the operator's commands reach the management API: its URL (`--server`, CAPYCTL_SERVER, else
+ * the default management listener) and the admin token (`--admin-token`, CAPYCTL_ADMIN_TOKEN, else
+ * the file the standalone writes: `--admin-token-file`, CAPYCTL_ADMIN_TOKEN_FILE, else
+ * `.data/admin-token` under the working directory).
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Agent, request } from 'undici';
+import type { ErrorCode } from '../domain/catalogue.js';
+
+export const DEFAULT_SERVER = 'http://127.0.0.1:7443';
+/** Where the standalone writes its admin token, under its default data_dir. */
+export const DEFAULT_ADMIN_TOKEN_FILE = '.data/admin-token';
+
+/** The options every operator command takes, for `parseArgs`. */
+export const connectionOptions = {
+  server: { type: 'string' },
+  'admin-token': { type: 'string' },
+  'admin-token-file': { type: 'string' },
+} as const;
+
+export interface ConnectionFlags {
+  server?: string;
+  'admin-token'?: string;
+  'admin-token-file'?: string;
+}
+
+/** A problem the operator fixes before the command can run (exit code 2). */
+export class ConnectionSetupError extends Error {}
+
+/** The API said no: its code and message, printed as one line. */
+export class ApiRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode | string,
+    readonly apiMessage: string,
+  ) {
+    super(`${code}: ${apiMessage}`);
+    this.name = 'ApiRefusal';
+  }
+}
+
+function adminToken(flags: ConnectionFlags, env: NodeJS.ProcessEnv): string {
+  const given = flags['admin-token'] ?? env.CAPYCTL_ADMIN_TOKEN;
+  if (given) return given;
+  const file = resolve(flags['admin-token-file'] ?? env.CAPYCTL_ADMIN_TOKEN_FILE ?? DEFAULT_ADMIN_TOKEN_FILE);
+  try {
+    const token = readFileSync(file, 'utf8').trim();
+    if (token) return token;
+  } catch {
+    // Said below, with every way to give the token.
+  }
+  throw new ConnectionSetupError(
+    `no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file (CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${file} is missing or empty`,
+  );
+}
+
+// Commands wait as long as the lifecycle takes (a start waits for ready, or for memory).
+const patient = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+
+export interface ManagementClient {
+  readonly url: string;
+  call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T>;
+}
+
+export function managementClient(flags: ConnectionFlags, env: NodeJS.ProcessEnv = process.env): ManagementClient {
+  const url = (flags.server ?? env.CAPYCTL_SERVER ?? DEFAULT_SERVER).replace(/\/+$/, '');
+  const token = adminToken(flags, env);
+  return {
+    url,
+    async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+      const reply = await request(`${url}/management/v1${path}`, {
+        method,
+        dispatcher: patient,
+        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      }).catch((e: Error & { code?: string }) => {
+        throw new ApiRefusal(0, 'unreachable', `the management API at ${url} did not answer: ${e.code ?? e.message}`);
+      });
+      const text = await reply.body.text();
+      const parsed = text ? (JSON.parse(text) as unknown) : undefined;
+      if (reply.statusCode >= 400) {
+        const error = parsed as { code?: string; message?: string } | undefined;
+        throw new ApiRefusal(reply.statusCode, error?.code ?? `http_${reply.statusCode}`, error?.message ?? text);
+      }
+      return parsed as T;
+    },
+  };
+}

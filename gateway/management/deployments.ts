@@ -1,0 +1,166 @@
+/**
+ * The operator's deployment routes (`capyctl deploy`, `start`, `stop`, `park`, `preinitialize`,
+ * `delete`, `list deployments`, `status deployment`). A command goes to the scheduler of the host the
+ * deployment runs on, and answers with its receipt, which names the switch that carried it out.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { apiErrors, CapyError } from '../../domain/catalogue.js';
+import { activations, instanceStates, type InstanceState } from '../../domain/vocabulary.js';
+import { hostFor } from '../../server/placement.js';
+import { deploymentDocument } from '../../settings/deploymentDocument.js';
+import type { Db } from '../../store/db.js';
+import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
+import type { CommandReceipt } from '../../workflows/definitions.js';
+import type { OperatorLifecycle } from '../lifecycleClient.js';
+import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
+
+export const deploymentBody = z.object({
+  deployment_id: z.string(),
+  name: z.string(),
+  revision: z.number().int(),
+  /** The state of its instance; `stopped` before its first start. */
+  state: instanceStates,
+  ready_instances: z.number().int(),
+  /** One instance per deployment in this release. */
+  desired_instances: z.number().int(),
+  /** The hosts that hold an instance of it (ready, parked, or on the way). */
+  hosts: z.array(z.string()),
+  activation: activations,
+  operator_stopped: z.boolean(),
+  /** The current revision's checkpoint: a start is refused until it is measured. */
+  checkpoint: z.enum(['measured', 'measuring']),
+  instances: z.array(z.object({ index: z.number().int(), host_id: z.string(), generation: z.number().int(), state: instanceStates })),
+  spec: deploymentDocument,
+});
+export type DeploymentBody = z.infer<typeof deploymentBody>;
+
+export const receiptBody = z.object({
+  deployment_id: z.string(),
+  name: z.string(),
+  /** The switch that carried the command out: workflow `switch/<switch_id>` in the Temporal Web UI. */
+  switch_id: z.string().optional(),
+  victims: z.array(z.object({ deployment_id: z.string(), name: z.string(), instance_index: z.number().int(), released: z.string() })),
+  state: instanceStates,
+});
+export type ReceiptBody = z.infer<typeof receiptBody>;
+
+export const deployReply = z.object({ outcome: z.enum(['created', 'revised', 'unchanged']), deployment: deploymentBody });
+export type DeployReply = z.infer<typeof deployReply>;
+
+const refParams = z.strictObject({ ref: z.string().min(1) });
+const startBody = z.strictObject({ evict: z.boolean().default(false) }).prefault({});
+const commands = ['stop', 'park', 'preinitialize'] as const;
+
+/**
+ * A command's receipt as the API sends it, each deployment with its name. `name` is the command's
+ * deployment's, which a deleted one no longer has in the table.
+ */
+export function renderReceipt(r: CommandReceipt, name: string, table: RoutingTable): ReceiptBody {
+  const nameOf = (id: string) => table.get(id)?.name ?? id;
+  return {
+    deployment_id: r.deploymentId,
+    name,
+    ...(r.switchId ? { switch_id: r.switchId } : {}),
+    victims: r.victims.map((v) => ({ deployment_id: v.deploymentId, name: nameOf(v.deploymentId), instance_index: v.instanceIndex, released: v.released })),
+    state: r.state,
+  };
+}
+
+/** A deployment's state for its list row: its instance's (one per deployment), or `stopped` before any. */
+function deploymentState(instances: readonly RoutedInstance[]): InstanceState {
+  return instances.find((i) => i.observedState === 'ready')?.observedState ?? instances[0]?.observedState ?? 'stopped';
+}
+
+export interface DeploymentRouteDeps {
+  db: Db;
+  table: RoutingTable;
+  lifecycle: OperatorLifecycle;
+}
+
+export function deploymentRoutes(deps: DeploymentRouteDeps) {
+  const { db, table, lifecycle } = deps;
+
+  /**
+   * The catalogue's row with the instances as the routing table holds them: the table learns a
+   * target is ready before its waiters are answered, so a list after an answer shows it ready.
+   */
+  function render(d: Deployment): DeploymentBody {
+    const instances = table.get(d.id)?.instances ?? [];
+    return {
+      deployment_id: d.id,
+      name: d.name,
+      revision: d.revision,
+      state: deploymentState(instances),
+      ready_instances: instances.filter((i) => i.observedState === 'ready').length,
+      desired_instances: 1,
+      hosts: [...new Set(instances.filter((i) => i.observedState !== 'stopped').map((i) => i.hostId))],
+      activation: table.get(d.id)?.activation ?? d.spec.lifecycle.activation,
+      operator_stopped: d.operatorStopped,
+      checkpoint: d.checkpoint === null ? 'measuring' : 'measured',
+      instances: instances.map((i) => ({ index: i.index, host_id: i.hostId, generation: i.generation, state: i.observedState })),
+      spec: d.spec,
+    };
+  }
+
+  async function find(ref: string): Promise<Deployment> {
+    const d = await findDeployment(db, ref);
+    if (!d) throw new CapyError(apiErrors.notFound('deployment', ref));
+    return d;
+  }
+
+  /** The host whose scheduler decides for the deployment: where it is held, else where it may run. */
+  function hostOf(d: Deployment): string | undefined {
+    const routed: RoutedDeployment = table.get(d.id) ?? { ...d, activation: d.spec.lifecycle.activation, instances: [] };
+    return hostFor(routed, lifecycle.hosts());
+  }
+  function requireHost(d: Deployment): string {
+    const hostId = hostOf(d);
+    if (!hostId) throw new CapyError(apiErrors.noHost(d.name));
+    return hostId;
+  }
+
+  return async (app: FastifyInstance) => {
+    const routes = app.withTypeProvider<ZodTypeProvider>();
+
+    routes.post('/management/v1/deployments', { schema: { body: deploymentDocument, response: { 200: deployReply, 201: deployReply } } }, async (request, reply) => {
+      // A new revision is measured where it may run; with no host yet, the host's registration starts it.
+      const { deployment, outcome } = await lifecycle.deploy(request.body);
+      request.log.info({ deploymentId: deployment.id, revision: deployment.revision, outcome }, 'deployment saved');
+      return reply.code(outcome === 'created' ? 201 : 200).send({ outcome, deployment: render(deployment) });
+    });
+
+    routes.get('/management/v1/deployments', { schema: { response: { 200: z.object({ deployments: z.array(deploymentBody) }) } } }, async () => {
+      return { deployments: (await listDeployments(db)).map(render) };
+    });
+
+    routes.get('/management/v1/deployments/:ref', { schema: { params: refParams, response: { 200: deploymentBody } } }, async (request) => {
+      return render(await find(request.params.ref));
+    });
+
+    routes.post('/management/v1/deployments/:ref/start', { schema: { params: refParams, body: startBody, response: { 200: receiptBody } } }, async (request) => {
+      const d = await find(request.params.ref);
+      // Refused here too, so a checkpoint that waits for a host to measure it is not mistaken for a missing host.
+      if (d.checkpoint === null) throw new CapyError(apiErrors.checkpointUnmeasured(d.name));
+      return renderReceipt(await lifecycle.command(requireHost(d), 'start', { deploymentId: d.id, evict: request.body.evict }), d.name, table);
+    });
+
+    for (const command of commands) {
+      routes.post(`/management/v1/deployments/:ref/${command}`, { schema: { params: refParams, response: { 200: receiptBody } } }, async (request) => {
+        const d = await find(request.params.ref);
+        return renderReceipt(await lifecycle.command(requireHost(d), command, { deploymentId: d.id }), d.name, table);
+      });
+    }
+
+    routes.delete('/management/v1/deployments/:ref', { schema: { params: refParams, response: { 200: receiptBody } } }, async (request) => {
+      const d = await find(request.params.ref);
+      const hostId = hostOf(d);
+      if (hostId) return renderReceipt(await lifecycle.command(hostId, 'delete', { deploymentId: d.id }), d.name, table);
+      // No host may run it, so none holds it: there is nothing to stop, only the catalogue entry.
+      await deleteDeployment(db, d.id);
+      table.removeDeployment(d.id);
+      return { deployment_id: d.id, name: d.name, victims: [], state: 'stopped' as const };
+    });
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * The operator's host routes (`capyctl list hosts`, `drain host`, `create host-token`), behind the
+ * admin token; the routes a host agent calls with its own token are in `hosts.ts`.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { apiErrors, CapyError } from '../../domain/catalogue.js';
+import { memoryKinds } from '../../domain/vocabulary.js';
+import type { Db } from '../../store/db.js';
+import { findHost, issueHostToken, listHosts } from '../../store/hosts.js';
+import type { OperatorLifecycle } from '../lifecycleClient.js';
+import type { RoutingTable } from '../routingTable.js';
+import { receiptBody, renderReceipt } from './deployments.js';
+
+export const hostBody = z.object({
+  host_id: z.string(),
+  gpus: z.array(z.object({ index: z.number().int(), name: z.string(), memory_bytes: z.number(), memory_kind: memoryKinds })),
+  /** Null when the host did not say. */
+  host_ram_bytes: z.number().nullable(),
+  draining: z.boolean(),
+  last_seen_at: z.string(),
+});
+export type HostBody = z.infer<typeof hostBody>;
+
+export const drainReply = z.object({ host_id: z.string(), draining: z.literal(true), released: z.array(receiptBody) });
+export type DrainReply = z.infer<typeof drainReply>;
+
+export const hostTokenReply = z.object({ token: z.string() });
+
+const hostParams = z.strictObject({ hostId: z.string().min(1) });
+
+export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: OperatorLifecycle }) {
+  return async (app: FastifyInstance) => {
+    const routes = app.withTypeProvider<ZodTypeProvider>();
+
+    routes.get('/management/v1/hosts', { schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } }, async () => ({
+      hosts: (await listHosts(deps.db)).map((h) => ({
+        host_id: h.id,
+        gpus: h.gpus.map((g) => ({ index: g.index, name: g.name, memory_bytes: g.memoryBytes, memory_kind: g.memoryKind })),
+        host_ram_bytes: h.hostRamBytes,
+        draining: h.draining,
+        last_seen_at: new Date(h.lastSeenAt).toISOString(),
+      })),
+    }));
+
+    routes.post('/management/v1/hosts/:hostId/drain', { schema: { params: hostParams, response: { 200: drainReply } } }, async (request) => {
+      const { hostId } = request.params;
+      if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+      const receipts = await deps.lifecycle.drainHost(hostId);
+      request.log.info({ hostId, released: receipts.length }, 'host drained');
+      const nameOf = (id: string) => deps.table.get(id)?.name ?? id;
+      return { host_id: hostId, draining: true as const, released: receipts.map((r) => renderReceipt(r, nameOf(r.deploymentId), deps.table)) };
+    });
+
+    // Shown once: only its hash is stored.
+    routes.post('/management/v1/host-tokens', { schema: { response: { 201: hostTokenReply } } }, async (request, reply) => {
+      const token = await issueHostToken(deps.db);
+      request.log.info('host token issued');
+      return reply.code(201).send({ token });
+    });
+  };
+}

@@ -1,0 +1,257 @@
+/**
+ * The operator's `capyctl`, run as a child process against `capyctl start standalone` (another
+ * child process) on a simulated card that holds one model at a time: the spec's "Park and wake" and
+ * "Switch between models" sequences, as the tables, receipts, JSON, exit codes and refusal lines a
+ * person sees. Every command finds the admin token where the standalone wrote it.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { apiErrors } from '../domain/catalogue.js';
+import { type CliResult, capyctl } from './support/capyctl.js';
+import { simDeployment } from './support/lifecycle.js';
+import { type StandaloneProcess, startStandaloneProcess } from './support/standalone.js';
+import { until } from './support/until.js';
+
+const ULID = '[0-9A-HJKMNP-TV-Z]{26}';
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+
+describe('capyctl over the management API', () => {
+  let standalone: StandaloneProcess;
+  let temporal: Client;
+  let host: string;
+  /** The standalone's working folder: its admin token is in `.data/admin-token` there. */
+  const dir = mkdtempSync(join(tmpdir(), 'capyctl-cli-'));
+
+  const env = () => ({ CAPYCTL_SERVER: standalone.managementUrl, CAPYCTL_ADMIN_TOKEN: '' });
+  const cli = (...args: string[]) => capyctl(args, env(), dir);
+  const file = (name: string, text: string) => {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  };
+  const ok = (r: CliResult) => {
+    expect(r.code, r.stderr).toBe(0);
+    return r.stdout;
+  };
+  /** Refused by the API: exit 1 and one line naming its code and message. */
+  const refused = (r: CliResult, error: { code: string; message: string }) => {
+    expect(r).toMatchObject({ code: 1, stdout: '', stderr: `capyctl: ${error.code}: ${error.message}\n` });
+  };
+  const list = async () => ok(await cli('list', 'deployments'));
+  /** `capyctl list deployments`, run again until it shows `expected`. */
+  const listUntil = (expected: string) => until(`the list to show\n${expected}`, async () => ((await list()) === expected ? true : undefined), 30_000);
+  const idOf = async (name: string) => (JSON.parse(ok(await cli('status', 'deployment', name, '--json'))) as { deployment_id: string }).deployment_id;
+
+  /** A request for `model`, as a client sends it (spec, "Make a request"). */
+  async function ask(model: string) {
+    const reply = await request(`${standalone.inferenceUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
+    });
+    return { status: reply.statusCode, body: (await reply.body.json()) as Record<string, unknown> };
+  }
+
+  beforeAll(async () => {
+    standalone = await startStandaloneProcess({
+      dir,
+      temporalAddress: inject('temporalAddress'),
+      hostId: `gpu-box-${randomUUID().slice(0, 8)}`,
+      // One 5 GiB model at a time (the embedded 8 GiB card); parked copies go to host RAM.
+      sets: ['examples=false', 'host.host_ram=64GiB', 'host.resource_policy.queue.admission_window=100ms'],
+    });
+    host = standalone.hostId;
+    temporal = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
+  }, 120_000);
+
+  afterAll(async () => {
+    await temporal?.connection.close();
+    expect(await standalone?.stop()).toBe(0);
+  });
+
+  it('refuses a document with every problem named by its field and reason, exit 2', async () => {
+    const bad = file('bad.yaml', 'name: bad-model\nengine: llama\nmodel: x\nresidency: sometimes\ncolour: red\n');
+    const r = await cli('deploy', 'model', '--file', bad);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    const lines = r.stderr.split('\n');
+    expect(lines[0]).toBe(`invalid deployment settings in ${bad}:`);
+    expect(lines.filter((l) => l.startsWith('  - ')).map((l) => l.split(':')[0])).toEqual(['  - engine', '  - residency', '  - colour']);
+  });
+
+  it('deploys a model; a start before its checkpoint is measured is refused and names --wait', async () => {
+    const r = await cli('deploy', 'model', '--file', file('my-model.yaml', simDeployment('my-model', 'vllm', ['--sim-park-ms', '3000'])));
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(r.stdout).toMatch(new RegExp(`^my-model: created, revision 1 \\(deployment ${ULID}\\); its checkpoint is being measured\\n$`));
+
+    // Only a host that has not registered yet may run it: its checkpoint waits for that host.
+    ok(await cli('deploy', 'model', '--file', file('later.yaml', simDeployment('later-model', 'vllm', [], 'hosts: [gpu-later]'))));
+    refused(await cli('start', 'deployment', 'later-model'), apiErrors.checkpointUnmeasured('later-model'));
+    expect(ok(await cli('delete', 'deployment', 'later-model'))).toBe('later-model: stopped\n');
+  });
+
+  it('starts with --wait, saying what it waits for, and lists it ready', async () => {
+    const r = await cli('start', 'deployment', 'my-model', '--wait');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^my-model: ready\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\n$`));
+    // Not a terminal: plain lines, the last saying how long.
+    expect(r.stderr).toMatch(/(^|\n)waiting for my-model to be ready\nwaited \d+\.\ds for my-model to be ready\n$/);
+    expect(await list()).toBe(
+      ['NAME       STATE   READY   REVISION   HOSTS', `my-model   ready   1/1     1          ${host}`, ''].join('\n'),
+    );
+  });
+
+  it('parks in the background: parking, then parked; a request wakes it (spec, "Park and wake")', async () => {
+    const r = await cli('park', 'deployment', 'my-model');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^my-model: parking\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\nparking runs in the background; run \`capyctl list deployments\` until it shows parked\\n$`,
+      ),
+    );
+    // The park takes 3 s on this engine: the list shows it parking first.
+    await listUntil(['NAME       STATE     READY   REVISION   HOSTS', `my-model   parking   0/1     1          ${host}`, ''].join('\n'));
+    await listUntil(['NAME       STATE    READY   REVISION   HOSTS', `my-model   parked   0/1     1          ${host}`, ''].join('\n'));
+
+    expect((await ask('my-model')).status).toBe(200);
+    expect(await list()).toBe(['NAME       STATE   READY   REVISION   HOSTS', `my-model   ready   1/1     1          ${host}`, ''].join('\n'));
+  });
+
+  it('switches with start --evict --wait: the receipt names the victim and the switch (spec, "Switch between models")', async () => {
+    ok(await cli('deploy', 'model', '--file', file('other-model.yaml', simDeployment('other-model'))));
+    const r = await cli('start', 'deployment', 'other-model', '--evict', '--wait');
+    expect(r.code).toBe(0);
+    const myId = await idOf('my-model');
+    const match = new RegExp(
+      `^other-model: ready\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\nvictim: my-model \\(deployment ${myId}, instance 0\\) released: parked \\(host RAM\\)\\n$`,
+    ).exec(r.stdout);
+    expect(match).not.toBeNull();
+    // The switch is there to open in the Web UI, finished.
+    const described = await temporal.workflow.getHandle(`switch/${match![1]}`).describe();
+    expect(described.status.name).toBe('COMPLETED');
+
+    expect(await list()).toBe(
+      [
+        'NAME          STATE    READY   REVISION   HOSTS',
+        `my-model      parked   0/1     1          ${host}`,
+        `other-model   ready    1/1     1          ${host}`,
+        '',
+      ].join('\n'),
+    );
+
+    // A request switches the same way.
+    expect((await ask('my-model')).status).toBe(200);
+    expect(await list()).toBe(
+      [
+        'NAME          STATE    READY   REVISION   HOSTS',
+        `my-model      ready    1/1     1          ${host}`,
+        `other-model   parked   0/1     1          ${host}`,
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('prints the same facts as JSON for scripts', async () => {
+    const status = JSON.parse(ok(await cli('status', 'deployment', 'my-model', '--json')));
+    expect(status).toMatchObject({
+      deployment_id: expect.stringMatching(new RegExp(`^${ULID}$`)),
+      name: 'my-model',
+      revision: 1,
+      state: 'ready',
+      ready_instances: 1,
+      desired_instances: 1,
+      hosts: [host],
+      activation: 'on_demand',
+      checkpoint: 'measured',
+      instances: [{ index: 0, host_id: host, generation: 1, state: 'ready' }],
+    });
+    const listed = JSON.parse(ok(await cli('list', 'deployments', '--json'))) as Array<{ name: string; state: string }>;
+    expect(listed.map((d) => [d.name, d.state])).toEqual([
+      ['my-model', 'ready'],
+      ['other-model', 'parked'],
+    ]);
+    const hosts = JSON.parse(ok(await cli('list', 'hosts', '--json')));
+    expect(hosts).toMatchObject([{ host_id: host, gpus: [{ memory_bytes: 8 * 2 ** 30, memory_kind: 'discrete' }], host_ram_bytes: 64 * 2 ** 30, draining: false }]);
+  });
+
+  it('under explicit activation: shows it, refuses requests, and keeps its memory against --evict (capacity)', async () => {
+    ok(await cli('deploy', 'model', '--file', file('pinned.yaml', simDeployment('pinned-model', 'vllm', [], 'lifecycle: { activation: explicit }'))));
+    const pinnedId = await idOf('pinned-model');
+    expect(JSON.parse(ok(await cli('status', 'deployment', 'pinned-model', '--json')))).toMatchObject({ activation: 'explicit', state: 'stopped' });
+    await until('its checkpoint to be measured', async () =>
+      JSON.parse(ok(await cli('status', 'deployment', 'pinned-model', '--json'))).checkpoint === 'measured' ? true : undefined,
+    );
+
+    const inactive = apiErrors.deploymentInactive(pinnedId);
+    expect(await ask('pinned-model')).toEqual({ status: 409, body: { code: inactive.code, message: inactive.message, retryable: false } });
+
+    const started = await cli('start', 'deployment', 'pinned-model', '--evict', '--json');
+    expect(started.code).toBe(0);
+    const receipt = JSON.parse(started.stdout);
+    expect(receipt).toEqual({
+      deployment_id: pinnedId,
+      name: 'pinned-model',
+      switch_id: expect.stringMatching(new RegExp(`^${UUID}$`)),
+      victims: [{ deployment_id: await idOf('my-model'), name: 'my-model', instance_index: 0, released: 'released: parked (host RAM)' }],
+      state: 'ready',
+    });
+
+    refused(await cli('start', 'deployment', 'other-model', '--evict'), apiErrors.insufficientCapacity(await idOf('other-model'), ['pinned-model']));
+    expect(ok(await cli('stop', 'deployment', 'pinned-model'))).toMatch(new RegExp(`^pinned-model: stopped\\nswitch_id: ${UUID} `));
+  });
+
+  it('lists hosts, and drains one: what it holds stops', async () => {
+    ok(await cli('start', 'deployment', 'other-model'));
+    expect(await cli('list', 'hosts')).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(new RegExp(`^ID {${host.length + 1}}GPUS {12}HOST RAM   STATE   LAST SEEN\\n${host}   8GiB discrete   64GiB      ready   \\S+\\n$`)),
+    });
+    const drained = await cli('drain', 'host', host);
+    expect(drained.code).toBe(0);
+    // Both models it holds stop, the parked one too.
+    expect(drained.stdout.startsWith(`${host}: draining\n`)).toBe(true);
+    expect(drained.stdout).toContain('my-model: stopped\n');
+    expect(drained.stdout).toContain('other-model: stopped\n');
+    expect(ok(await cli('list', 'hosts'))).toContain('   draining   ');
+  });
+
+  it('ends every refusal with one line and a non-zero exit', async () => {
+    refused(await cli('status', 'deployment', 'nope'), apiErrors.notFound('deployment', 'nope'));
+    refused(await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: 'wrong' }, dir), apiErrors.unauthorized('admin token'));
+    const elsewhere = mkdtempSync(join(tmpdir(), 'capyctl-elsewhere-'));
+    const missing = await capyctl(['list', 'deployments'], env(), elsewhere);
+    expect(missing).toMatchObject({ code: 2, stdout: '' });
+    expect(missing.stderr).toBe(
+      `capyctl: no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file (CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${join(elsewhere, '.data', 'admin-token')} is missing or empty\n`,
+    );
+    // The file named, or the token itself, from anywhere.
+    ok(await capyctl(['list', 'deployments', '--admin-token-file', join(dir, '.data', 'admin-token')], env(), elsewhere));
+    ok(await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: standalone.adminToken }, elsewhere));
+    expect(await cli('park', 'deployment')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^capyctl: usage: capyctl park deployment NAME /) });
+  });
+
+  it('issues a host token a host agent registers with', async () => {
+    const issued = await cli('create', 'host-token');
+    expect(issued).toMatchObject({ code: 0, stderr: '' });
+    expect(issued.stdout).toMatch(/^capy_host_\S+\n$/);
+    const registered = await request(`${standalone.managementUrl}/management/v1/hosts/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${issued.stdout.trim()}` },
+      body: JSON.stringify({ host_id: 'spare-box', gpus: [], host_ram_bytes: 2 ** 30, settings: {}, ingress_url: 'http://127.0.0.1:9' }),
+    });
+    expect(registered.statusCode).toBe(200);
+    expect(await registered.body.json()).toEqual({ host_id: 'spare-box' });
+  });
+
+  it('explains each command with an example', async () => {
+    const help = await capyctl(['start', 'deployment', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('usage: capyctl start deployment NAME [--evict] [--wait] [--json]');
+    expect(help.stdout).toContain('example:\n  capyctl start deployment other-model --evict --wait\n');
+  });
+});

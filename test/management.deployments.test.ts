@@ -1,0 +1,176 @@
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { apiErrors, CapyError, releaseLines } from '../domain/catalogue.js';
+import { LoadBoard } from '../gateway/loadBoard.js';
+import { buildManagementApp } from '../gateway/managementApp.js';
+import { RoutingTable } from '../gateway/routingTable.js';
+import { findHost, issueHostToken, registerHost } from '../store/hosts.js';
+import { recordCheckpoint } from '../store/deployments.js';
+import { migrate } from '../store/migrate.js';
+import { type RecordingLifecycle, recordingLifecycle } from './support/operatorLifecycle.js';
+import { type FreshDatabase, freshDatabase } from './support/postgres.js';
+
+const ADMIN_TOKEN = 'capy_admin_routes';
+const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+const doc = (name: string, more: Record<string, unknown> = {}) => ({ name, engine: 'vllm', model: 'Qwen3-4B', ...more });
+
+describe('the operator routes for deployments and hosts', () => {
+  let fresh: FreshDatabase;
+  let app: FastifyInstance;
+  let lifecycle: RecordingLifecycle;
+  const table = new RoutingTable();
+
+  beforeAll(async () => {
+    fresh = await freshDatabase(inject('postgresAdminUrl'));
+    await migrate(fresh.db);
+    const token = await issueHostToken(fresh.db);
+    await registerHost(fresh.db, token, { id: 'gpu-box', gpus: [{ index: 0, name: 'sim-0', memoryBytes: 2 ** 34, memoryKind: 'discrete' }], hostRamBytes: 2 ** 36, settings: {} });
+    lifecycle = recordingLifecycle(fresh.db, table, ['gpu-box']);
+    app = await buildManagementApp({
+      db: fresh.db,
+      board: new LoadBoard(),
+      hostEvents: { registered: async () => {}, engineExited: async () => {} },
+      logger: pino({ level: 'silent' }),
+      admin: { adminToken: ADMIN_TOKEN, table, figures: { deployment: () => ({ inFlight: 0, inFlightLimit: 32, waiting: 0, waitingLimit: 64 }), instanceInFlight: () => 0 }, lifecycle },
+    });
+  });
+  afterAll(async () => {
+    await app.close();
+    await fresh.drop();
+  });
+  beforeEach(() => {
+    lifecycle.calls.length = 0;
+    lifecycle.next = undefined;
+  });
+
+  const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: unknown) =>
+    app.inject({ method, url: `/management/v1${url}`, headers: admin, ...(payload === undefined ? {} : { payload: payload as object }) });
+
+  it('refuses every operator route without the admin token', async () => {
+    for (const [method, url] of [['GET', '/deployments'], ['POST', '/deployments'], ['POST', '/deployments/x/start'], ['GET', '/hosts'], ['POST', '/host-tokens']] as const) {
+      const reply = await app.inject({ method, url: `/management/v1${url}` });
+      expect(reply.statusCode).toBe(401);
+      expect(reply.json()).toEqual({ code: 'unauthorized', message: apiErrors.unauthorized('admin token').message, retryable: false });
+    }
+  });
+
+  it('names the field and the reason of an invalid document', async () => {
+    const reply = await call('POST', '/deployments', { name: 'bad', engine: 'llama', model: 'x', lifecycle: { activation: 'sometimes' }, colour: 'red' });
+    expect(reply.statusCode).toBe(400);
+    const body = reply.json() as { code: string; message: string };
+    expect(body.code).toBe('invalid_request');
+    expect(body.message).toContain('body.engine: ');
+    expect(body.message).toContain('body.lifecycle.activation: ');
+    expect(body.message).toMatch(/body: .*colour/);
+  });
+
+  it('deploys a document: a new deployment, the same spec unchanged, a changed one a new revision', async () => {
+    const created = await call('POST', '/deployments', doc('chat-a'));
+    expect(created.statusCode).toBe(201);
+    expect(created.json()).toMatchObject({
+      outcome: 'created',
+      deployment: { name: 'chat-a', revision: 1, state: 'stopped', ready_instances: 0, desired_instances: 1, hosts: [], activation: 'on_demand', checkpoint: 'measuring' },
+    });
+
+    const same = await call('POST', '/deployments', doc('chat-a'));
+    expect(same.statusCode).toBe(200);
+    expect(same.json()).toMatchObject({ outcome: 'unchanged', deployment: { revision: 1 } });
+
+    const revised = await call('POST', '/deployments', doc('chat-a', { lifecycle: { activation: 'explicit' } }));
+    expect(revised.json()).toMatchObject({ outcome: 'revised', deployment: { revision: 2, activation: 'explicit' } });
+    expect(lifecycle.calls).toEqual(['deploy chat-a created 1', 'deploy chat-a unchanged 1', 'deploy chat-a revised 2']);
+  });
+
+  it('lists deployments with their state, ready count and hosts, read by name or ID', async () => {
+    const b = (await call('POST', '/deployments', doc('chat-b'))).json() as { deployment: { deployment_id: string } };
+    const id = b.deployment.deployment_id;
+    await recordCheckpoint(fresh.db, id, 1, { weightBytes: 4 * 2 ** 30, kvBytes: 2 ** 30 });
+    table.setInstance({ deploymentId: id, index: 0, hostId: 'gpu-box', generation: 1, observedState: 'parking' });
+    const list = (await call('GET', '/deployments')).json() as { deployments: Array<Record<string, unknown>> };
+    expect(list.deployments.map((d) => [d.name, d.state, d.ready_instances, d.hosts, d.checkpoint])).toEqual([
+      ['chat-a', 'stopped', 0, [], 'measuring'],
+      ['chat-b', 'parking', 0, ['gpu-box'], 'measured'],
+    ]);
+    const byName = (await call('GET', '/deployments/chat-b')).json();
+    const byId = (await call('GET', `/deployments/${id}`)).json();
+    expect(byName).toEqual(byId);
+    expect(byName).toMatchObject({ instances: [{ index: 0, host_id: 'gpu-box', generation: 1, state: 'parking' }], spec: doc('chat-b') });
+
+    const missing = await call('GET', '/deployments/nope');
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json()).toEqual({ code: 'not_found', message: 'deployment nope not found', retryable: false });
+  });
+
+  it('sends each command to the scheduler of the host, and answers with its receipt', async () => {
+    const a = table.byModel('chat-a')!;
+    const b = table.byModel('chat-b')!;
+    lifecycle.next = () => ({ deploymentId: b.id, switchId: 'sw-1', victims: [{ deploymentId: a.id, instanceIndex: 0, released: releaseLines.parkedHostRam }], state: 'ready' });
+    const start = await call('POST', '/deployments/chat-b/start', { evict: true });
+    expect(start.statusCode).toBe(200);
+    expect(start.json()).toEqual({
+      deployment_id: b.id,
+      name: 'chat-b',
+      switch_id: 'sw-1',
+      victims: [{ deployment_id: a.id, name: 'chat-a', instance_index: 0, released: 'released: parked (host RAM)' }],
+      state: 'ready',
+    });
+    lifecycle.next = undefined;
+    for (const command of ['stop', 'park', 'preinitialize']) expect((await call('POST', `/deployments/chat-b/${command}`)).statusCode).toBe(200);
+    expect(lifecycle.calls).toEqual([
+      `gpu-box start [{"deploymentId":"${b.id}","evict":true}]`,
+      `gpu-box stop [{"deploymentId":"${b.id}"}]`,
+      `gpu-box park [{"deploymentId":"${b.id}"}]`,
+      `gpu-box preinitialize [{"deploymentId":"${b.id}"}]`,
+    ]);
+  });
+
+  it('answers a refusal with the catalogue error', async () => {
+    const b = table.byModel('chat-b')!;
+    lifecycle.next = () => {
+      throw new CapyError(apiErrors.insufficientCapacity(b.id, ['chat-x']));
+    };
+    const reply = await call('POST', '/deployments/chat-b/start', {});
+    expect(reply.statusCode).toBe(409);
+    expect(reply.json()).toEqual({
+      code: 'insufficient_capacity',
+      message: `deployment ${b.id} needs memory held by chat-x, which activation: explicit keeps loaded; stop one of them first`,
+      retryable: false,
+    });
+  });
+
+  it('refuses to start a checkpoint still awaiting measurement, without asking a scheduler', async () => {
+    const reply = await call('POST', '/deployments/chat-a/start', { evict: true });
+    expect(reply.statusCode).toBe(409);
+    expect(reply.json()).toEqual({
+      code: 'checkpoint_unmeasured',
+      message: 'the checkpoint of deployment chat-a is still being measured; start it again once it is measured, or use --wait',
+      retryable: true,
+    });
+    expect(lifecycle.calls).toEqual([]);
+  });
+
+  it('lists hosts, drains one, and issues host tokens', async () => {
+    const hosts = (await call('GET', '/hosts')).json();
+    expect(hosts).toMatchObject({ hosts: [{ host_id: 'gpu-box', gpus: [{ index: 0, memory_bytes: 2 ** 34, memory_kind: 'discrete' }], host_ram_bytes: 2 ** 36, draining: false }] });
+    const drain = await call('POST', '/hosts/gpu-box/drain');
+    expect(drain.json()).toEqual({ host_id: 'gpu-box', draining: true, released: [] });
+    expect(lifecycle.calls).toEqual(['gpu-box drainHost']);
+    expect((await call('POST', '/hosts/nowhere/drain')).statusCode).toBe(404);
+
+    const issued = await call('POST', '/host-tokens');
+    expect(issued.statusCode).toBe(201);
+    const { token } = issued.json() as { token: string };
+    expect(token).toMatch(/^capy_host_/);
+    expect(await registerHost(fresh.db, token, { id: 'gpu-two', gpus: [], hostRamBytes: null, settings: {} })).toBe(true);
+    expect(await findHost(fresh.db, 'gpu-two')).toBeDefined();
+  });
+
+  it('deletes a deployment through its host’s scheduler', async () => {
+    const a = table.byModel('chat-a')!;
+    lifecycle.next = () => ({ deploymentId: a.id, victims: [], state: 'stopped' });
+    const reply = await call('DELETE', '/deployments/chat-a');
+    expect(reply.json()).toEqual({ deployment_id: a.id, name: 'chat-a', victims: [], state: 'stopped' });
+    expect(lifecycle.calls).toEqual([`gpu-box delete [{"deploymentId":"${a.id}"}]`]);
+  });
+});
