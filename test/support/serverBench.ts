@@ -44,6 +44,12 @@ export interface Reply {
   endAtMs: number;
 }
 
+export interface OpenStream {
+  status: number;
+  end(): void;
+  rest(): Promise<string>;
+}
+
 export interface ServerBench {
   readonly server: RunningServer;
   host: RunningHostAgent;
@@ -54,6 +60,11 @@ export interface ServerBench {
   post(path: string, body: unknown, signal?: AbortSignal): Promise<Reply>;
   /** A chat completion for the model. */
   chat(d: Deployment, more?: Record<string, unknown>, signal?: AbortSignal): Promise<Reply>;
+  /**
+   * A streamed chat completion left open: resolves once its head arrived (the gateway sends it with
+   * the first output); `end()` hangs up, `rest()` reads it to its end.
+   */
+  stream(d: Deployment, more?: Record<string, unknown>): Promise<OpenStream>;
   /** `GET /management/v1/metrics/load` with the admin token. */
   load(query?: string): Promise<LoadReply>;
   /** The simulator engine of the deployment's first instance, read through the host's ingress. */
@@ -98,6 +109,8 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
     pino({ level: 'warn' }),
   );
 
+  const chatBody = (d: Deployment, more: Record<string, unknown>) =>
+    ({ model: d.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, ...more });
   const post = async (path: string, body: unknown, signal?: AbortSignal): Promise<Reply> => {
     const res = await request(`${server.inferenceUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
     const headAtMs = Date.now();
@@ -120,7 +133,13 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
       return deployment;
     },
     post,
-    chat: (d, more = {}, signal) => post('/v1/chat/completions', { model: d.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, ...more }, signal),
+    chat: (d, more = {}, signal) => post('/v1/chat/completions', chatBody(d, more), signal),
+    async stream(d, more = {}) {
+      const client = new AbortController();
+      const body = JSON.stringify(chatBody(d, { stream: true, ...more }));
+      const res = await request(`${server.inferenceUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: client.signal });
+      return { status: res.statusCode, end: () => client.abort(), rest: () => res.body.text() };
+    },
     async load(query = '') {
       const res = await request(`${server.managementUrl}/management/v1/metrics/load${query}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
       if (res.statusCode !== 200) throw new Error(`load endpoint answered ${res.statusCode}: ${await res.body.text()}`);
