@@ -1,44 +1,24 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
-import pino from 'pino';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startMeasurement } from '../gateway/lifecycleClient.js';
-import type { RunningHostAgent } from '../hostAgent/agent.js';
-import { type RunningServer, startServer } from '../server/server.js';
-import { loadSettings } from '../settings/load.js';
-import { type Deployment, saveDeployment } from '../store/deployments.js';
+import type { Deployment } from '../store/deployments.js';
 import { CAPYCTL, capyctl } from './support/capyctl.js';
-import { ADMIN_TOKEN, type ServerBench, startServerBench } from './support/serverBench.js';
-import { simDeployment } from './support/lifecycle.js';
 import { freshDatabase } from './support/postgres.js';
+import { ADMIN_TOKEN, type ServerBench, startServerBench } from './support/serverBench.js';
 import { until } from './support/until.js';
 
 describe('the server with a host agent: a request starts its model, and another switches the GPU', () => {
   let bench: ServerBench;
-  let server: RunningServer;
-  let host: RunningHostAgent;
-  let hostId: string;
   let a: Deployment;
   let b: Deployment;
 
   beforeAll(async () => {
     // One 5 GiB model at a time.
-    bench = await startServerBench({
-      gpuMemory: '8GiB',
-      serverYaml: 'switching: { drain_timeout: 5s, start_timeout: 60s }',
-      hostYaml: 'resource_policy: { queue: { admission_window: 200ms } }',
-    });
-    ({ server, host, hostId } = bench);
-    for (const name of ['chat-a', 'chat-b']) {
-      const { deployment } = await saveDeployment(bench.fresh.db, loadSettings('deployment', { text: simDeployment(name) }));
-      server.table.putDeployment(deployment);
-      const measuring = await startMeasurement(server.client, { deploymentId: deployment.id, revision: 1, hostId, serverTaskQueue: server.serverTaskQueue });
-      await measuring.result();
-      if (name === 'chat-a') a = deployment;
-      else b = deployment;
-    }
+    bench = await startServerBench({ gpuMemory: '8GiB', hostYaml: 'resource_policy: { queue: { admission_window: 200ms } }' });
+    a = await bench.deploy('chat-a');
+    b = await bench.deploy('chat-b');
   });
 
   afterAll(async () => {
@@ -47,39 +27,29 @@ describe('the server with a host agent: a request starts its model, and another 
 
   /** A chat completion through the server's inference listener, as a client sends it. */
   async function ask(d: Deployment): Promise<string> {
-    const reply = await request(`${server.inferenceUrl}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: d.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
-    });
-    const body = (await reply.body.json()) as { choices: Array<{ message: { content: string } }> };
-    expect(reply.statusCode).toBe(200);
-    return body.choices[0]!.message.content;
+    const reply = await bench.chat(d);
+    expect(reply.status).toBe(200);
+    return (reply.body as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content;
   }
-  const instanceOf = (d: Deployment) => server.table.get(d.id)?.instances[0];
-
-  const load = async () => {
-    const reply = await request(`${server.managementUrl}/management/v1/metrics/load`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
-    expect(reply.statusCode).toBe(200);
-    return (await reply.body.json()) as { deployments: Array<{ name: string; instances: Array<{ observed_state: string; host_id: string; sample: unknown }> }> };
-  };
+  const instanceOf = (d: Deployment) => bench.server.table.get(d.id)?.instances[0];
+  const load = () => bench.load();
 
   it('starts a stopped model for its first request and answers it', async () => {
     const text = await ask(a);
     expect(text.split(' ')).toHaveLength(4);
     expect(await ask(a)).toBe(text);
-    expect(server.table.get(a.id)?.instances).toMatchObject([{ index: 0, hostId, generation: 1, observedState: 'ready' }]);
+    expect(bench.server.table.get(a.id)?.instances).toMatchObject([{ index: 0, hostId: bench.hostId, generation: 1, observedState: 'ready' }]);
     // A sample taken after the answers: the engine idle again.
     const sampled = await until('a load sample of chat-a, idle', async () => {
       const d = (await load()).deployments.find((x) => x.name === 'chat-a');
       const sample = d?.instances[0]?.sample as { engine?: { running: number } } | null | undefined;
       return sample?.engine?.running === 0 ? d : undefined;
     });
-    expect(sampled.instances[0]).toMatchObject({ observed_state: 'ready', host_id: hostId, sample: { fresh: true, engine: { running: 0, waiting: 0 } } });
+    expect(sampled.instances[0]).toMatchObject({ observed_state: 'ready', host_id: bench.hostId, sample: { fresh: true, engine: { running: 0, waiting: 0 } } });
   });
 
   it('parks the loaded model and starts the other for a request, then wakes the first again', async () => {
-    const stateOf = (d: Deployment) => server.table.get(d.id)?.instances[0]?.observedState;
+    const stateOf = bench.stateOf;
     await ask(b);
     expect(stateOf(b)).toBe('ready');
     expect(stateOf(a)).toBe('parked');
@@ -95,19 +65,19 @@ describe('the server with a host agent: a request starts its model, and another 
   });
 
   it('restarts a model whose engine crashed for its next request, as a new generation', async () => {
-    const crash = await request(`${host.ingressUrl}/instances/${a.id}/0/sim/faults`, {
+    const crash = await request(`${bench.host.ingressUrl}/instances/${a.id}/0/sim/faults`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ crash: true }),
     }).catch(() => undefined);
     await crash?.body.dump();
-    await until('the exit to reach the table', () => (server.table.get(a.id)?.instances[0]?.observedState === 'stopped' ? true : undefined));
+    await until('the exit to reach the table', () => (bench.stateOf(a) === 'stopped' ? true : undefined));
     await ask(a);
-    expect(server.table.get(a.id)?.instances[0]).toMatchObject({ generation: 2, observedState: 'ready' });
+    expect(instanceOf(a)).toMatchObject({ generation: 2, observedState: 'ready' });
   });
 
   it('serves the official openai client, streamed and not, unchanged', async () => {
-    const openai = new OpenAI({ baseURL: `${server.inferenceUrl}/v1`, apiKey: 'unused' });
+    const openai = new OpenAI({ baseURL: `${bench.server.inferenceUrl}/v1`, apiKey: 'unused' });
     const whole = await openai.chat.completions.create({ model: b.name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 });
     expect(whole.choices[0]?.message.content?.split(' ')).toHaveLength(5);
     expect(instanceOf(b)?.observedState).toBe('ready');
@@ -119,21 +89,14 @@ describe('the server with a host agent: a request starts its model, and another 
   });
 
   it('serves a loaded model at once after the server restarts', async () => {
-    const serverId = server.serverTaskQueue.replace('capyctl-server-', '');
-    const settings = loadSettings('server', {
-      env: {},
-      text: `listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }\ntemporal: { address: "${inject('temporalAddress')}" }\n`,
-    });
-    await server.stop();
-    server = await startServer({ settings, serverId, adminToken: ADMIN_TOKEN, db: bench.fresh.db, logger: pino({ level: 'warn' }) });
-    bench.server = server;
+    await bench.restartServer();
     const started = Date.now();
     expect((await ask(b)).split(' ')).toHaveLength(4);
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
   it('refuses the load endpoint without the admin token', async () => {
-    const reply = await request(`${server.managementUrl}/management/v1/metrics/load`);
+    const reply = await request(`${bench.server.managementUrl}/management/v1/metrics/load`);
     expect(reply.statusCode).toBe(401);
     expect(await reply.body.json()).toMatchObject({ code: 'unauthorized' });
   });

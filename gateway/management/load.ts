@@ -90,8 +90,10 @@ function renderDeployment(d: RoutedDeployment, deps: LoadDeps, nowMs: number): z
   // Before any engine says, the figure is what CapyCTL passes or expects; the server does not know
   // the host's command, so it is `on_host` unless the deployment's own arguments fix it.
   const expected = expectedMaxRunning({ spec: d.spec });
-  // A sample of an earlier generation describes an engine that no longer runs.
+  // A sample of an earlier generation describes an engine that no longer runs; one of a parked or
+  // stopped instance, a load it no longer holds (spec: null when the instance is not loaded).
   const sampleOf = (i: RoutedInstance) => {
+    if (i.observedState === 'parked' || i.observedState === 'stopped') return null;
     const s = deps.board.read(d.id, i.index, nowMs);
     return s && s.generation === i.generation ? s : null;
   };

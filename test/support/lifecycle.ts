@@ -51,7 +51,7 @@ export interface LifecycleServices {
 }
 
 /** The harness's services; vitest is imported only here, so a script can use the bench with its own. */
-async function harnessServices(): Promise<LifecycleServices> {
+export async function harnessServices(): Promise<LifecycleServices> {
   const { inject } = await import('vitest');
   return { temporalAddress: inject('temporalAddress'), postgresAdminUrl: inject('postgresAdminUrl') };
 }

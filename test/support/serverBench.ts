@@ -1,83 +1,167 @@
 /**
- * A server and one host agent in this process, on the harness's Temporal dev server and a fresh
- * database, the host running simulator engines on one simulated card: the bench that end-to-end
- * tests drive over sockets (inference requests, the management API, `capyctl` as a child process).
+ * The end-to-end bench: the real server (`server/server.ts`: gateway, management API, workflow
+ * worker) on real sockets, a real host agent in this process running simulator engines on a
+ * simulated GPU, real Temporal and a fresh Postgres database. Settings come from the documents, as
+ * an operator writes them. A benchmark outside vitest passes its own services.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { inject } from 'vitest';
+import { request } from 'undici';
+import type { LoadReply } from '../../gateway/management/load.js';
+import { sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
 import { type RunningHostAgent, startHostAgent } from '../../hostAgent/agent.js';
 import { type RunningServer, startServer } from '../../server/server.js';
 import { loadSettings } from '../../settings/load.js';
+import type { SimState } from '../../simulator/engine.js';
+import { type Deployment, saveDeployment } from '../../store/deployments.js';
 import { issueHostToken } from '../../store/hosts.js';
+import { harnessServices, type LifecycleServices, simDeployment } from './lifecycle.js';
+import { freshDatabase } from './postgres.js';
 import { simHostYaml } from './simHost.js';
-import { type FreshDatabase, freshDatabase } from './postgres.js';
 
 export const ADMIN_TOKEN = 'capy_admin_test';
 
 export interface ServerBenchOptions {
-  /** The simulated card, e.g. "8GiB". */
-  gpuMemory: string;
-  /** More lines of the server document (YAML). */
+  /** More lines of the server document (YAML), e.g. `switching: { drain_timeout: 1s }`. */
   serverYaml?: string;
-  /** More lines of the host document (YAML). */
+  /** More lines of the host document (YAML), e.g. `resource_policy: { queue: { admission_window: 200ms } }`. */
   hostYaml?: string;
-  /** How the host's token is issued; by default straight from the store. */
-  hostToken?: (server: RunningServer, db: FreshDatabase) => Promise<string>;
+  /** The simulated card, e.g. "8GiB" (one 5 GiB simulator model at a time). */
+  gpuMemory?: string;
+  /** The dev server and Postgres; the test harness's when absent. */
+  services?: LifecycleServices;
+}
+
+export interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: unknown;
+  /** When the reply's head arrived and when its body ended, in ms since the epoch. */
+  headAtMs: number;
+  endAtMs: number;
+}
+
+export interface OpenStream {
+  status: number;
+  end(): void;
+  rest(): Promise<string>;
 }
 
 export interface ServerBench {
-  fresh: FreshDatabase;
-  /** Replaced by a test that restarts the server; `close` stops the one here. */
-  server: RunningServer;
+  readonly server: RunningServer;
   host: RunningHostAgent;
   hostId: string;
-  /** The server document's text, for a restart with the same settings. */
-  serverSettingsText: string;
+  /** Deploys a simulator model (`simDeployment`'s document unless `yaml` is given), measured and routable. */
+  deploy(name: string, yaml?: string): Promise<Deployment>;
+  /** A request through the inference listener, as a client sends it; the body is read whole. */
+  post(path: string, body: unknown, signal?: AbortSignal): Promise<Reply>;
+  /** A chat completion for the model. */
+  chat(d: Deployment, more?: Record<string, unknown>, signal?: AbortSignal): Promise<Reply>;
+  /**
+   * A streamed chat completion left open: resolves once its head arrived (the gateway sends it with
+   * the first output); `end()` hangs up, `rest()` reads it to its end.
+   */
+  stream(d: Deployment, more?: Record<string, unknown>): Promise<OpenStream>;
+  /** `GET /management/v1/metrics/load` with the admin token. */
+  load(query?: string): Promise<LoadReply>;
+  /** The simulator engine of the deployment's first instance, read through the host's ingress. */
+  engine(d: Deployment): Promise<SimState>;
+  /** Sends an operator command to the host's scheduler. */
+  command(update: 'start' | 'stop' | 'park', deploymentId: string): Promise<unknown>;
+  /** The observed state of the deployment's first instance, as the gateway routes by it. */
+  stateOf(d: Deployment): string | undefined;
+  /** Stops the server and starts it again with the same ID, database and documents. */
+  restartServer(): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function startServerBench(options: ServerBenchOptions): Promise<ServerBench> {
-  const fresh = await freshDatabase(inject('postgresAdminUrl'));
-  const serverSettingsText = `listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }\ntemporal: { address: "${inject('temporalAddress')}" }\n${options.serverYaml ?? ''}`;
-  const server = await startServer({
-    settings: loadSettings('server', { env: {}, text: serverSettingsText }),
-    serverId: randomUUID().slice(0, 8),
-    adminToken: ADMIN_TOKEN,
-    db: fresh.db,
-    logger: pino({ level: 'warn' }),
-  });
+export async function startServerBench(options: ServerBenchOptions = {}): Promise<ServerBench> {
+  const services = options.services ?? (await harnessServices());
+  const fresh = await freshDatabase(services.postgresAdminUrl);
+  const serverId = randomUUID().slice(0, 8);
   const hostId = `gpu-box-${randomUUID().slice(0, 8)}`;
-  const token = await (options.hostToken ?? ((_, f) => issueHostToken(f.db)))(server, fresh);
+  const settings = loadSettings('server', {
+    env: {},
+    text: [
+      'listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }',
+      `temporal: { address: "${services.temporalAddress}" }`,
+      options.serverYaml ?? 'switching: { drain_timeout: 5s, start_timeout: 60s }',
+    ].join('\n'),
+  });
+  const boot = () => startServer({ settings, serverId, adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
+  let server = await boot();
   const host = await startHostAgent(
     loadSettings('host', {
       env: {},
       text: simHostYaml({
         hostId,
         serverUrl: server.managementUrl,
-        token,
-        temporalAddress: inject('temporalAddress'),
+        token: await issueHostToken(fresh.db),
+        temporalAddress: services.temporalAddress,
         dataDir: join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host'),
-        gpuMemory: options.gpuMemory,
+        gpuMemory: options.gpuMemory ?? '8GiB',
         extra: options.hostYaml,
       }),
     }),
     pino({ level: 'warn' }),
   );
-  const bench: ServerBench = {
-    fresh,
-    server,
+
+  const chatBody = (d: Deployment, more: Record<string, unknown>) =>
+    ({ model: d.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, ...more });
+  const post = async (path: string, body: unknown, signal?: AbortSignal): Promise<Reply> => {
+    const res = await request(`${server.inferenceUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
+    const headAtMs = Date.now();
+    const text = await res.body.text();
+    const json = /json/.test(String(res.headers['content-type'])) ? JSON.parse(text) : text;
+    return { status: res.statusCode, headers: res.headers, body: json, headAtMs, endAtMs: Date.now() };
+  };
+
+  return {
+    get server() {
+      return server;
+    },
     host,
     hostId,
-    serverSettingsText,
+    async deploy(name, yaml = simDeployment(name)) {
+      const { deployment } = await saveDeployment(fresh.db, loadSettings('deployment', { text: yaml }));
+      server.table.putDeployment(deployment);
+      const measuring = await startMeasurement(server.client, { deploymentId: deployment.id, revision: 1, hostId, serverTaskQueue: server.serverTaskQueue });
+      await measuring.result();
+      return deployment;
+    },
+    post,
+    chat: (d, more = {}, signal) => post('/v1/chat/completions', chatBody(d, more), signal),
+    async stream(d, more = {}) {
+      const client = new AbortController();
+      const body = JSON.stringify(chatBody(d, { stream: true, ...more }));
+      const res = await request(`${server.inferenceUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: client.signal });
+      return { status: res.statusCode, end: () => client.abort(), rest: () => res.body.text() };
+    },
+    async load(query = '') {
+      const res = await request(`${server.managementUrl}/management/v1/metrics/load${query}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      if (res.statusCode !== 200) throw new Error(`load endpoint answered ${res.statusCode}: ${await res.body.text()}`);
+      return (await res.body.json()) as LoadReply;
+    },
+    async engine(d) {
+      const res = await request(`${host.ingressUrl}/instances/${d.id}/0/sim/state`);
+      return (await res.body.json()) as SimState;
+    },
+    command: (update, deploymentId) =>
+      update === 'start'
+        ? sendCommand(server.client, server.schedulerRef(hostId), 'start', { deploymentId, evict: true })
+        : sendCommand(server.client, server.schedulerRef(hostId), update, { deploymentId }),
+    stateOf: (d) => server.table.get(d.id)?.instances[0]?.observedState,
+    async restartServer() {
+      await server.stop();
+      server = await boot();
+    },
     async close() {
       await host.stop();
-      await bench.server.stop();
+      await server.stop();
       await fresh.drop();
     },
   };
-  return bench;
 }

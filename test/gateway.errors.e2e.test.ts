@@ -1,0 +1,193 @@
+/**
+ * The spec's "Errors while waiting" and "No waiting", as a client sees them over real sockets: the
+ * real server, a host agent running simulator engines, and the real workflows on Temporal. The
+ * short bounds come from the host and server documents. The simulated card holds one model at a
+ * time, so every request for another model is a switch.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Deployment } from '../store/deployments.js';
+import { simDeployment } from './support/lifecycle.js';
+import { type OpenStream, type Reply, type ServerBench, startServerBench } from './support/serverBench.js';
+import { until } from './support/until.js';
+
+const RUNNING_PER_MODEL = 32;
+const REQUEST_DEADLINE_MS = 5_000;
+const DRAIN_TIMEOUT_MS = 1_000;
+
+/** Every 429 carries Retry-After: 1; every error is `{code, message, retryable: true}` here. */
+function expectRefusal(reply: Reply, status: 429 | 503, code: string, message: string) {
+  expect({ status: reply.status, body: reply.body }).toEqual({ status, body: { code, message, retryable: true } });
+  if (status === 429) expect(reply.headers['retry-after']).toBe('1');
+}
+
+const timed = async <T>(f: () => Promise<T>) => {
+  const startedAt = Date.now();
+  const value = await f();
+  return { value, ms: Date.now() - startedAt };
+};
+
+/** `count` streams of `d` running at once, each past its first output; `max_tokens` keeps them running. */
+async function streams(bench: ServerBench, d: Deployment, count: number, maxTokens: number): Promise<OpenStream[]> {
+  const open = await Promise.all(Array.from({ length: count }, () => bench.stream(d, { max_tokens: maxTokens })));
+  expect(open.map((s) => s.status)).toEqual(Array(count).fill(200));
+  return open;
+}
+
+describe('errors while waiting', () => {
+  let bench: ServerBench;
+  let a: Deployment;
+  let b: Deployment;
+
+  beforeAll(async () => {
+    bench = await startServerBench({
+      serverYaml: `switching: { drain_timeout: ${DRAIN_TIMEOUT_MS}ms, start_timeout: 60s }`,
+      hostYaml: `resource_policy: { queue: { admission_window: 100ms, request_deadline: ${REQUEST_DEADLINE_MS}ms, max_pending_per_deployment: 2, max_pending_total: 3, max_buffered_bytes_total: 4KiB } }`,
+    });
+    a = await bench.deploy('chat-a');
+    b = await bench.deploy('chat-b');
+  });
+  afterAll(async () => {
+    await bench?.close();
+  });
+
+  it('503 queue deadline: a model that does not become servable within the request deadline', async () => {
+    const slow = await bench.deploy('slow-start', simDeployment('slow-start', 'vllm', ['--sim-load-ms', '7000']));
+    const { value: reply, ms } = await timed(() => bench.chat(slow));
+    expectRefusal(reply, 503, 'unavailable', `deployment ${slow.id} did not become servable within the queue deadline; retry shortly`);
+    expect(ms).toBeGreaterThanOrEqual(REQUEST_DEADLINE_MS);
+    expect(ms).toBeLessThan(REQUEST_DEADLINE_MS + 1_500);
+    // The start goes on: the retry the message asks for is served.
+    await until('the slow model to be ready', () => (bench.stateOf(slow) === 'ready' ? true : undefined));
+    expect((await bench.chat(slow)).status).toBe(200);
+  });
+
+  it('429 at the waiting limit per model, at the buffered-bytes bound and at the waiting limit in total', async () => {
+    const queued = await bench.deploy('queued', simDeployment('queued', 'vllm', ['--sim-load-ms', '300']));
+    const first = [bench.chat(queued), bench.chat(queued)];
+    await until('two requests to wait', async () => ((await bench.load(`?deployment=${queued.id}`)).deployments[0]!.router.waiting === 2 ? true : undefined));
+
+    expectRefusal(await bench.chat(queued), 429, 'queue_full', `too many requests are waiting for deployment ${queued.id}`);
+    // 4 KiB in total: a waiting body of 5 KiB would pass it.
+    expectRefusal(await bench.chat(b, { user: 'x'.repeat(5 * 1024) }), 429, 'queue_full', 'waiting requests exceed the buffered-bytes bound');
+
+    // A third request waits (3 in total); the fourth passes the total, though chat-b has one waiting only.
+    const client = new AbortController();
+    const third = bench.chat(b, {}, client.signal).catch((e: Error) => e);
+    await until('a third request to wait', async () => ((await bench.load(`?deployment=${b.id}`)).deployments[0]!.router.waiting === 1 ? true : undefined));
+    expectRefusal(await bench.chat(b), 429, 'queue_full', `too many requests are waiting for deployment ${b.id}`);
+    client.abort();
+    expect(await third).toBeInstanceOf(Error);
+
+    expect((await Promise.all(first)).map((r) => r.status)).toEqual([200, 200]);
+  });
+
+  it('503 dispatch closed while the loaded model drains, then 503 drain timeout: the victim serves again', async () => {
+    // Set-up: chat-a loaded (a switch for the previous test's chat-b may still be finishing).
+    await until('chat-a to serve', async () => ((await bench.chat(a)).status === 200 ? true : undefined), 30_000);
+    // 250 tokens at the simulator's 50 per second: 5 s, well past the window and the 1 s drain bound.
+    const [long] = await streams(bench, a, 1, 250);
+    const switchAt = Date.now();
+    const waiter = bench.chat(b);
+    await until('chat-a to close its dispatch', () => (bench.server.queue.dispatchOf(a.id) === 'closed' ? true : undefined));
+    expectRefusal(await bench.chat(a), 503, 'unavailable', `dispatch to deployment ${a.id} is closed; retry shortly`);
+
+    const failed = await waiter;
+    expectRefusal(
+      failed,
+      503,
+      'unavailable',
+      `switch to ${b.id} failed: drain timeout after ${DRAIN_TIMEOUT_MS} ms with 1 request(s) still charged; the victims serve again; retry shortly`,
+    );
+    // The demand's way to the scheduler and the window come on top of the drain bound.
+    expect(failed.endAtMs - switchAt).toBeGreaterThanOrEqual(DRAIN_TIMEOUT_MS);
+    expect(failed.endAtMs - switchAt).toBeLessThan(DRAIN_TIMEOUT_MS + 3_000);
+    // The victim serves again, and its long answer was never cut.
+    expect((await bench.chat(a)).status).toBe(200);
+    expect(await long!.rest()).toMatch(/"finish_reason":"length"[\s\S]*data: \[DONE\]\n\n$/);
+    expect(bench.stateOf(a)).toBe('ready');
+    expect(bench.stateOf(b)).not.toBe('ready');
+  });
+
+  it('429 when 32 requests kept running for the whole request deadline', async () => {
+    // 350 tokens at 50 per second: 7 s each, past the 5 s deadline.
+    const running = await streams(bench, a, RUNNING_PER_MODEL, 350);
+    const { value: reply, ms } = await timed(() => bench.chat(a));
+    expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} stayed at its in-flight bound for the queue deadline`);
+    expect(ms).toBeGreaterThanOrEqual(REQUEST_DEADLINE_MS);
+    expect(ms).toBeLessThan(REQUEST_DEADLINE_MS + 1_500);
+    for (const s of running) s.end();
+  });
+
+  it('409 deployment_inactive for an explicit model that is not running, with nothing queued or started', async () => {
+    const x = await bench.deploy('chat-x', simDeployment('chat-x', 'vllm', [], 'lifecycle:\n  activation: explicit\n'));
+    const reply = await bench.chat(x);
+    expect({ status: reply.status, body: reply.body }).toEqual({
+      status: 409,
+      body: {
+        code: 'deployment_inactive',
+        message: `deployment ${x.id} is not running and its activation is explicit (lifecycle.activation: explicit); inference does not start or wake it; start it with \`capyctl start deployment ${x.id}\``,
+        retryable: false,
+      },
+    });
+    const [shown] = (await bench.load(`?deployment=${x.id}`)).deployments;
+    expect(shown).toMatchObject({ router: { in_flight: 0, waiting: 0 }, instances: [] });
+  });
+});
+
+describe('no waiting: max_pending_per_deployment 0', () => {
+  let bench: ServerBench;
+  let a: Deployment;
+  let b: Deployment;
+
+  beforeAll(async () => {
+    bench = await startServerBench({ hostYaml: 'resource_policy: { queue: { admission_window: 100ms, max_pending_per_deployment: 0 } }' });
+    a = await bench.deploy('chat-a');
+    b = await bench.deploy('chat-b');
+  });
+  afterAll(async () => {
+    await bench?.close();
+  });
+
+  it('429 at once for a model that is not loaded; its start was asked for, so a retry after the hint is served', async () => {
+    const { value: reply, ms } = await timed(() => bench.chat(a));
+    expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} is not servable now and lets no request wait; retry shortly`);
+    expect(ms).toBeLessThan(500);
+    await until('chat-a to start', () => (bench.stateOf(a) === 'ready' ? true : undefined), 5_000);
+    expect((await bench.chat(a)).status).toBe(200);
+  });
+
+  it('429 at once for a parked model, and the retry finds it woken', async () => {
+    await until('chat-b to be served', async () => ((await bench.chat(b)).status === 200 ? true : undefined));
+    expect(bench.stateOf(a)).toBe('parked');
+    const { value: reply, ms } = await timed(() => bench.chat(a));
+    expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} is not servable now and lets no request wait; retry shortly`);
+    expect(ms).toBeLessThan(500);
+    await until('chat-a to wake', () => (bench.stateOf(a) === 'ready' ? true : undefined), 5_000);
+    expect((await bench.chat(a)).status).toBe(200);
+  });
+
+  it('429 at once beyond the 32 running requests', async () => {
+    const running = await streams(bench, a, RUNNING_PER_MODEL, 250);
+    const { value: reply, ms } = await timed(() => bench.chat(a));
+    expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} is at its in-flight bound and lets no request wait; retry shortly`);
+    expect(ms).toBeLessThan(500);
+    for (const s of running) s.end();
+  });
+
+  it('409 deployment_stopped for a model an operator stopped, with nothing queued or started', async () => {
+    await bench.command('stop', a.id);
+    expect(bench.stateOf(a)).toBe('stopped');
+    const reply = await bench.chat(a);
+    expect({ status: reply.status, body: reply.body }).toEqual({
+      status: 409,
+      body: {
+        code: 'deployment_stopped',
+        message: `deployment ${a.id} was stopped by an operator; inference does not start it; start it with \`capyctl start deployment ${a.id}\``,
+        retryable: false,
+      },
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(bench.stateOf(a)).toBe('stopped');
+    expect((await bench.load(`?deployment=${a.id}`)).deployments[0]!.router).toMatchObject({ in_flight: 0, waiting: 0 });
+  });
+});
