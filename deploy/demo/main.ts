@@ -34,7 +34,8 @@ async function hostOf(model: string): Promise<string> {
   return hostId;
 }
 
-const run = await playTwoApps({ inferenceUrl: values.inference, ...models, app1Tokens: 100, leadMs: 1_000, retryMs: 250 });
+// App 1's answers take 2.5 s at the example models' 40 tokens a second: the drain has work to wait for.
+const run = await playTwoApps({ inferenceUrl: values.inference, ...models, app1Tokens: 100, staggerMs: 1_250, leadMs: 1_500, retryMs: 250 });
 const client = new Client({ connection: await Connection.connect({ address: values.temporal }), namespace: values.namespace });
 const switches = await switchesSince(client, await hostOf(models.app1Model), run.zeroMs - 1_000);
 await client.connection.close();

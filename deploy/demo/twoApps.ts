@@ -1,6 +1,6 @@
 /**
  * The spec's "Example: two apps, one GPU", played by two clients. App 1 streams answers from
- * chat-a on two connections, each sending its next request as soon as the last one ends and
+ * chat-a on two staggered connections, each sending its next request as soon as the last one ends and
  * retrying a 503 after a short pause. Once App 1 is under way, App 2 sends three requests for
  * chat-b at once. The run ends when App 2 has its answers and App 1 has been served again after
  * the switch back.
@@ -14,6 +14,11 @@ export interface DemoOptions {
   app2Model: string;
   /** Tokens in each of App 1's answers: long enough that the drain has something to wait for. */
   app1Tokens: number;
+  /**
+   * When App 1's second connection starts after its first: about half an answer, so that one of
+   * them is always between answers while the other runs, as a busy app's would be.
+   */
+  staggerMs: number;
   /** How long App 1 runs alone before App 2 asks. */
   leadMs: number;
   /** How long App 1 pauses after a 503 before it retries. */
@@ -65,23 +70,23 @@ export async function playTwoApps(o: DemoOptions): Promise<DemoRun> {
   const warm = await ask(o.inferenceUrl, 1, o.app1Model, 1, false);
   if (warm.status !== 200) throw new Error(`${o.app1Model} did not answer: ${warm.status} ${warm.error}`);
 
-  let zeroMs = Number.POSITIVE_INFINITY;
-  let app2Done = false;
-  const app1Loop = async () => {
+  let app2DoneAtMs = Number.POSITIVE_INFINITY;
+  const app1Loop = async (startAfterMs: number) => {
+    await sleep(startAfterMs);
     for (;;) {
       const seen = await ask(o.inferenceUrl, 1, o.app1Model, o.app1Tokens, true);
       requests.push(seen);
-      // Served again after App 2 was: the switch back happened.
-      if (app2Done && seen.status === 200 && seen.sentAtMs > zeroMs) return;
+      // Sent after App 2 was served, and served: the switch back happened.
+      if (seen.status === 200 && seen.sentAtMs >= app2DoneAtMs) return;
       if (seen.status !== 200) await sleep(o.retryMs);
     }
   };
-  const app1 = [app1Loop(), app1Loop()];
+  const app1 = [app1Loop(0), app1Loop(o.staggerMs)];
   await sleep(o.leadMs);
-  zeroMs = Date.now();
+  const zeroMs = Date.now();
   const app2 = await Promise.all([1, 2, 3].map(() => ask(o.inferenceUrl, 2, o.app2Model, 8, false)));
   requests.push(...app2);
-  app2Done = true;
+  app2DoneAtMs = Date.now();
   await Promise.all(app1);
   return { zeroMs, requests: requests.sort((a, b) => a.sentAtMs - b.sentAtMs) };
 }
