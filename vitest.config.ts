@@ -1,13 +1,22 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Tests that run `capyctl` processes whole (a standalone, a fresh clone, the demo): each is heavy on
+ * two cores, so they run after the rest, whose timing bounds are tighter.
+ */
+const WHOLE_PROCESSES = ['test/readme.test.ts', 'test/demo.test.ts', 'test/standalone.restart.test.ts', 'test/cli.operator.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/globalSetup.ts'],
     // The Temporal native bridge is not safe in worker threads.
     pool: 'forks',
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    projects: [
+      { extends: true, test: { name: 'in process', include: ['test/**/*.test.ts'], exclude: WHOLE_PROCESSES, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'whole processes', include: WHOLE_PROCESSES, sequence: { groupOrder: 1 } } },
+    ],
   },
 });

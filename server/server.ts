@@ -4,7 +4,6 @@
  * (the store's, and the gateway's switch steps, which must run where the queue lives).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
@@ -27,13 +26,12 @@ import { listHosts, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
 import { hostFor } from './placement.js';
+import { workflowBundle } from './workflowBundle.js';
 
 const listenOn = (address: string) => ({ host: address.replace(/:\d+$/, ''), port: Number(address.split(':').pop()) });
 
 /** How often a stopping server looks whether its running answers have finished. */
 const STOP_POLL_MS = 50;
-
-const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 /** A host's queue settings before it has told them: the host document's defaults. */
 const HOST_QUEUE_DEFAULTS: QueueSettings = queueSettings(REQUEST_DEADLINE_DEFAULT_MS.server).parse({});
@@ -194,7 +192,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     connection: workerConnection,
     namespace,
     taskQueue: serverTaskQueue,
-    workflowsPath: WORKFLOWS_PATH,
+    workflowBundle: await workflowBundle(),
     activities,
     shutdownGraceTime: settings.switching.drain_timeout,
   });
@@ -267,8 +265,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
       queue.stopTaking();
       const drainedBy = Date.now() + settings.switching.drain_timeout;
       while (queue.runningTotal() > 0 && Date.now() < drainedBy) await sleep(STOP_POLL_MS);
-      if (queue.runningTotal() > 0) logger.warn({ running: queue.runningTotal() }, 'answers still running at the drain bound are cut');
-      inference.server.closeAllConnections();
+      // Closing waits for the replies in progress (the 503s just given to the waiters among them).
+      if (queue.runningTotal() > 0) {
+        logger.warn({ running: queue.runningTotal() }, 'answers still running at the drain bound are cut');
+        inference.server.closeAllConnections();
+      }
       await inference.close();
       await management.close();
       worker.shutdown();

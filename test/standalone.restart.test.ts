@@ -19,6 +19,7 @@ const DRAIN_MS = 10_000;
 interface Reply {
   status: number;
   body: string;
+  endedAtMs: number;
 }
 
 /** A chat completion; streamed, its body is every event the client read. */
@@ -28,7 +29,8 @@ async function chat(url: string, model: string, maxTokens: number, stream = fals
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model, messages: [{ role: 'user', content: 'tell me about capybaras' }], max_tokens: maxTokens, stream }),
   });
-  return { status: reply.statusCode, body: await reply.body.text() };
+  const body = await reply.body.text();
+  return { status: reply.statusCode, body, endedAtMs: Date.now() };
 }
 
 const contentTokens = (events: string) =>
@@ -66,9 +68,9 @@ describe('a standalone stopped in the middle of a switch', () => {
     expect(Object.keys(ids).sort()).toEqual(['chat-a', 'chat-b']);
     expect((await chat(first.inferenceUrl, 'chat-a', 4)).status).toBe(200);
 
-    // A long answer from chat-a (100 tokens at the example's 40 a second), then a request for
+    // A long answer from chat-a (240 tokens at the example's 40 a second), then a request for
     // chat-b, which begins a switch that must wait for that answer.
-    const long = chat(first.inferenceUrl, 'chat-a', 100, true);
+    const long = chat(first.inferenceUrl, 'chat-a', 240, true);
     await new Promise((r) => setTimeout(r, 300));
     const waiting = chat(first.inferenceUrl, 'chat-b', 4);
     const switchId = await until(
@@ -84,9 +86,11 @@ describe('a standalone stopped in the middle of a switch', () => {
     first.child.kill('SIGTERM');
     const answer = await long;
     expect(answer.status).toBe(200);
-    expect(contentTokens(answer.body)).toBe(100);
+    // The stop waited for it.
+    expect(answer.endedAtMs).toBeGreaterThan(stoppedAt);
+    expect(contentTokens(answer.body)).toBe(240);
     expect(answer.body.trimEnd().endsWith('data: [DONE]')).toBe(true);
-    expect(await waiting).toEqual({
+    expect(await waiting).toMatchObject({
       status: 503,
       body: JSON.stringify({ code: 'unavailable', message: `dispatch to deployment ${ids['chat-b']} is closed; retry shortly`, retryable: true }),
     });

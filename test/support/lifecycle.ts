@@ -8,7 +8,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
@@ -26,11 +25,11 @@ import { type Deployment, saveDeployment } from '../../store/deployments.js';
 import { issueHostToken } from '../../store/hosts.js';
 import { migrate } from '../../store/migrate.js';
 import { taskQueues } from '../../workflows/definitions.js';
+import { workflowBundle } from '../../server/workflowBundle.js';
 import { simHostYaml } from './simHost.js';
 import { freshDatabase, type FreshDatabase } from './postgres.js';
 import { QueueGateway } from './queueGateway.js';
 
-export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 
 export interface LifecycleOptions {
   /** The simulated GPU's memory, e.g. "12GiB" (one card). */
@@ -126,7 +125,7 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
     const worker = await Worker.create({
       connection: await workerConnection(),
       taskQueue: serverTaskQueue,
-      workflowsPath: WORKFLOWS_PATH,
+      workflowBundle: await workflowBundle(),
       activities: { ...createStoreActivities(fresh.db), ...gateway.activities },
       shutdownGraceTime: '1s',
       // A restarted worker picks its workflows up at once instead of after the default 10 s, when
