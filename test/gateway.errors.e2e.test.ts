@@ -156,7 +156,7 @@ describe('no waiting: max_pending_per_deployment 0', () => {
     const { value: reply, ms } = await timed(() => bench.chat(a));
     expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} is not servable now and lets no request wait; retry shortly`);
     expect(ms).toBeLessThan(500);
-    await until('chat-a to start', () => (bench.stateOf(a) === 'ready' ? true : undefined), 5_000);
+    await until('chat-a to start', () => (bench.stateOf(a) === 'ready' ? true : undefined), 30_000);
     expect((await bench.chat(a)).status).toBe(200);
   });
 
@@ -166,7 +166,7 @@ describe('no waiting: max_pending_per_deployment 0', () => {
     const { value: reply, ms } = await timed(() => bench.chat(a));
     expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} is not servable now and lets no request wait; retry shortly`);
     expect(ms).toBeLessThan(500);
-    await until('chat-a to wake', () => (bench.stateOf(a) === 'ready' ? true : undefined), 5_000);
+    await until('chat-a to wake', () => (bench.stateOf(a) === 'ready' ? true : undefined), 30_000);
     expect((await bench.chat(a)).status).toBe(200);
   });
 

@@ -21,9 +21,9 @@ const slowStream = (sim: RunningSimulator, signal?: AbortSignal, extra: Record<s
 describe('SGLang dialect', () => {
   it('listens at once, answers /health 503 while loading, then 200', async () => {
     const sim = await startSimulator('sglang', ['--model-path', 'org/m', '--sim-load-ms', '1500'], { waitReady: false });
-    await expect.poll(() => fetch(`${sim.baseUrl}/health`).then((r) => r.status, () => 0), { timeout: 3_000, interval: 20 }).toBe(503);
+    await expect.poll(() => fetch(`${sim.baseUrl}/health`).then((r) => r.status, () => 0), { timeout: 15_000, interval: 20 }).toBe(503);
     expect((await say(sim)).status).toBe(503);
-    await expect.poll(() => fetch(`${sim.baseUrl}/health`).then((r) => r.status, () => 0), { timeout: 5_000, interval: 50 }).toBe(200);
+    await expect.poll(() => fetch(`${sim.baseUrl}/health`).then((r) => r.status, () => 0), { timeout: 15_000, interval: 50 }).toBe(200);
     expect(sim.stdout()).toContain('The server is fired up and ready to roll!');
     expect(sim.stdout()).toContain('max_running_requests=256');
   });

@@ -180,7 +180,8 @@ describe('switching, end to end', () => {
     stream.end();
     const reply = await waiter;
     expect(reply.status).toBe(200);
-    expect(reply.endAtMs - hungUpAtMs).toBeLessThan(5_000);
+    // Well before the 20 s the answer would have run: the hang-up ended the drain.
+    expect(reply.endAtMs - hungUpAtMs).toBeLessThan(10_000);
     // It had output, so it parked (not stopped), and never with a request in flight.
     expect(bench.stateOf(a)).toBe('parked');
     expect(await bench.engine(a)).toMatchObject({ state: 'parked', running: 0, waiting: 0, violations: [] });
@@ -193,8 +194,7 @@ describe('switching, end to end', () => {
     const whole = bench.chat(a, { max_tokens: 400 }, client.signal).catch((e: Error) => e);
     await until('chat-a to run it', async () => ((await bench.engine(a)).running === 1 ? true : undefined));
     const waiter = bench.chat(b);
-    await sleep(WINDOW_MS + 1_000);
-    expect(bench.server.queue.dispatchOf(a.id)).toBe('closed');
+    await until('chat-a to close its dispatch after the window', () => (bench.server.queue.dispatchOf(a.id) === 'closed' ? true : undefined));
     client.abort();
     expect(await whole).toBeInstanceOf(Error);
     expect((await waiter).status).toBe(200);
