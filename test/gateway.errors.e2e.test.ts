@@ -88,8 +88,8 @@ describe('errors while waiting', () => {
   it('503 dispatch closed while the loaded model drains, then 503 drain timeout: the victim serves again', async () => {
     // Set-up: chat-a loaded (a switch for the previous test's chat-b may still be finishing).
     await until('chat-a to serve', async () => ((await bench.chat(a)).status === 200 ? true : undefined), 30_000);
-    // 250 tokens at the simulator's 50 per second: 5 s, well past the window and the 1 s drain bound.
-    const [long] = await streams(bench, a, 1, 250);
+    // 500 tokens at the simulator's 50 per second: 10 s, well past the window and the 1 s drain bound.
+    const [long] = await streams(bench, a, 1, 500);
     const switchAt = Date.now();
     const waiter = bench.chat(b);
     await until('chat-a to close its dispatch', () => (bench.server.queue.dispatchOf(a.id) === 'closed' ? true : undefined));
@@ -102,9 +102,10 @@ describe('errors while waiting', () => {
       'unavailable',
       `switch to ${b.id} failed: drain timeout after ${DRAIN_TIMEOUT_MS} ms with 1 request(s) still charged; the victims serve again; retry shortly`,
     );
-    // The demand's way to the scheduler and the window come on top of the drain bound.
+    // The demand's way to the scheduler and the window come on top of the drain bound; the answer
+    // it did not wait for runs 10 s.
     expect(failed.endAtMs - switchAt).toBeGreaterThanOrEqual(DRAIN_TIMEOUT_MS);
-    expect(failed.endAtMs - switchAt).toBeLessThan(DRAIN_TIMEOUT_MS + 3_000);
+    expect(failed.endAtMs - switchAt).toBeLessThan(DRAIN_TIMEOUT_MS + 6_000);
     // The victim serves again, and its long answer was never cut.
     expect((await bench.chat(a)).status).toBe(200);
     expect(await long!.rest()).toMatch(/"finish_reason":"length"[\s\S]*data: \[DONE\]\n\n$/);
