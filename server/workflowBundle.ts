@@ -27,7 +27,8 @@ function sources(dir = ROOT): string[] {
 /** The path of the bundle of `workflowsPath` for the code as it is now, made on first use. */
 export async function workflowBundle(workflowsPath = WORKFLOWS_PATH): Promise<{ codePath: string }> {
   const hash = createHash('sha256').update(relative(ROOT, workflowsPath));
-  for (const file of sources().sort()) hash.update(file).update(readFileSync(file));
+  // Named relative to the checkout, so clones of the same code share one bundle.
+  for (const file of sources().sort()) hash.update(relative(ROOT, file)).update(readFileSync(file));
   const dir = join(tmpdir(), 'capyctl-workflow-bundles');
   const codePath = join(dir, `${hash.digest('hex').slice(0, 24)}.js`);
   if (!existsSync(codePath)) {
