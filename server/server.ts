@@ -274,7 +274,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     async stop() {
       queue.stopTaking();
       const drainedBy = Date.now() + settings.switching.drain_timeout;
-      while (queue.runningTotal() > 0 && Date.now() < drainedBy) await sleep(STOP_POLL_MS);
+      // At least one poll, even with nothing running: the 503s just given to the waiting requests
+      // are written by their handlers in later turns, before the connections close.
+      do await sleep(STOP_POLL_MS);
+      while (queue.runningTotal() > 0 && Date.now() < drainedBy);
       if (queue.runningTotal() > 0) logger.warn({ running: queue.runningTotal() }, 'answers still running at the drain bound are cut');
       inference.server.closeAllConnections();
       await inference.close();
