@@ -18,6 +18,7 @@
  * Run: `npx tsx bench/gatewayOverhead.ts`. BENCH_PARTS=ab (any of a, b, c, d) runs only those;
  * BENCH_CPU_PROF=<dir> runs the gateway with `node --cpu-prof` and leaves its profile there.
  */
+import { setMaxListeners } from 'node:events';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -133,6 +134,9 @@ async function main() {
       nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
       sets: [
         'examples=false',
+        // (d) leaves a start in progress: the bench's stop should not wait out the default graces.
+        'server.switching.drain_timeout=2s',
+        'host.shutdown_grace=2s',
         'host.resource_policy.queue.admission_window=1ms',
         `host.resource_policy.queue.max_pending_per_deployment=${WAITING}`,
         `host.resource_policy.queue.max_pending_total=${2 * WAITING}`,
@@ -209,6 +213,8 @@ async function main() {
       await new Promise((r) => setTimeout(r, 1_000));
       const before = rssOf(pid);
       const clients = new AbortController();
+      // Every waiting request listens to it.
+      setMaxListeners(WAITING, clients.signal);
       const body = chatBody('bench-slow', { max_tokens: 1, messages: [{ role: 'user', content: 'x'.repeat(200) }] });
       const waiting = Array.from({ length: WAITING }, () =>
         request(`${gateway}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, dispatcher: many, signal: clients.signal }).catch(() => undefined),
