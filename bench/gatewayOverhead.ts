@@ -23,6 +23,7 @@ import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { Agent, Pool, request } from 'undici';
 import YAML from 'yaml';
@@ -41,6 +42,8 @@ const PARKED_BURST = 1_000;
 const WAITING = 4_096;
 const MiB = 2 ** 20;
 const PARTS = process.env.BENCH_PARTS ?? 'abcd';
+/** How long the gateway may take to stop before it is killed with its engines. */
+const STOP_BOUND_MS = 30_000;
 
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -64,6 +67,21 @@ function enginePortOf(servedName: string): number {
 function rssOf(pid: number): number {
   const kib = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
   return Number(kib) * 1024;
+}
+
+/**
+ * Stops the gateway. A switch still in flight (the start (d) left) can hold its Temporal worker's
+ * shutdown; past the bound the process and its engines are killed, so the bench always ends.
+ */
+async function stopWithin(s: StandaloneProcess): Promise<void> {
+  const stopped = await Promise.race([s.stop().then(() => true), sleep(STOP_BOUND_MS).then(() => false)]);
+  if (stopped) return;
+  const pid = s.child.pid!;
+  const engines = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  for (const engine of engines) process.kill(Number(engine), 'SIGKILL');
+  s.child.kill('SIGKILL');
+  await s.exited;
+  console.warn(`the gateway did not stop within ${STOP_BOUND_MS} ms; it and its engines were killed`);
 }
 
 const chatBody = (model: string, more: Record<string, unknown>) => JSON.stringify({ model, messages: [{ role: 'user', content: 'ping' }], ...more });
@@ -203,14 +221,14 @@ async function main() {
       const burst = await Promise.all(Array.from({ length: PARKED_BURST }, () => serve('bench-hot')));
       const answered = burst.filter((s) => s === 200).length;
       // Visibility lags the workflows' start a little.
-      await new Promise((r) => setTimeout(r, 1_500));
+      await sleep(1_500);
       let wakes = 0;
       for await (const _ of client.workflow.list({ query: `CapyTarget = 'bench-hot' AND StartTime > '${since.toISOString()}'` })) wakes++;
       show({ measure: `(c) ${PARKED_BURST} requests for a parked model`, direct: '', gateway: `${answered} answered 200`, result: `${wakes} wake(s)`, target: `1 wake, ${PARKED_BURST} answered` });
     }
     if (PARTS.includes('d')) {
       const pid = standalone.child.pid!;
-      await new Promise((r) => setTimeout(r, 1_000));
+      await sleep(1_000);
       const before = rssOf(pid);
       const clients = new AbortController();
       // Every waiting request listens to it.
@@ -230,7 +248,7 @@ async function main() {
   } finally {
     await many.close();
     await client.connection.close();
-    await standalone?.stop();
+    if (standalone) await stopWithin(standalone);
     await temporal.stop();
   }
 }

@@ -3,7 +3,7 @@
  * deployment, admitted by the request queue and relayed to an instance's engine.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger } from 'fastify';
+import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { Agent } from 'undici';
 import type { InstanceRef } from '../workflows/definitions.js';
@@ -42,7 +42,7 @@ export async function buildInferenceApp(deps: InferenceDeps) {
     genReqId: () => randomUUID(),
     // Fastify's two lines a request (incoming, completed) cost two synchronous log writes on the
     // answer's path; they show only at debug. apiErrorsPlugin logs errors regardless.
-    disableRequestLogging: !VERBOSE_LEVELS.has(deps.logger.level),
+    logController: new LogController({ disableRequestLogging: !VERBOSE_LEVELS.has(deps.logger.level) }),
   });
   // One keep-alive pool to every engine; answers stream for minutes, so no body timeout applies.
   const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256, bodyTimeout: 0, headersTimeout: 0 });
