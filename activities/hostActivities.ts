@@ -33,7 +33,7 @@ export interface HostActivityDeps {
   /** Set for every engine when the host's GPUs are simulated. */
   engineEnv: Record<string, string>;
   engineStopGraceMs: number;
-  /** Requests the ingress is forwarding to an instance now. */
+  /** Requests being forwarded to an instance now (the ingress's, or a standalone gateway's). */
   ingressInFlight: (key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>) => number;
   logger: Logger;
 }

@@ -1,36 +1,50 @@
 /**
  * The gateway's cost, side by side with the engine it forwards to, in one run with one load
- * generator (undici, in this process) against one simulator engine run by a real host agent behind
- * the real server (test/support/serverBench.ts):
+ * generator. The gateway under test is `capyctl start standalone` as its own process (free ports,
+ * its output straight to a file, the bench's Temporal dev server), which forwards to its simulator
+ * engine directly; the load generator (undici) is this process, and "direct" is the same simulator
+ * engine process, reached on its own port. Direct and gateway rounds alternate, so drift in the
+ * machine's speed falls on both.
  *
- *  (a) a non-streamed 1-token chat completion, sequential on a keep-alive connection: median through
- *      the gateway (gateway → host ingress → engine) less the median straight to the engine; target ≤ 0.5 ms;
- *  (b) 32 concurrent unpaced streams: tokens/s through the gateway over tokens/s direct; target ≥ 95%;
- *  (c) 1,000 concurrent requests for a parked model: how many wakes (switch workflows) and answers; target 1 and 1,000;
- *  (d) 4,096 requests waiting for a model that is starting: growth of this process's heap and RSS;
- *      target < 64 MiB. The load generator's own sockets are in the same process, so this is an upper bound.
+ *  (a) a non-streamed 1-token chat completion, sequential on one keep-alive connection: median
+ *      through the gateway less the median straight to the engine; target ≤ 0.5 ms;
+ *  (b) 32 concurrent unpaced streams: tokens/s through the gateway over tokens/s direct (medians of
+ *      the rounds); target ≥ 95%;
+ *  (c) 1,000 concurrent requests for a parked model: wakes (switch workflows for it, from Temporal)
+ *      and answers; target 1 and 1,000;
+ *  (d) 4,096 requests waiting for a model that is starting: growth of the gateway process's RSS
+ *      (/proc/<pid>/status), which counts garbage not yet collected too, and of its heap and
+ *      external memory after a full collection (through its inspector); target < 64 MiB.
  *
- * Run with `npx tsx bench/gatewayOverhead.ts` (its own Temporal dev server, the machine's Postgres).
+ * Run: `npx tsx bench/gatewayOverhead.ts`. BENCH_PARTS=ab (any of a, b, c, d) runs only those;
+ * BENCH_CPU_PROF=<dir> runs the gateway with `node --cpu-prof` and leaves its profile there.
  */
+import { setMaxListeners } from 'node:events';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Agent, Pool, request } from 'undici';
-import { startDevServer } from '../deploy/temporalDevServer.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Connection } from '@temporalio/client';
+import { Agent, type MessageEvent, Pool, request, WebSocket } from 'undici';
+import YAML from 'yaml';
+import { freePort, startDevServer } from '../deploy/temporalDevServer.js';
 import { simDeployment } from '../test/support/lifecycle.js';
-import { ensurePostgres, POSTGRES_ADMIN_URL } from '../test/support/postgres.js';
-import { startServerBench } from '../test/support/serverBench.js';
+import { startStandaloneProcess, type StandaloneProcess } from '../test/support/standalone.js';
 import { until } from '../test/support/until.js';
 
 const WARM_UP = 300;
-const REQUESTS = 2_000;
+const LATENCY_ROUNDS = 6;
+const REQUESTS_PER_ROUND = 500;
 const STREAMS = 32;
 const TOKENS_PER_STREAM = 2_000;
-const ROUNDS = 3;
+const STREAM_ROUNDS = 5;
 const PARKED_BURST = 1_000;
 const WAITING = 4_096;
 const MiB = 2 ** 20;
+const PARTS = process.env.BENCH_PARTS ?? 'abcd';
+/** How long the gateway may take to stop before it is killed with its engines. */
+const STOP_BOUND_MS = 30_000;
 
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -50,108 +64,232 @@ function enginePortOf(servedName: string): number {
   throw new Error(`no engine serves ${servedName}`);
 }
 
-async function latencyMedianMs(baseUrl: string, model: string): Promise<number> {
-  const pool = new Pool(baseUrl, { connections: 1 });
-  const body = JSON.stringify({ model, messages: [{ role: 'user', content: 'ping' }], max_tokens: 1 });
-  const once = async () => {
+/** A process's resident memory, in bytes. */
+function rssOf(pid: number): number {
+  const kib = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  return Number(kib) * 1024;
+}
+
+/**
+ * Stops the gateway. A switch still in flight (the start (d) left) can hold its Temporal worker's
+ * shutdown; past the bound the process and its engines are killed, so the bench always ends.
+ */
+async function stopWithin(s: StandaloneProcess): Promise<void> {
+  const stopped = await Promise.race([s.stop().then(() => true), sleep(STOP_BOUND_MS).then(() => false)]);
+  if (stopped) return;
+  const pid = s.child.pid!;
+  const engines = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  for (const engine of engines) process.kill(Number(engine), 'SIGKILL');
+  s.child.kill('SIGKILL');
+  await s.exited;
+  console.warn(`the gateway did not stop within ${STOP_BOUND_MS} ms; it and its engines were killed`);
+}
+
+/**
+ * The gateway's JavaScript memory (heap used and external) after a full collection, through its
+ * inspector: unlike RSS, it holds no garbage not yet collected.
+ */
+async function liveMemoryOf(inspectorPort: number): Promise<number> {
+  const targets = (await (await request(`http://127.0.0.1:${inspectorPort}/json/list`)).body.json()) as Array<{ webSocketDebuggerUrl: string }>;
+  const socket = new WebSocket(targets[0]!.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    socket.addEventListener('open', resolve, { once: true });
+    socket.addEventListener('error', reject, { once: true });
+  });
+  let lastId = 0;
+  const call = (method: string, params: object = {}) =>
+    new Promise<{ result?: { value?: string } }>((resolve) => {
+      const id = ++lastId;
+      const onMessage = (event: MessageEvent) => {
+        const message = JSON.parse(String(event.data)) as { id?: number; result: { result?: { value?: string } } };
+        if (message.id !== id) return;
+        socket.removeEventListener('message', onMessage);
+        resolve(message.result);
+      };
+      socket.addEventListener('message', onMessage);
+      socket.send(JSON.stringify({ id, method, params }));
+    });
+  try {
+    await call('HeapProfiler.collectGarbage');
+    const usage = await call('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true });
+    const { heapUsed, external } = JSON.parse(usage.result!.value!) as NodeJS.MemoryUsage;
+    return heapUsed + external;
+  } finally {
+    socket.close();
+  }
+}
+
+const chatBody = (model: string, more: Record<string, unknown>) => JSON.stringify({ model, messages: [{ role: 'user', content: 'ping' }], ...more });
+
+/** Each round's median latency of a sequential 1-token answer, over one keep-alive connection per target. */
+async function latencies(targets: Record<string, string>, model: string): Promise<Record<string, number[]>> {
+  const body = chatBody(model, { max_tokens: 1 });
+  const pools = Object.entries(targets).map(([name, url]) => [name, new Pool(url, { connections: 1 })] as const);
+  const once = async (pool: Pool) => {
     const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body });
     await res.body.text();
     if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
   };
-  for (let i = 0; i < WARM_UP; i++) await once();
-  const samples: number[] = [];
-  for (let i = 0; i < REQUESTS; i++) {
-    const start = performance.now();
-    await once();
-    samples.push(performance.now() - start);
+  const rounds: Record<string, number[]> = Object.fromEntries(pools.map(([name]) => [name, []]));
+  for (const [, pool] of pools) for (let i = 0; i < WARM_UP; i++) await once(pool);
+  for (let round = 0; round < LATENCY_ROUNDS; round++) {
+    for (const [name, pool] of pools) {
+      const samples: number[] = [];
+      for (let i = 0; i < REQUESTS_PER_ROUND; i++) {
+        const start = performance.now();
+        await once(pool);
+        samples.push(performance.now() - start);
+      }
+      rounds[name]!.push(median(samples));
+    }
   }
-  await pool.close();
-  return median(samples);
+  await Promise.all(pools.map(([, pool]) => pool.close()));
+  return rounds;
 }
 
-async function tokensPerS(baseUrl: string, model: string): Promise<number> {
-  const pool = new Pool(baseUrl, { connections: STREAMS });
-  const body = JSON.stringify({ model, messages: [{ role: 'user', content: 'stream' }], max_tokens: TOKENS_PER_STREAM, stream: true });
-  const stream = async () => {
-    const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body });
-    for await (const _ of res.body);
-  };
-  const rates: number[] = [];
-  for (let round = 0; round <= ROUNDS; round++) {
-    const start = performance.now();
-    await Promise.all(Array.from({ length: STREAMS }, stream));
-    if (round > 0) rates.push((STREAMS * TOKENS_PER_STREAM) / ((performance.now() - start) / 1000)); // round 0 warms up
+/** Each round's tokens/s of 32 concurrent unpaced streams, per target; a first round of each warms up. */
+async function streamRates(targets: Record<string, string>, model: string): Promise<Record<string, number[]>> {
+  const body = chatBody(model, { max_tokens: TOKENS_PER_STREAM, stream: true });
+  const pools = Object.entries(targets).map(([name, url]) => [name, new Pool(url, { connections: STREAMS })] as const);
+  const rounds: Record<string, number[]> = Object.fromEntries(pools.map(([name]) => [name, []]));
+  for (let round = 0; round <= STREAM_ROUNDS; round++) {
+    for (const [name, pool] of pools) {
+      const stream = async () => {
+        const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body });
+        for await (const _ of res.body);
+        if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
+      };
+      const start = performance.now();
+      await Promise.all(Array.from({ length: STREAMS }, stream));
+      if (round > 0) rounds[name]!.push((STREAMS * TOKENS_PER_STREAM) / ((performance.now() - start) / 1000));
+    }
   }
-  await pool.close();
-  return median(rates);
+  await Promise.all(pools.map(([, pool]) => pool.close()));
+  return rounds;
+}
+
+interface LoadFigures {
+  deployments: Array<{ router: { waiting: number }; instances: Array<{ observed_state: string }> }>;
 }
 
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-bench-'));
-  const [temporal] = await Promise.all([startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }), ensurePostgres()]);
-  const bench = await startServerBench({
-    services: { temporalAddress: temporal.address, postgresAdminUrl: POSTGRES_ADMIN_URL },
-    hostYaml: 'resource_policy: { queue: { admission_window: 1ms, max_pending_per_deployment: 4096, max_pending_total: 8192, max_buffered_bytes_total: 1GiB } }',
-  });
+  const temporal = await startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') });
+  const profileDir = process.env.BENCH_CPU_PROF;
+  // For (d): the gateway's live memory is read through its inspector.
+  const inspectorPort = await freePort();
+  let standalone: StandaloneProcess | undefined;
   const many = new Agent({ connections: null, pipelining: 0 });
+  const client = new Client({ connection: await Connection.connect({ address: temporal.address }) });
   try {
+    standalone = await startStandaloneProcess({
+      temporalAddress: temporal.address,
+      dir,
+      outputToFile: true,
+      nodeArgs: [`--inspect=127.0.0.1:${inspectorPort}`, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])],
+      sets: [
+        'examples=false',
+        // (d) leaves a start in progress: the bench's stop should not wait out the default graces.
+        'server.switching.drain_timeout=2s',
+        'host.shutdown_grace=2s',
+        'host.resource_policy.queue.admission_window=1ms',
+        `host.resource_policy.queue.max_pending_per_deployment=${WAITING}`,
+        `host.resource_policy.queue.max_pending_total=${2 * WAITING}`,
+        'host.resource_policy.queue.max_buffered_bytes_total=1GiB',
+      ],
+    });
+    const { inferenceUrl: gateway, managementUrl, adminToken } = standalone;
+    const admin = { authorization: `Bearer ${adminToken}` };
+    const deploy = async (name: string, extra: string[]) => {
+      const res = await request(`${managementUrl}/management/v1/deployments`, {
+        method: 'POST',
+        headers: { ...admin, 'content-type': 'application/json' },
+        body: JSON.stringify(YAML.parse(simDeployment(name, 'vllm', extra))),
+      });
+      if (res.statusCode >= 300) throw new Error(`deploying ${name}: ${res.statusCode} ${await res.body.text()}`);
+      return ((await res.body.json()) as { deployment: { deployment_id: string } }).deployment.deployment_id;
+    };
+    const load = async (id: string) => {
+      const res = await request(`${managementUrl}/management/v1/metrics/load?deployment=${id}`, { headers: admin });
+      if (res.statusCode !== 200) throw new Error(`load of ${id}: ${res.statusCode} ${await res.body.text()}`);
+      return ((await res.body.json()) as LoadFigures).deployments[0]!;
+    };
+    const serve = async (model: string) => {
+      const res = await request(`${gateway}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(model, { max_tokens: 1 }), dispatcher: many });
+      await res.body.text();
+      return res.statusCode;
+    };
+
     const unpaced = ['--sim-load-ms', '0', '--sim-tokens-per-s', '1e12'];
-    const hot = await bench.deploy('bench-hot', simDeployment('bench-hot', 'vllm', unpaced));
-    const other = await bench.deploy('bench-other', simDeployment('bench-other', 'vllm', unpaced));
-    const slow = await bench.deploy('bench-slow', simDeployment('bench-slow', 'vllm', ['--sim-load-ms', '30000']));
-    if ((await bench.chat(hot)).status !== 200) throw new Error('bench-hot did not serve');
-    const direct = `http://127.0.0.1:${enginePortOf(hot.name)}`;
-    const gateway = bench.server.inferenceUrl;
-
-    // (a) and (b): the same engine, the same generator, one after the other.
-    const latDirect = await latencyMedianMs(direct, hot.name);
-    const latGateway = await latencyMedianMs(gateway, hot.name);
-    const tpsDirect = await tokensPerS(direct, hot.name);
-    const tpsGateway = await tokensPerS(gateway, hot.name);
-
-    // (c): park bench-hot by serving the other model, then a burst for it.
-    if ((await bench.chat(other)).status !== 200) throw new Error('bench-other did not serve');
-    if (bench.stateOf(hot) !== 'parked') throw new Error(`bench-hot is ${bench.stateOf(hot)}, not parked`);
-    const since = new Date();
-    const body = JSON.stringify({ model: hot.name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
-    const burst = await Promise.all(
-      Array.from({ length: PARKED_BURST }, async () => {
-        const res = await request(`${gateway}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, dispatcher: many });
-        await res.body.text();
-        return res.statusCode;
-      }),
-    );
-    const answered = burst.filter((s) => s === 200).length;
-    await new Promise((r) => setTimeout(r, 1_500)); // visibility catches up
-    let wakes = 0;
-    for await (const _ of bench.server.client.workflow.list({ query: `CapyTarget = '${hot.name}' AND StartTime > '${since.toISOString()}'` })) wakes++;
-
-    // (d): 4,096 waiting for a 30 s start; memory before and while they wait.
-    global.gc?.();
-    const before = process.memoryUsage();
-    const slowBody = JSON.stringify({ model: slow.name, messages: [{ role: 'user', content: 'x'.repeat(200) }], max_tokens: 1 });
-    const clients = new AbortController();
-    const waiting = Array.from({ length: WAITING }, () =>
-      request(`${gateway}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: slowBody, dispatcher: many, signal: clients.signal }).catch(() => undefined),
-    );
-    await until('4,096 requests to wait', () => (bench.server.queue.deployment(slow.id).waiting === WAITING ? true : undefined), 60_000);
-    global.gc?.();
-    const during = process.memoryUsage();
-    clients.abort();
-    await Promise.all(waiting);
-
+    const hot = await deploy('bench-hot', unpaced);
+    await deploy('bench-other', unpaced);
+    const slow = await deploy('bench-slow', ['--sim-load-ms', '30000']);
+    // The first request waits for the checkpoint's measurement and the start.
+    await until('bench-hot to serve', async () => ((await serve('bench-hot')) === 200 ? true : undefined), 120_000);
+    const targets = { direct: `http://127.0.0.1:${enginePortOf('bench-hot')}`, gateway };
+    const rows: Array<Record<string, string>> = [];
+    // Each figure shows as it is measured too, so a later failure does not lose it.
+    const show = (row: Record<string, string>) => {
+      rows.push(row);
+      console.log(Object.values(row).join(' | '));
+    };
     const ms = (v: number) => `${v.toFixed(3)} ms`;
-    const mib = (v: number) => `${(v / MiB).toFixed(1)} MiB`;
-    console.table([
-      { measure: '(a) 1-token answer, median', direct: ms(latDirect), gateway: ms(latGateway), result: `+${ms(latGateway - latDirect)}`, target: '≤ +0.5 ms' },
-      { measure: `(b) ${STREAMS} streams, tokens/s (median of ${ROUNDS})`, direct: tpsDirect.toFixed(0), gateway: tpsGateway.toFixed(0), result: `${((100 * tpsGateway) / tpsDirect).toFixed(1)}%`, target: '≥ 95%' },
-      { measure: `(c) ${PARKED_BURST} requests for a parked model`, direct: '', gateway: `${answered} answered 200`, result: `${wakes} wake(s)`, target: '1 wake, 1000 answered' },
-      { measure: `(d) ${WAITING} waiting: heap growth`, direct: mib(before.heapUsed), gateway: mib(during.heapUsed), result: mib(during.heapUsed - before.heapUsed), target: '< 64 MiB' },
-      { measure: `(d) ${WAITING} waiting: RSS growth`, direct: mib(before.rss), gateway: mib(during.rss), result: mib(during.rss - before.rss), target: '< 64 MiB' },
-    ]);
+    const spread = (xs: number[], fmt: (v: number) => string) => `${fmt(Math.min(...xs))} … ${fmt(Math.max(...xs))}`;
+
+    if (PARTS.includes('a')) {
+      const lat = await latencies(targets, 'bench-hot');
+      const [d, g] = [median(lat.direct!), median(lat.gateway!)];
+      show({ measure: `(a) 1-token answer, median of ${LATENCY_ROUNDS} round medians`, direct: ms(d), gateway: ms(g), result: `+${ms(g - d)}`, target: '≤ +0.5 ms' });
+      show({ measure: '(a) round medians, lowest … highest', direct: spread(lat.direct!, ms), gateway: spread(lat.gateway!, ms), result: '', target: '' });
+    }
+    if (PARTS.includes('b')) {
+      const tps = await streamRates(targets, 'bench-hot');
+      const [d, g] = [median(tps.direct!), median(tps.gateway!)];
+      const rate = (v: number) => v.toFixed(0);
+      show({ measure: `(b) ${STREAMS} streams, tokens/s, median of ${STREAM_ROUNDS}`, direct: rate(d), gateway: rate(g), result: `${((100 * g) / d).toFixed(1)}%`, target: '≥ 95%' });
+      show({ measure: '(b) rounds, lowest … highest', direct: spread(tps.direct!, rate), gateway: spread(tps.gateway!, rate), result: '', target: '' });
+    }
+    if (PARTS.includes('c')) {
+      // bench-other serving parks bench-hot (the card holds one of them); then a burst for bench-hot.
+      if ((await serve('bench-other')) !== 200) throw new Error('bench-other did not serve');
+      const state = (await load(hot)).instances[0]?.observed_state;
+      if (state !== 'parked') throw new Error(`bench-hot is ${state}, not parked`);
+      const since = new Date();
+      const burst = await Promise.all(Array.from({ length: PARKED_BURST }, () => serve('bench-hot')));
+      const answered = burst.filter((s) => s === 200).length;
+      // Visibility lags the workflows' start a little.
+      await sleep(1_500);
+      let wakes = 0;
+      for await (const _ of client.workflow.list({ query: `CapyTarget = 'bench-hot' AND StartTime > '${since.toISOString()}'` })) wakes++;
+      show({ measure: `(c) ${PARKED_BURST} requests for a parked model`, direct: '', gateway: `${answered} answered 200`, result: `${wakes} wake(s)`, target: `1 wake, ${PARKED_BURST} answered` });
+    }
+    if (PARTS.includes('d')) {
+      const pid = standalone.child.pid!;
+      await sleep(1_000);
+      const before = { rss: rssOf(pid), live: await liveMemoryOf(inspectorPort) };
+      const clients = new AbortController();
+      // Every waiting request listens to it.
+      setMaxListeners(WAITING, clients.signal);
+      const body = chatBody('bench-slow', { max_tokens: 1, messages: [{ role: 'user', content: 'x'.repeat(200) }] });
+      const waiting = Array.from({ length: WAITING }, () =>
+        request(`${gateway}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, dispatcher: many, signal: clients.signal }).catch(() => undefined),
+      );
+      await until(`${WAITING} requests to wait`, async () => ((await load(slow)).router.waiting === WAITING ? true : undefined), 60_000);
+      const during = { rss: rssOf(pid), live: await liveMemoryOf(inspectorPort) };
+      clients.abort();
+      await Promise.all(waiting);
+      const mib = (v: number) => `${(v / MiB).toFixed(1)} MiB`;
+      for (const [figure, what] of [['rss', 'RSS'], ['live', 'heap + external after GC']] as const) {
+        const grew = `${mib(before[figure])} → ${mib(during[figure])}`;
+        const growth = during[figure] - before[figure];
+        show({ measure: `(d) ${WAITING} waiting: gateway ${what}`, direct: '', gateway: grew, result: `${growth < 0 ? '' : '+'}${mib(growth)}`, target: '< +64 MiB' });
+      }
+    }
+    console.table(rows);
   } finally {
     await many.close();
-    await bench.close();
+    await client.connection.close();
+    if (standalone) await stopWithin(standalone);
     await temporal.stop();
   }
 }

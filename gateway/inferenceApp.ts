@@ -3,7 +3,7 @@
  * deployment, admitted by the request queue and relayed to an instance's engine.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger } from 'fastify';
+import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { Agent } from 'undici';
 import type { InstanceRef } from '../workflows/definitions.js';
@@ -19,6 +19,9 @@ import type { RoutingTable } from './routingTable.js';
  * (max_buffered_bytes_total, 64 MiB by default) still applies on top of it.
  */
 const INFERENCE_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
+
+/** The log levels that show every request. */
+const VERBOSE_LEVELS: ReadonlySet<string> = new Set(['debug', 'trace']);
 
 export interface InferenceDeps {
   table: RoutingTable;
@@ -37,6 +40,9 @@ export async function buildInferenceApp(deps: InferenceDeps) {
     bodyLimit: deps.bodyLimitBytes ?? INFERENCE_BODY_LIMIT_BYTES,
     // Unique beyond this process: SGLang's abort names a request by it.
     genReqId: () => randomUUID(),
+    // Fastify's two lines a request (incoming, completed) cost two synchronous log writes on the
+    // answer's path; they show only at debug. apiErrorsPlugin logs errors regardless.
+    logController: new LogController({ disableRequestLogging: !VERBOSE_LEVELS.has(deps.logger.level) }),
   });
   // One keep-alive pool to every engine; answers stream for minutes, so no body timeout applies.
   const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 256, bodyTimeout: 0, headersTimeout: 0 });

@@ -18,11 +18,24 @@ import { discoverGpus, hostRamBytes } from './gpus.js';
 import { Ingress } from './ingress.js';
 import { LoadSampler } from './loadSampler.js';
 import { RegistrationRefused, ServerClient } from './serverClient.js';
-import { EngineSupervisor } from './supervisor.js';
+import { EngineSupervisor, type InstanceKey } from './supervisor.js';
+
+type InstanceSlot = Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>;
+
+export interface HostAgentOptions {
+  /**
+   * Requests being forwarded to an instance now (`ingress_in_flight`, and what keeps a busy engine
+   * from parking); the ingress's count when absent. A standalone forwards to its engines directly,
+   * so it counts the gateway's.
+   */
+  inFlightOf?: (key: InstanceSlot) => number;
+}
 
 export interface RunningHostAgent {
   hostId: string;
   ingressUrl: string;
+  /** The base URL of the engine an instance runs on this host now, if it runs one. */
+  engineUrl(key: InstanceSlot): string | undefined;
   /** Stops sampling, lets running engine operations finish (the shutdown grace), then stops the engines. */
   stop(): Promise<void>;
 }
@@ -46,7 +59,7 @@ async function registerUntilAccepted(server: ServerClient, body: Parameters<Serv
   }
 }
 
-export async function startHostAgent(settings: HostSettings, logger: Logger): Promise<RunningHostAgent> {
+export async function startHostAgent(settings: HostSettings, logger: Logger, options: HostAgentOptions = {}): Promise<RunningHostAgent> {
   const hostId = hostIdOf(settings);
   const log = logger.child({ hostId });
   const dataDir = resolve(settings.data_dir);
@@ -74,6 +87,7 @@ export async function startHostAgent(settings: HostSettings, logger: Logger): Pr
         .catch((e) => log.error({ err: e }, 'could not report an engine exit')),
   });
   const ingress = new Ingress(supervisor);
+  const inFlightOf = options.inFlightOf ?? ((key: InstanceSlot) => ingress.inFlightOf(key));
   const [listenHost, listenPort] = [settings.ingress.listen.replace(/:\d+$/, ''), Number(settings.ingress.listen.split(':').pop())];
   const { port } = await ingress.listen(listenHost, listenPort);
   const ingressUrl = settings.ingress.url ?? `http://${listenHost === '0.0.0.0' ? '127.0.0.1' : listenHost}:${port}`;
@@ -109,18 +123,19 @@ export async function startHostAgent(settings: HostSettings, logger: Logger): Pr
       engineCommands,
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,
-      ingressInFlight: (key) => ingress.inFlightOf(key),
+      ingressInFlight: inFlightOf,
       logger: log,
     }),
     shutdownGraceTime: settings.shutdown_grace,
   });
   const running = worker.run();
-  const sampler = new LoadSampler({ supervisor, ingress, server, logger: log });
+  const sampler = new LoadSampler({ supervisor, inFlightOf, server, logger: log });
   sampler.start();
 
   return {
     hostId,
     ingressUrl,
+    engineUrl: (key) => supervisor.live(key)?.endpoint.baseUrl,
     async stop() {
       await sampler.stop();
       worker.shutdown();

@@ -40,8 +40,8 @@ export class Ingress {
 
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const match = ROUTE.exec(req.url ?? '');
-    const engine = match && this.supervisor.get({ deploymentId: match[1]!, instanceIndex: Number(match[2]) });
-    if (!match || !engine || engine.exit !== undefined) {
+    const engine = match && this.supervisor.live({ deploymentId: match[1]!, instanceIndex: Number(match[2]) });
+    if (!match || !engine) {
       const reply = renderApiError(apiErrors.notFound('instance', (req.url ?? '').split('/').slice(2, 4).join('/')));
       res.writeHead(reply.status, reply.headers).end(JSON.stringify(reply.body));
       req.resume();

@@ -1,14 +1,13 @@
 /**
- * About once a second: each ready engine's load (its metrics, and the ingress's in-flight count),
+ * About once a second: each ready engine's load (its metrics, and the requests forwarded to it),
  * sent to the server in one report. A tick never overlaps the one before.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { MaxRunning } from '../activities/engines/engine.js';
 import type { SamplesBody } from '../gateway/management/hosts.js';
-import type { Ingress } from './ingress.js';
 import type { ServerClient } from './serverClient.js';
-import type { EngineSupervisor, SupervisedEngine } from './supervisor.js';
+import type { EngineSupervisor, InstanceKey, SupervisedEngine } from './supervisor.js';
 
 const PERIOD_MS = 1_000;
 const ENGINE_TIMEOUT_MS = 800;
@@ -20,7 +19,13 @@ export class LoadSampler {
   private readonly maxRunning = new WeakMap<SupervisedEngine, MaxRunning>();
 
   constructor(
-    private readonly deps: { supervisor: EngineSupervisor; ingress: Ingress; server: ServerClient; logger: Logger },
+    private readonly deps: {
+      supervisor: EngineSupervisor;
+      /** Requests being forwarded to an instance now (`ingress_in_flight`). */
+      inFlightOf: (key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>) => number;
+      server: ServerClient;
+      logger: Logger;
+    },
   ) {}
 
   start(): void {
@@ -46,7 +51,7 @@ export class LoadSampler {
           deployment_id: e.key.deploymentId,
           instance_index: e.key.instanceIndex,
           generation: e.key.generation,
-          ingress_in_flight: this.deps.ingress.inFlightOf(e.key),
+          ingress_in_flight: this.deps.inFlightOf(e.key),
           engine,
           max_running: maxRunning,
         };

@@ -80,6 +80,12 @@ export class EngineSupervisor {
     return this.engines.get(slot(key));
   }
 
+  /** The engine an instance runs now, unless it has exited: what requests may be forwarded to. */
+  live(key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>): SupervisedEngine | undefined {
+    const engine = this.get(key);
+    return engine?.exit === undefined ? engine : undefined;
+  }
+
   list(): SupervisedEngine[] {
     return [...this.engines.values()];
   }

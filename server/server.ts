@@ -43,6 +43,11 @@ export interface ServerDeps {
   adminToken: string;
   db: Db;
   logger: Logger;
+  /**
+   * Engines this process reaches directly (a standalone's own host): their requests skip the host
+   * ingress. An instance it does not know goes through the ingress as on any host.
+   */
+  localEngines?: { urlOf(instance: InstanceRef): string | undefined };
 }
 
 export interface RunningServer {
@@ -60,7 +65,7 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-export async function startServer({ settings, serverId, adminToken, db, logger }: ServerDeps): Promise<RunningServer> {
+export async function startServer({ settings, serverId, adminToken, db, logger, localEngines }: ServerDeps): Promise<RunningServer> {
   await migrate(db);
   const table = new RoutingTable();
   await table.loadFrom(db);
@@ -236,7 +241,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger }
     queue,
     logger,
     // The release told the table which host the instance runs on before any request was let through.
-    instanceUrl: ({ deploymentId, instanceIndex }) => {
+    instanceUrl: (instance) => {
+      const local = localEngines?.urlOf(instance);
+      if (local !== undefined) return local;
+      const { deploymentId, instanceIndex } = instance;
       const hostId = table.get(deploymentId)?.instances.find((i) => i.index === instanceIndex)?.hostId;
       const ingress = hostId && hostIngress.get(hostId);
       if (!ingress) throw new Error(`no host is known to run instance ${deploymentId}/${instanceIndex}`);

@@ -63,7 +63,17 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
 
     // Named after its one host, so standalones sharing a Temporal keep to their own task queues.
     const serverId = `standalone-${hostIdOf(settings.host)}`;
-    const server = await startServer({ settings: { ...settings.server, temporal }, serverId, adminToken: admin.token, db, logger });
+    // The gateway forwards to the host's engines directly, so the host counts the gateway's requests
+    // as those in flight to an instance (`ingress_in_flight`, and what keeps a busy engine from parking).
+    let local: RunningHostAgent | undefined;
+    const server = await startServer({
+      settings: { ...settings.server, temporal },
+      serverId,
+      adminToken: admin.token,
+      db,
+      logger,
+      localEngines: { urlOf: (instance) => local?.engineUrl(instance) },
+    });
     started.push(() => server.stop());
 
     const host: RunningHostAgent = await startHostAgent(
@@ -71,12 +81,14 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
         ...settings.host,
         server: { url: server.managementUrl, token: await issueHostToken(db) },
         temporal,
-        // Only this process forwards to it.
+        // The host registers one, but this process reaches its engines without it.
         ingress: { listen: '127.0.0.1:0' },
         data_dir: join(dataDir, 'host'),
       },
       logger,
+      { inFlightOf: (key) => server.queue.instanceInFlight(key.deploymentId, key.instanceIndex) },
     );
+    local = host;
     started.push(() => host.stop());
 
     if (settings.examples && (await listDeployments(db)).length === 0) {

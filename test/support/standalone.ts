@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { closeSync, createWriteStream, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort } from '../../deploy/temporalDevServer.js';
 import { CAPYCTL } from './capyctl.js';
@@ -35,6 +35,13 @@ export interface StandaloneOptions {
   hostId?: string;
   /** More `--set path=value` overrides. */
   sets?: string[];
+  /** Options for node itself, e.g. `--cpu-prof`. */
+  nodeArgs?: string[];
+  /**
+   * Its output goes straight to standalone.log, not through this process: a benchmark's load
+   * generator then does not pay for reading the gateway's logs. `output()` reads the file.
+   */
+  outputToFile?: boolean;
 }
 
 export async function startStandaloneProcess(options: StandaloneOptions): Promise<StandaloneProcess> {
@@ -47,24 +54,31 @@ export async function startStandaloneProcess(options: StandaloneOptions): Promis
     `host.id=${hostId}`,
     ...(options.sets ?? []),
   ];
-  const child = spawn(process.execPath, [CAPYCTL, 'start', 'standalone', ...sets.flatMap((s) => ['--set', s])], {
+  const logFile = join(options.dir, 'standalone.log');
+  const direct = options.outputToFile ? openSync(logFile, 'w') : undefined;
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CAPYCTL, 'start', 'standalone', ...sets.flatMap((s) => ['--set', s])], {
     cwd: options.dir,
     env: { ...process.env, CAPYCTL_LOG_FORMAT: 'json', DATABASE_URL: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: direct === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', direct, direct],
   });
-  // Also kept in its folder, to read after a failed test.
-  const log = createWriteStream(join(options.dir, 'standalone.log'), { flags: 'a' });
-  let output = '';
-  for (const stream of [child.stdout!, child.stderr!]) {
-    stream.on('data', (d) => (output += d));
-    stream.pipe(log);
+  let kept = '';
+  if (direct === undefined) {
+    // Also kept in its folder, to read after a failed test.
+    const log = createWriteStream(logFile, { flags: 'a' });
+    for (const stream of [child.stdout!, child.stderr!]) {
+      stream.on('data', (d) => (kept += d));
+      stream.pipe(log);
+    }
+  } else {
+    closeSync(direct);
   }
+  const output = () => (direct === undefined ? kept : readFileSync(logFile, 'utf8'));
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   const ready = await until(
     'the standalone to be ready',
     () => {
-      if (child.exitCode !== null) throw new Error(`the standalone exited with ${child.exitCode}:\n${output}`);
-      const line = output.split('\n').find((l) => l.includes('"standalone ready'));
+      if (child.exitCode !== null) throw new Error(`the standalone exited with ${child.exitCode}:\n${output()}`);
+      const line = output().split('\n').find((l) => l.includes('"standalone ready'));
       return line === undefined ? undefined : (JSON.parse(line) as { inferenceUrl: string; managementUrl: string; adminTokenFile: string });
     },
     90_000,
@@ -76,7 +90,7 @@ export async function startStandaloneProcess(options: StandaloneOptions): Promis
     inferenceUrl: ready.inferenceUrl,
     managementUrl: ready.managementUrl,
     adminToken: readFileSync(ready.adminTokenFile, 'utf8').trim(),
-    output: () => output,
+    output,
     exited,
     async stop() {
       if (child.exitCode === null) child.kill('SIGTERM');
