@@ -127,6 +127,9 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
       logger: log,
     }),
     shutdownGraceTime: settings.shutdown_grace,
+    // A stop always ends: an engine operation still running at twice the grace is retried by the
+    // switch against the next start of this host.
+    shutdownForceTime: 2 * settings.shutdown_grace,
   });
   const running = worker.run();
   const sampler = new LoadSampler({ supervisor, inFlightOf, server, logger: log });
@@ -139,7 +142,7 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
     async stop() {
       await sampler.stop();
       worker.shutdown();
-      await running;
+      await running.catch((e: unknown) => log.warn({ err: e }, 'the worker stopped with engine operations unfinished'));
       await supervisor.stopAll(settings.engine_stop_grace);
       await ingress.close();
       await connection.close();

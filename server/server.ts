@@ -200,6 +200,9 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     workflowBundle: await workflowBundle(),
     activities,
     shutdownGraceTime: settings.switching.drain_timeout,
+    // A stop always ends: a task still held at twice the drain bound is left to the next start,
+    // which finishes or compensates its switch.
+    shutdownForceTime: 2 * settings.switching.drain_timeout,
   });
   const running = worker.run();
 
@@ -281,7 +284,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       await inference.close();
       await management.close();
       worker.shutdown();
-      await running;
+      await running.catch((e: unknown) => logger.warn({ err: e }, 'the worker stopped with tasks unfinished; the next start takes them up'));
       await workerConnection.close();
       await client.connection.close();
     },
