@@ -5,13 +5,15 @@
  * `.data/admin-token` under the working directory).
  */
 import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Agent, request } from 'undici';
 import type { ErrorCode } from '../domain/catalogue.js';
+import { DEFAULT_DATA_DIR } from '../settings/standaloneDocument.js';
+import { ADMIN_TOKEN_FILE } from '../standalone/adminToken.js';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:7443';
 /** Where the standalone writes its admin token, under its default data_dir. */
-export const DEFAULT_ADMIN_TOKEN_FILE = '.data/admin-token';
+export const DEFAULT_ADMIN_TOKEN_FILE = join(DEFAULT_DATA_DIR, ADMIN_TOKEN_FILE);
 
 /** The options every operator command takes, for `parseArgs`. */
 export const connectionOptions = {

@@ -4,9 +4,12 @@ import { hostSection } from './hostDocument.js';
 import { REQUEST_DEADLINE_DEFAULT_MS } from './queue.js';
 import { serverSection } from './serverDocument.js';
 
+/** Where a standalone keeps everything unless its document says otherwise. */
+export const DEFAULT_DATA_DIR = '.data';
+
 export const standaloneDocument = z.strictObject({
   /** Where the standalone keeps its embedded database, Temporal file and admin token. */
-  data_dir: z.string().min(1).default('.data'),
+  data_dir: z.string().min(1).default(DEFAULT_DATA_DIR),
   /** Deploy the example models of deploy/examples/ when the catalogue is empty (the embedded defaults do). */
   examples: z.boolean().default(false),
   server: serverSection().prefault({}),

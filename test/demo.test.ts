@@ -20,7 +20,7 @@ const WINDOW_MS = 2_000;
 type Observed = DemoRun & { timeline: TimelineEvent[]; switches: SwitchSeen[] };
 
 function runDemo(s: StandaloneProcess): Promise<Observed> {
-  const args = ['run', '--silent', 'demo', '--', '--json', '--inference', s.inferenceUrl, '--management', s.managementUrl, '--temporal', inject('temporalAddress')];
+  const args = ['run', '--silent', 'demo', '--', '--json', '--inference', s.inferenceUrl, '--server', s.managementUrl, '--temporal', inject('temporalAddress')];
   return new Promise((resolve, reject) => {
     execFile('npm', args, { cwd: REPO, env: { ...process.env, CAPYCTL_ADMIN_TOKEN: s.adminToken } }, (error, stdout, stderr) =>
       error ? reject(new Error(`npm run demo failed: ${error.message}\n${stderr}`)) : resolve(JSON.parse(stdout) as Observed),

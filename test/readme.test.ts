@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { resolveTemporalCli } from '../deploy/temporalDevServer.js';
+import { readyLineOf } from './support/standalone.js';
 import { until } from './support/until.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -65,8 +66,7 @@ describe("README.md's two commands on a fresh clone", () => {
         'the standalone to be ready',
         () => {
           if (run.child.exitCode !== null) throw new Error(`\`${mainJob}\` exited with ${run.child.exitCode}:\n${run.output()}`);
-          const line = run.output().split('\n').find((l) => l.includes('"standalone ready'));
-          return line === undefined ? undefined : (JSON.parse(line) as { pid: number; adminTokenFile: string; temporalUiUrl: string });
+          return readyLineOf(run.output());
         },
         300_000,
       );

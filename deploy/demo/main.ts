@@ -3,10 +3,9 @@
  * example models chat-a and chat-b) and prints the timeline it observed. `--json` prints the
  * timeline with every request and switch seen, for a script.
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { request } from 'undici';
+import { connectionOptions, managementClient } from '../../cli/managementClient.js';
 import { switchesSince } from './switchHistory.js';
 import { renderTimeline, timelineOf } from './timeline.js';
 import { playTwoApps } from './twoApps.js';
@@ -14,8 +13,8 @@ import { playTwoApps } from './twoApps.js';
 const { values } = parseArgs({
   options: {
     inference: { type: 'string', default: 'http://127.0.0.1:8080' },
-    management: { type: 'string', default: 'http://127.0.0.1:7443' },
-    'admin-token-file': { type: 'string', default: '.data/admin-token' },
+    // The management API and its admin token, found as `capyctl` finds them.
+    ...connectionOptions,
     temporal: { type: 'string', default: '127.0.0.1:7233' },
     namespace: { type: 'string', default: 'default' },
     json: { type: 'boolean', default: false },
@@ -26,11 +25,10 @@ const models = { app1Model: 'chat-a', app2Model: 'chat-b' };
 
 /** The host that runs App 1's model: its switches are the ones to read. */
 async function hostOf(model: string): Promise<string> {
-  const token = process.env.CAPYCTL_ADMIN_TOKEN ?? readFileSync(values['admin-token-file'], 'utf8').trim();
-  const reply = await request(`${values.management}/management/v1/metrics/load`, { headers: { authorization: `Bearer ${token}` } });
-  const load = (await reply.body.json()) as { deployments: Array<{ name: string; instances: Array<{ host_id: string }> }> };
+  const management = managementClient(values);
+  const load = await management.call<{ deployments: Array<{ name: string; instances: Array<{ host_id: string }> }> }>('GET', '/metrics/load');
   const hostId = load.deployments.find((d) => d.name === model)?.instances[0]?.host_id;
-  if (!hostId) throw new Error(`${model} runs on no host the management API at ${values.management} knows`);
+  if (!hostId) throw new Error(`${model} runs on no host the management API at ${management.url} knows`);
   return hostId;
 }
 

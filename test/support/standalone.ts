@@ -44,6 +44,20 @@ export interface StandaloneOptions {
   outputToFile?: boolean;
 }
 
+/** What the standalone's JSON "standalone ready" line says, once it printed it. */
+export interface ReadyLine {
+  pid: number;
+  inferenceUrl: string;
+  managementUrl: string;
+  adminTokenFile: string;
+  temporalUiUrl?: string;
+}
+
+export function readyLineOf(output: string): ReadyLine | undefined {
+  const line = output.split('\n').find((l) => l.includes('"standalone ready'));
+  return line === undefined ? undefined : (JSON.parse(line) as ReadyLine);
+}
+
 export async function startStandaloneProcess(options: StandaloneOptions): Promise<StandaloneProcess> {
   const hostId = options.hostId ?? `box-${randomUUID().slice(0, 8)}`;
   const [inference, management] = [await freePort(), await freePort()];
@@ -78,8 +92,7 @@ export async function startStandaloneProcess(options: StandaloneOptions): Promis
     'the standalone to be ready',
     () => {
       if (child.exitCode !== null) throw new Error(`the standalone exited with ${child.exitCode}:\n${output()}`);
-      const line = output().split('\n').find((l) => l.includes('"standalone ready'));
-      return line === undefined ? undefined : (JSON.parse(line) as { inferenceUrl: string; managementUrl: string; adminTokenFile: string });
+      return readyLineOf(output());
     },
     90_000,
   );
