@@ -39,10 +39,12 @@ export interface Arrival {
 export interface Ticket {
   readonly instance: InstanceRef;
   /**
-   * Aborted, with the queue-deadline error as its reason, when the reply's first output has not come
-   * by the request deadline (counted from the arrival: the wait, the switch and the prefill).
+   * Calls `then` with the queue-deadline error when the reply's first output has not come by the
+   * request deadline (counted from the arrival: the wait, the switch and the prefill); at once if
+   * that has happened. One listener: the relay's. (A plain callback, not an AbortSignal: every
+   * request has one, and an EventTarget costs more than the rest of the ticket.)
    */
-  readonly deadline: AbortSignal;
+  onDeadline(then: (error: ApiError) => void): void;
   /** The reply's first output arrived (the opening chunk that only names the role is not output). */
   firstOutput(): void;
   /** The request ended; `cut` when it was cut short (a hang-up, a deadline, a stream bound). */
@@ -71,10 +73,31 @@ interface Waiter {
   leave: () => void;
 }
 
-/** The request deadline, armed at the arrival; what it does depends on where the request is when it runs out. */
-interface DeadlineTimer {
-  onExpiry: () => void;
-  stop: () => void;
+/**
+ * The request deadline, armed at the arrival, disarmed by the first output or the end; what it does
+ * depends on where the request is when it runs out (`onExpiry`).
+ */
+class DeadlineTimer {
+  onExpiry: () => void = nothing;
+  private readonly handle: NodeJS.Timeout;
+
+  constructor(ms: number) {
+    this.handle = setTimeout(expire, ms, this);
+  }
+
+  stop(): void {
+    clearTimeout(this.handle);
+  }
+}
+
+function expire(timer: DeadlineTimer): void {
+  timer.onExpiry();
+}
+
+function nothing(): void {}
+
+function refused(error: ApiError): Promise<Admission> {
+  return Promise.resolve({ kind: 'refused', error });
 }
 
 interface Model {
@@ -95,30 +118,37 @@ interface Model {
 }
 
 class RunningRequest implements Ticket {
-  private readonly expiry = new AbortController();
-  readonly deadline = this.expiry.signal;
+  private expired: ApiError | undefined;
+  private onExpiry: ((error: ApiError) => void) | undefined;
   private sawOutput = false;
   private finished = false;
 
   constructor(
     readonly instance: InstanceRef,
     private readonly onFinish: (request: RunningRequest, cutBeforeOutput: boolean) => void,
-    private readonly stopDeadline: () => void,
+    private readonly deadline: DeadlineTimer,
   ) {}
 
   expire(error: ApiError) {
-    if (!this.sawOutput && !this.finished) this.expiry.abort(error);
+    if (this.sawOutput || this.finished || this.expired) return;
+    this.expired = error;
+    this.onExpiry?.(error);
+  }
+
+  onDeadline(then: (error: ApiError) => void) {
+    this.onExpiry = then;
+    if (this.expired) then(this.expired);
   }
 
   firstOutput() {
     this.sawOutput = true;
-    this.stopDeadline();
+    this.deadline.stop();
   }
 
   finish({ cut }: { cut: boolean }) {
     if (this.finished) return;
     this.finished = true;
-    this.stopDeadline();
+    this.deadline.stop();
     this.onFinish(this, cut && !this.sawOutput);
   }
 }
@@ -146,10 +176,9 @@ export class RequestQueue implements RouterFigures {
     const { deploymentId: id, held, bodyBytes } = arrival;
     const m = this.model(id);
     const limits = this.options.limits();
-    const refused = (error: ApiError): Promise<Admission> => Promise.resolve({ kind: 'refused', error });
     const slotFree = m.running.size < RUNNING_PER_MODEL && m.waiters.length === 0;
 
-    if (m.dispatch === 'open' && slotFree) return Promise.resolve({ kind: 'dispatch', ticket: this.run(m, this.deadlineTimer(limits)) });
+    if (m.dispatch === 'open' && slotFree) return Promise.resolve({ kind: 'dispatch', ticket: this.run(m, new DeadlineTimer(limits.request_deadline)) });
     if (m.dispatch === 'closed' || this.stopping) return refused(apiErrors.dispatchClosed(id));
     if (m.dispatch === 'waiting' && held) return refused(held === 'explicit' ? apiErrors.deploymentInactive(id) : apiErrors.deploymentStopped(id));
     if (limits.max_pending_per_deployment === 0) {
@@ -169,7 +198,7 @@ export class RequestQueue implements RouterFigures {
 
   private wait(m: Model, arrival: Arrival, limits: SharedQueueLimits): Promise<Admission> {
     return new Promise<Admission>((resolve, reject) => {
-      const timer = this.deadlineTimer(limits);
+      const timer = new DeadlineTimer(limits.request_deadline);
       const onHangUp = () => {
         waiter.leave();
         timer.stop();
@@ -208,16 +237,9 @@ export class RequestQueue implements RouterFigures {
     });
   }
 
-  /** Armed at the arrival, disarmed by the first output or the end. */
-  private deadlineTimer(limits: SharedQueueLimits): DeadlineTimer {
-    const handle = setTimeout(() => timer.onExpiry(), limits.request_deadline);
-    const timer: DeadlineTimer = { onExpiry: () => {}, stop: () => clearTimeout(handle) };
-    return timer;
-  }
-
   /** Only a serving model runs requests, and a serving model always has its instance. */
   private run(m: Model, timer: DeadlineTimer): RunningRequest {
-    const request = new RunningRequest(m.instance!, (r, cutBeforeOutput) => this.finished(m, r, cutBeforeOutput), timer.stop);
+    const request = new RunningRequest(m.instance!, (r, cutBeforeOutput) => this.finished(m, r, cutBeforeOutput), timer);
     timer.onExpiry = () => request.expire(apiErrors.queueDeadline(m.id));
     m.running.add(request);
     m.lastChangeMs = this.now();

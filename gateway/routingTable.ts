@@ -29,6 +29,8 @@ export interface RoutedDeployment extends DeploymentFacts {
 interface Entry {
   facts: DeploymentFacts;
   instances: Map<number, RoutedInstance>;
+  /** What `view` made of it, until it changes: every request reads it, and it changes seldom. */
+  view?: RoutedDeployment;
 }
 
 export class RoutingTable {
@@ -66,7 +68,9 @@ export class RoutingTable {
 
   setOperatorStopped(id: string, operatorStopped: boolean): void {
     const held = this.byId.get(id);
-    if (held) held.facts = { ...held.facts, operatorStopped };
+    if (!held) return;
+    held.facts = { ...held.facts, operatorStopped };
+    held.view = undefined;
   }
 
   /**
@@ -81,11 +85,14 @@ export class RoutingTable {
     if (held && held.generation > update.generation) return;
     const { index, hostId, generation, observedState } = update;
     entry.instances.set(index, { index, hostId, generation, observedState });
+    entry.view = undefined;
   }
 
   setHostActivation(hostId: string, activation: Activation): void {
     if (activation === 'explicit') this.explicitHosts.add(hostId);
     else this.explicitHosts.delete(hostId);
+    // Any deployment's activation may follow from a host's.
+    for (const entry of this.byId.values()) entry.view = undefined;
   }
 
   /** The deployment a request for `model` goes to: models are routed by deployment name only. */
@@ -104,12 +111,13 @@ export class RoutingTable {
     return [...this.byId.values()].map((e) => this.view(e)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  private view({ facts, instances }: Entry): RoutedDeployment {
-    return {
-      ...facts,
-      activation: this.activationOf(facts.spec),
-      instances: [...instances.values()].sort((a, b) => a.index - b.index),
+  private view(entry: Entry): RoutedDeployment {
+    entry.view ??= {
+      ...entry.facts,
+      activation: this.activationOf(entry.facts.spec),
+      instances: [...entry.instances.values()].sort((a, b) => a.index - b.index),
     };
+    return entry.view;
   }
 
   /** A deployment without `hosts` may run on any host, so any explicit host makes it explicit. */

@@ -14,7 +14,8 @@ export function forwardableHeaders(
   drop: readonly string[] = [],
 ): Record<string, string | string[]> {
   const kept: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
+    const value = headers[name];
     if (value !== undefined && !HOP_BY_HOP.has(name) && !drop.includes(name)) kept[name] = value;
   }
   return kept;

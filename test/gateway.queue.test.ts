@@ -4,7 +4,7 @@
  */
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { apiErrors, renderApiError } from '../domain/catalogue.js';
+import { type ApiError, apiErrors, renderApiError } from '../domain/catalogue.js';
 import { RUNNING_PER_MODEL } from '../domain/limits.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
 import { type Admission, type Arrival, RequestQueue, type Ticket } from '../gateway/requestQueue.js';
@@ -291,22 +291,29 @@ describe('the bounds', () => {
     expect(await errorOf(waiting)).toEqual(apiErrors.queueDeadline(A));
   });
 
-  it('the deadline runs on until the first output: the ticket is aborted with the queue deadline', async () => {
+  it('the deadline runs on until the first output: the ticket is told the queue deadline', async () => {
     const b = bench({ request_deadline: 80 });
     const waiting = b.send(B).admission;
     await sleep(40);
     b.queue.release(instanceOf(B));
     const ticket = await ticketOf(waiting);
-    expect(ticket.deadline.aborted).toBe(false);
+    const told: ApiError[] = [];
+    ticket.onDeadline((error) => told.push(error));
+    expect(told).toEqual([]);
     await sleep(60);
-    expect(ticket.deadline.aborted).toBe(true);
-    expect(ticket.deadline.reason).toEqual(apiErrors.queueDeadline(B));
+    expect(told).toEqual([apiErrors.queueDeadline(B)]);
+    // A listener that comes late is told at once.
+    const late: ApiError[] = [];
+    ticket.onDeadline((error) => late.push(error));
+    expect(late).toEqual([apiErrors.queueDeadline(B)]);
 
     b.queue.release(instanceOf(A));
     const answered = await ticketOf(b.send(A).admission);
+    const toldAnswered: ApiError[] = [];
+    answered.onDeadline((error) => toldAnswered.push(error));
     answered.firstOutput();
     await sleep(120);
-    expect(answered.deadline.aborted).toBe(false);
+    expect(toldAnswered).toEqual([]);
   });
 });
 

@@ -17,6 +17,17 @@ export interface Scan {
 
 // An event ends at a blank line, whichever line ending the engine writes.
 const EVENT_END = /\r\n\r\n|\n\n|\r\r/g;
+const EVENT_ENDS = ['\r\n\r\n', '\n\n', '\r\r'].map((end) => Buffer.from(end, 'latin1'));
+
+/** Where the bytes after the last event's end begin: 0 when no event ended in them. */
+function lastEventEnd(bytes: Buffer): number {
+  let start = 0;
+  for (const end of EVENT_ENDS) {
+    const at = bytes.lastIndexOf(end);
+    if (at >= 0) start = Math.max(start, at + end.length);
+  }
+  return start;
+}
 
 /**
  * Holds an event's bytes until it ends, so the client gets whole events only: none of a piece too
@@ -29,12 +40,19 @@ export class EventScanner {
 
   push(chunk: Buffer): Scan {
     const bytes = this.partial.length === 0 ? chunk : Buffer.concat([this.partial, chunk]);
+    // Once the output began, an event's content no longer matters, only its size; and in bytes no
+    // longer than the largest piece, no event can be too large. Then only the last event's end is
+    // needed, which a native search finds without reading the events one by one.
+    if (this.sawOutput && bytes.length <= MAX_STREAM_PIECE_BYTES) {
+      const start = lastEventEnd(bytes);
+      this.partial = bytes.subarray(start);
+      return { whole: bytes.subarray(0, start), output: true, oversized: false };
+    }
     // latin1 keeps one character per byte, so string indexes are byte offsets.
     const text = bytes.toString('latin1');
     let start = 0;
     for (const end of text.matchAll(EVENT_END)) {
       if (end.index - start > MAX_STREAM_PIECE_BYTES) return { whole: bytes.subarray(0, start), output: this.sawOutput, oversized: true };
-      // Once the output began, an event's content no longer matters, only its size.
       if (!this.sawOutput && isOutput(bytes.subarray(start, end.index).toString('utf8'))) this.sawOutput = true;
       start = end.index + end[0].length;
     }

@@ -6,15 +6,22 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 
-const rawBodies = new WeakMap<FastifyRequest, Buffer>();
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The body's bytes as they arrived (rawJsonBody); null for a request that had none. */
+    rawBody: Buffer | null;
+  }
+}
 
 /** The body's bytes as they arrived; empty for a request that had none. */
-export const rawBodyOf = (request: FastifyRequest): Buffer => rawBodies.get(request) ?? Buffer.alloc(0);
+export const rawBodyOf = (request: FastifyRequest): Buffer => request.rawBody ?? Buffer.alloc(0);
 
 export const rawJsonBody = fp(async (app: FastifyInstance) => {
+  // A request's own field, declared up front so every request has the same shape.
+  app.decorateRequest('rawBody', null);
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
-    rawBodies.set(request, body);
+    request.rawBody = body;
     try {
       done(null, JSON.parse(body.toString('utf8')));
     } catch (e) {
