@@ -215,7 +215,8 @@ async function main() {
       temporalAddress: temporal.address,
       dir,
       outputToFile: true,
-      nodeArgs: [`--inspect=127.0.0.1:${inspectorPort}`, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])],
+      // The inspector only when (d) reads memory through it: the other parts measure the gateway as users run it.
+      nodeArgs: [...(PARTS.includes('d') ? [`--inspect=127.0.0.1:${inspectorPort}`] : []), ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])],
       sets: [
         'examples=false',
         // (d) leaves a start in progress: the bench's stop should not wait out the default graces.
