@@ -21,12 +21,21 @@ const EVENT_ENDS = ['\r\n\r\n', '\n\n', '\r\r'].map((end) => Buffer.from(end, 'l
 
 /** Where the bytes after the last event's end begin: 0 when no event ended in them. */
 function lastEventEnd(bytes: Buffer): number {
+  // Engines write whole events, so the bytes mostly end with an event's end: then nothing is searched.
+  for (const end of EVENT_ENDS) if (endsWith(bytes, end)) return bytes.length;
   let start = 0;
   for (const end of EVENT_ENDS) {
     const at = bytes.lastIndexOf(end);
     if (at >= 0) start = Math.max(start, at + end.length);
   }
   return start;
+}
+
+function endsWith(bytes: Buffer, end: Buffer): boolean {
+  const from = bytes.length - end.length;
+  if (from < 0) return false;
+  for (let i = 0; i < end.length; i++) if (bytes[from + i] !== end[i]) return false;
+  return true;
 }
 
 /**
