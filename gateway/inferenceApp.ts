@@ -28,8 +28,8 @@ export interface InferenceDeps {
   queue: RequestQueue;
   /** Where an instance's engine answers: its base URL (standalone) or `<ingress_url>/instances/<id>/<index>` (server). */
   instanceUrl: (instance: InstanceRef) => string;
-  /** The longest silence in a reply after its first output (the host's stream_idle_timeout), in ms. */
-  streamIdleMs: number;
+  /** The longest silence in a reply from the instance after its first output (its host's stream_idle_timeout), in ms. */
+  streamIdleMs: (instance: InstanceRef) => number;
   logger: FastifyBaseLogger;
   bodyLimitBytes?: number;
 }

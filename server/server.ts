@@ -239,22 +239,22 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   });
   const managementUrl = await management.listen(listenOn(settings.listen.management));
 
+  /** The host an instance runs on: the release told the table before any request was let through. */
+  const hostOf = ({ deploymentId, instanceIndex }: InstanceRef) => table.get(deploymentId)?.instances.find((i) => i.index === instanceIndex)?.hostId;
   const inference = await buildInferenceApp({
     table,
     queue,
     logger,
-    // The release told the table which host the instance runs on before any request was let through.
     instanceUrl: (instance) => {
       const local = localEngines?.urlOf(instance);
       if (local !== undefined) return local;
-      const { deploymentId, instanceIndex } = instance;
-      const hostId = table.get(deploymentId)?.instances.find((i) => i.index === instanceIndex)?.hostId;
+      const hostId = hostOf(instance);
       const ingress = hostId && hostIngress.get(hostId);
-      if (!ingress) throw new Error(`no host is known to run instance ${deploymentId}/${instanceIndex}`);
-      return `${ingress}/instances/${deploymentId}/${instanceIndex}`;
+      if (!ingress) throw new Error(`no host is known to run instance ${instance.deploymentId}/${instance.instanceIndex}`);
+      return `${ingress}/instances/${instance.deploymentId}/${instance.instanceIndex}`;
     },
-    // The tightest silence bound of the hosts known at start (the default before any registered).
-    streamIdleMs: Math.min(...(hostQueues.size > 0 ? [...hostQueues.values()] : [HOST_QUEUE_DEFAULTS]).map((q) => q.stream_idle_timeout)),
+    // The instance's host's own bound, as it last registered.
+    streamIdleMs: (instance) => (hostQueues.get(hostOf(instance) ?? '') ?? HOST_QUEUE_DEFAULTS).stream_idle_timeout,
   });
   const inferenceUrl = await inference.listen(listenOn(settings.listen.inference));
 

@@ -21,6 +21,8 @@ export interface Faults {
   wake_hangs: boolean;
   /** New requests never finish: a stream stops after its role chunk, a plain request never answers. */
   requests_never_finish: boolean;
+  /** A new stream goes silent after its first token, as an engine stuck mid-answer; it stays running. */
+  streams_go_silent: boolean;
 }
 
 /** Why a request stopped early: its client hung up, or the engine was told to abort it. */
@@ -60,7 +62,7 @@ export class SimEngine {
   readonly memory: EngineMemory;
   readonly slots: Slots;
   readonly violations: string[] = [];
-  readonly faults: Faults = { wrong_answer_after_wake: false, reload_fails: false, wake_hangs: false, requests_never_finish: false };
+  readonly faults: Faults = { wrong_answer_after_wake: false, reload_fails: false, wake_hangs: false, requests_never_finish: false, streams_go_silent: false };
   readonly inFlight = new Set<InFlightRequest>();
   parkedLevel: 1 | 2 | null = null;
   parkedTier: ParkTier | null = null;

@@ -144,6 +144,11 @@ async function generate(engine: SimEngine, dialect: Dialect, res: ServerResponse
     }
     if (timings.prefillMs > 0) await sleep(timings.prefillMs, undefined, { signal });
     const a = (answer = answerFor(engine, g));
+    if (stream && engine.faults.streams_go_silent) {
+      produced = 1;
+      await stream.write((opening && !stream.isOpen ? frame(opening) : '') + shapes.tokenFrame(a.tokens[0]!, null));
+      await untilAborted(signal);
+    }
     await paceTokens(a.tokens.length, timings.tokensPerS, signal, async (from, to) => {
       produced = to;
       if (!stream) return;

@@ -12,6 +12,7 @@ const faultRequest = z.strictObject({
   reload_fails: z.boolean().optional(),
   wake_hangs: z.boolean().optional(),
   requests_never_finish: z.boolean().optional(),
+  streams_go_silent: z.boolean().optional(),
   crash: z.boolean().optional(),
 });
 

@@ -84,7 +84,7 @@ async function gateway(models: Record<string, ModelAt>, options: { limits?: Part
     table,
     queue,
     instanceUrl: (instance) => baseUrls.get(instance.deploymentId)!,
-    streamIdleMs: options.streamIdleMs ?? 120_000,
+    streamIdleMs: () => options.streamIdleMs ?? 120_000,
     logger: pino({ level: 'silent' }),
     bodyLimitBytes: options.bodyLimitBytes,
   });

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
 import { request } from 'undici';
@@ -99,6 +100,40 @@ describe('the server with a host agent: a request starts its model, and another 
     const reply = await request(`${bench.server.managementUrl}/management/v1/metrics/load`);
     expect(reply.statusCode).toBe(401);
     expect(await reply.body.json()).toMatchObject({ code: 'unauthorized' });
+  });
+});
+
+describe('a host that registers after the server started', () => {
+  it('bounds the silence of its engines’ replies by its own stream_idle_timeout', async () => {
+    // The server starts with no host known; the host agent registers after it, with a 1 s bound.
+    const bench = await startServerBench({ hostYaml: 'resource_policy: { queue: { stream_idle_timeout: 1s } }' });
+    try {
+      const a = await bench.deploy('chat-a');
+      // The model starts (its wake check answered as usual), then its engine goes silent mid-answer.
+      expect((await bench.chat(a)).status).toBe(200);
+      const faulted = await request(`${bench.host.ingressUrl}/instances/${a.id}/0/sim/faults`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ streams_go_silent: true }),
+      });
+      expect(faulted.statusCode).toBe(200);
+      const stream = await bench.stream(a, { max_tokens: 50 });
+      const headAt = Date.now();
+      expect(stream.status).toBe(200);
+      const ended = await Promise.race([
+        stream.rest().then(
+          () => 'the whole answer',
+          () => 'cut',
+        ),
+        sleep(5_000).then(() => 'still open after 5 s'),
+      ]);
+      stream.end();
+      expect(ended).toBe('cut');
+      expect(Date.now() - headAt).toBeGreaterThanOrEqual(900);
+      expect(Date.now() - headAt).toBeLessThan(3_000);
+    } finally {
+      await bench.close();
+    }
   });
 });
 

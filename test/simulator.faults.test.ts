@@ -85,6 +85,25 @@ describe('simulator faults', () => {
     await expect.poll(async () => (await sim.state()).running).toBe(0);
   });
 
+  it('streams_go_silent: a stream stops after its first token and stays running; a plain request is answered', async () => {
+    const sim = await vllm();
+    await fault(sim, { streams_go_silent: true });
+    const controller = new AbortController();
+    const res = await post(`${sim.baseUrl}/v1/chat/completions`, { messages: [{ role: 'user', content: 'x' }], stream: true }, controller.signal);
+    const frames = streamFrames(res);
+    const deltas = [JSON.parse((await frames.next()).value!.slice('data: '.length)), JSON.parse((await frames.next()).value!.slice('data: '.length))];
+    expect(deltas[0].choices[0].delta).toEqual({ role: 'assistant', content: '' });
+    expect(deltas[1].choices[0].delta.content).toMatch(/\S/);
+    const next = frames.next();
+    const quiet = await Promise.race([next.then(() => 'more'), new Promise((r) => setTimeout(() => r('quiet'), 400))]);
+    expect(quiet).toBe('quiet');
+    expect((await post(`${sim.baseUrl}/v1/completions`, { prompt: 'x', max_tokens: 4 })).status).toBe(200);
+    expect((await sim.state()).running).toBe(1);
+    controller.abort();
+    await next.catch(() => {});
+    await expect.poll(async () => (await sim.state()).running).toBe(0);
+  });
+
   it('crash: the process exits at once with a non-zero code', async () => {
     const sim = await sglang();
     await expect(post(`${sim.baseUrl}/sim/faults`, { crash: true })).rejects.toThrow();

@@ -24,7 +24,7 @@ export interface CompletionDeps {
   /** Where an instance's engine answers: its base URL (standalone) or the host ingress's route to it (server). */
   instanceUrl: (instance: InstanceRef) => string;
   dispatcher: Dispatcher;
-  streamIdleMs: number;
+  streamIdleMs: (instance: InstanceRef) => number;
 }
 
 /**
@@ -79,7 +79,7 @@ export function completionRoutes(deps: CompletionDeps) {
           res: reply.raw,
           hangUp,
           dispatcher: deps.dispatcher,
-          streamIdleMs: deps.streamIdleMs,
+          streamIdleMs: deps.streamIdleMs(admission.ticket.instance),
           log: request.log,
         });
       });
