@@ -58,7 +58,7 @@ const WAITING = 4_096;
 const MiB = 2 ** 20;
 const PARTS = process.env.BENCH_PARTS ?? 'abcd';
 /** How long the gateway may take to stop before it is killed with its engines. */
-const STOP_BOUND_MS = 30_000;
+const STOP_BOUND_MS = Number(process.env.STOP_BOUND_MS ?? 30_000);
 
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createStoreActivities } from '../activities/storeActivities.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
-import { inOrder, type OperatorLifecycle, type SchedulerRef, reportDemand, schedulerSettings, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
+import { latestInOrder, type OperatorLifecycle, type SchedulerRef, reportDemand, schedulerSettings, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
@@ -32,6 +32,12 @@ const listenOn = (address: string) => ({ host: address.replace(/:\d+$/, ''), por
 
 /** How often a stopping server looks whether its running answers have finished. */
 const STOP_POLL_MS = 50;
+/**
+ * How long a stopping listener waits for its replies to leave once nothing runs any more: enough
+ * to write the 503s just given to the waiters. A connection still open then (one that never sent
+ * its request, say) would hold the stop for ever.
+ */
+const REPLIES_OUT_MS = 1_000;
 
 /** A host's queue settings before it has told them: the host document's defaults. */
 const HOST_QUEUE_DEFAULTS: QueueSettings = queueSettings(REQUEST_DEADLINE_DEFAULT_MS.server).parse({});
@@ -65,6 +71,16 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+/** Closes a listener: its replies in progress may finish within `ms`, then every connection is cut. */
+async function closeWithin(app: FastifyInstance, ms: number): Promise<void> {
+  const cut = setTimeout(() => app.server.closeAllConnections(), ms);
+  try {
+    await app.close();
+  } finally {
+    clearTimeout(cut);
+  }
+}
+
 export async function startServer({ settings, serverId, adminToken, db, logger, localEngines }: ServerDeps): Promise<RunningServer> {
   await migrate(db);
   const table = new RoutingTable();
@@ -95,7 +111,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
 
   const queue = new RequestQueue({
     limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS),
-    onDemand: inOrder(
+    onDemand: latestInOrder(
       async (demand) => {
         const deployment = table.get(demand.deploymentId);
         const hostId = deployment && hostFor(deployment, placeable());
@@ -276,13 +292,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       queue.stopTaking();
       const drainedBy = Date.now() + settings.switching.drain_timeout;
       while (queue.runningTotal() > 0 && Date.now() < drainedBy) await sleep(STOP_POLL_MS);
-      // Closing waits for the replies in progress (the 503s just given to the waiters among them).
-      if (queue.runningTotal() > 0) {
-        logger.warn({ running: queue.runningTotal() }, 'answers still running at the drain bound are cut');
-        inference.server.closeAllConnections();
-      }
-      await inference.close();
-      await management.close();
+      const stillRunning = queue.runningTotal();
+      if (stillRunning > 0) logger.warn({ running: stillRunning }, 'answers still running at the drain bound are cut');
+      await closeWithin(inference, stillRunning > 0 ? 0 : REPLIES_OUT_MS);
+      await closeWithin(management, REPLIES_OUT_MS);
       worker.shutdown();
       await running.catch((e: unknown) => logger.warn({ err: e }, 'the worker stopped with tasks unfinished; the next start takes them up'));
       await workerConnection.close();

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type ApiError, apiErrors, renderApiError } from '../domain/catalogue.js';
 import { RUNNING_PER_MODEL } from '../domain/limits.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
+import { latestInOrder } from '../gateway/lifecycleClient.js';
 import { type Admission, type Arrival, RequestQueue, type Ticket } from '../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
 import type { Demand, InstanceRef } from '../workflows/definitions.js';
@@ -476,5 +477,55 @@ describe('the gateway steps as activities', () => {
     b.queue.close([A]);
     await steps.reopen({ switchId: 's', victims: [A] });
     expect(b.queue.dispatchOf(A)).toBe('open');
+  });
+});
+
+describe('demand reports on their way to the scheduler', () => {
+  /** A send that finishes when the test says, recording what it was given. */
+  function slowSend() {
+    const sent: Demand[] = [];
+    const finishers: Array<(error?: Error) => void> = [];
+    const send = (demand: Demand) =>
+      new Promise<void>((resolve, reject) => {
+        sent.push(demand);
+        finishers.push((error) => (error ? reject(error) : resolve()));
+      });
+    /** Finishes the oldest send still on its way, then lets its follow-up start. */
+    const finishOne = async (error?: Error) => {
+      finishers.shift()!(error);
+      await new Promise((r) => setImmediate(r));
+    };
+    return { sent, send, finishOne };
+  }
+  const demand = (deploymentId: string, waiting: number): Demand => ({ deploymentId, waiting, oldestSinceMs: waiting > 0 ? 1_000 : 0 });
+
+  it('sends one at a time per deployment, and only the newest of those that waited', async () => {
+    const { sent, send, finishOne } = slowSend();
+    const report = latestInOrder(send, () => {});
+    report(demand(A, 1));
+    for (let waiting = 2; waiting <= 100; waiting++) report(demand(A, waiting));
+    report(demand(A, 0));
+    report(demand(B, 3));
+    expect(sent).toEqual([demand(A, 1), demand(B, 3)]);
+    await finishOne();
+    // Of the 100 reports for A made meanwhile, the last: nobody waits any more.
+    expect(sent).toEqual([demand(A, 1), demand(B, 3), demand(A, 0)]);
+    await finishOne();
+    await finishOne();
+    expect(sent).toHaveLength(3);
+    // With nothing on its way, the next report goes at once.
+    report(demand(A, 2));
+    expect(sent.at(-1)).toEqual(demand(A, 2));
+  });
+
+  it('a report that fails is told, and the newer one still goes', async () => {
+    const { sent, send, finishOne } = slowSend();
+    const failed: Demand[] = [];
+    const report = latestInOrder(send, (_, d) => failed.push(d));
+    report(demand(A, 1));
+    report(demand(A, 2));
+    await finishOne(new Error('Temporal is away'));
+    expect(failed).toEqual([demand(A, 1)]);
+    expect(sent).toEqual([demand(A, 1), demand(A, 2)]);
   });
 });

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
@@ -94,6 +96,21 @@ describe('the server with a host agent: a request starts its model, and another 
     const started = Date.now();
     expect((await ask(b)).split(' ')).toHaveLength(4);
     expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
+  it('stops within a moment though a client connected and never sent its request', async () => {
+    const { port } = new URL(bench.server.inferenceUrl);
+    const silent = connect(Number(port), '127.0.0.1');
+    await once(silent, 'connect');
+    try {
+      const started = Date.now();
+      await bench.restartServer();
+      // The stop waits for nothing to run, then a second for replies to leave; the start is quick.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(silent.destroyed || silent.readableEnded).toBe(true);
+    } finally {
+      silent.destroy();
+    }
   });
 
   it('refuses the load endpoint without the admin token', async () => {

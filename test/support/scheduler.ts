@@ -3,7 +3,7 @@
  * sent as the management API sends them, its ledger read with its query, and the waits the tests need.
  */
 import { CapyError } from '../../domain/catalogue.js';
-import { type CommandArgs, type CommandResult, type Commands, inOrder, reportDemand, type SchedulerRef, sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
+import { type CommandArgs, type CommandResult, type Commands, latestInOrder, reportDemand, type SchedulerRef, sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
 import { type CommandReceipt, type HostLedger, type LedgerEntry, queries, workflowIds } from '../../workflows/definitions.js';
 import type { SchedulerSettings } from '../../workflows/hostScheduler.js';
 import { type Lifecycle, type LifecycleOptions, simDeployment, startLifecycle } from './lifecycle.js';
@@ -38,7 +38,7 @@ export async function startSchedulerBench(options: LifecycleOptions & { settings
   const lc = await startLifecycle({
     ...options,
     // The gateway reports from its own callbacks; a lost report would be a lost demand, so it is logged.
-    onDemand: inOrder((demand) => reportDemand(late.lc!.client, late.ref!, demand), (e) => console.error('demand report failed', e)),
+    onDemand: latestInOrder((demand) => reportDemand(late.lc!.client, late.ref!, demand), (e) => console.error('demand report failed', e)),
   });
   const ref: SchedulerRef = { hostId: lc.hostId, serverTaskQueue: lc.serverTaskQueue, settings: { ...testSchedulerSettings, ...options.settings } };
   Object.assign(late, { lc, ref });
