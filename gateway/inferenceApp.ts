@@ -7,7 +7,7 @@ import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { Agent } from 'undici';
 import type { InstanceRef } from '../workflows/definitions.js';
-import { completionRoutes } from './inference/completions.js';
+import { completionRoutes, type EngineRoute } from './inference/completions.js';
 import { modelRoutes } from './inference/models.js';
 import { apiErrorsPlugin } from './plugins/apiErrors.js';
 import { rawJsonBody } from './plugins/rawJsonBody.js';
@@ -26,10 +26,8 @@ const VERBOSE_LEVELS: ReadonlySet<string> = new Set(['debug', 'trace']);
 export interface InferenceDeps {
   table: RoutingTable;
   queue: RequestQueue;
-  /** Where an instance's engine answers: its base URL (standalone) or `<ingress_url>/instances/<id>/<index>` (server). */
-  instanceUrl: (instance: InstanceRef) => string;
-  /** The longest silence in a reply from the instance after its first output (its host's stream_idle_timeout), in ms. */
-  streamIdleMs: (instance: InstanceRef) => number;
+  /** How a request reaches an instance's engine, looked up once per request. */
+  routeTo: (instance: InstanceRef) => EngineRoute;
   logger: FastifyBaseLogger;
   bodyLimitBytes?: number;
 }
@@ -51,7 +49,7 @@ export async function buildInferenceApp(deps: InferenceDeps) {
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
   await app.register(rawJsonBody);
-  await app.register(completionRoutes({ table: deps.table, queue: deps.queue, instanceUrl: deps.instanceUrl, dispatcher, streamIdleMs: deps.streamIdleMs }));
+  await app.register(completionRoutes({ table: deps.table, queue: deps.queue, routeTo: deps.routeTo, dispatcher }));
   await app.register(modelRoutes({ table: deps.table }));
   return app;
 }

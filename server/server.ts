@@ -255,22 +255,22 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   });
   const managementUrl = await management.listen(listenOn(settings.listen.management));
 
-  /** The host an instance runs on: the release told the table before any request was let through. */
-  const hostOf = ({ deploymentId, instanceIndex }: InstanceRef) => table.get(deploymentId)?.instances.find((i) => i.index === instanceIndex)?.hostId;
   const inference = await buildInferenceApp({
     table,
     queue,
     logger,
-    instanceUrl: (instance) => {
+    routeTo: (instance) => {
+      const { deploymentId, instanceIndex } = instance;
+      // The release told the table which host the instance runs on before any request was let through.
+      const hostId = table.get(deploymentId)?.instances.find((i) => i.index === instanceIndex)?.hostId;
+      // The host's own bound, as it last registered.
+      const streamIdleMs = ((hostId && hostQueues.get(hostId)) || HOST_QUEUE_DEFAULTS).stream_idle_timeout;
       const local = localEngines?.urlOf(instance);
-      if (local !== undefined) return local;
-      const hostId = hostOf(instance);
+      if (local !== undefined) return { url: local, streamIdleMs };
       const ingress = hostId && hostIngress.get(hostId);
-      if (!ingress) throw new Error(`no host is known to run instance ${instance.deploymentId}/${instance.instanceIndex}`);
-      return `${ingress}/instances/${instance.deploymentId}/${instance.instanceIndex}`;
+      if (!ingress) throw new Error(`no host is known to run instance ${deploymentId}/${instanceIndex}`);
+      return { url: `${ingress}/instances/${deploymentId}/${instanceIndex}`, streamIdleMs };
     },
-    // The instance's host's own bound, as it last registered.
-    streamIdleMs: (instance) => (hostQueues.get(hostOf(instance) ?? '') ?? HOST_QUEUE_DEFAULTS).stream_idle_timeout,
   });
   const inferenceUrl = await inference.listen(listenOn(settings.listen.inference));
 

@@ -29,7 +29,8 @@ const LIMITS: SharedQueueLimits = { request_deadline: 30_000, max_pending_per_de
 
 interface ModelAt {
   engine: EngineName;
-  baseUrl: string;
+  /** Its engine's URL; null when no route to it is known (the lookup throws). */
+  baseUrl: string | null;
   /** Released (ready) unless false. */
   ready?: boolean;
   explicit?: boolean;
@@ -54,7 +55,7 @@ afterAll(stopSimulators);
 async function gateway(models: Record<string, ModelAt>, options: { limits?: Partial<SharedQueueLimits>; streamIdleMs?: number; bodyLimitBytes?: number } = {}): Promise<Bench> {
   const table = new RoutingTable();
   const ids: Record<string, string> = {};
-  const baseUrls = new Map<string, string>();
+  const baseUrls = new Map<string, string | null>();
   const queue = new RequestQueue({ limits: () => ({ ...LIMITS, ...options.limits }), onDemand: () => {} });
   const finishes: Bench['finishes'] = [];
   // Records each ticket's end as the relay reports it.
@@ -83,8 +84,11 @@ async function gateway(models: Record<string, ModelAt>, options: { limits?: Part
   const app: FastifyInstance = await buildInferenceApp({
     table,
     queue,
-    instanceUrl: (instance) => baseUrls.get(instance.deploymentId)!,
-    streamIdleMs: () => options.streamIdleMs ?? 120_000,
+    routeTo: (instance) => {
+      const url = baseUrls.get(instance.deploymentId);
+      if (!url) throw new Error(`no route to ${instance.deploymentId}`);
+      return { url, streamIdleMs: options.streamIdleMs ?? 120_000 };
+    },
     logger: pino({ level: 'silent' }),
     bodyLimitBytes: options.bodyLimitBytes,
   });
@@ -174,6 +178,15 @@ describe('answers through the gateway', () => {
     expect(text).toBe(expected);
     const text2 = await client.completions.create({ model: 'chat-a', prompt: 'Capybaras are', max_tokens: 8 });
     expect(text2.choices[0]!.text.length).toBeGreaterThan(0);
+  });
+
+  it('answers 500 when no route to the instance is known, and frees the slot it was given', async () => {
+    bench = await gateway({ 'chat-a': { engine: 'vllm', baseUrl: null } });
+    const reply = await bodyOf(`${bench.url}/v1/chat/completions`, chat('chat-a'));
+    expect(reply.status).toBe(500);
+    expect(JSON.parse(reply.text)).toEqual({ code: 'internal', message: 'internal error; it was logged', retryable: true });
+    expect(bench.finishes).toEqual([{ deploymentId: bench.ids['chat-a'], cut: false }]);
+    expect(bench.queue.instanceInFlight(bench.ids['chat-a']!, 0)).toBe(0);
   });
 
   it('answers an unknown model 404, malformed JSON 400 and an oversized body 413', async () => {

@@ -21,10 +21,16 @@ const completionBody = z.looseObject({ model: z.string().min(1) });
 export interface CompletionDeps {
   table: RoutingTable;
   queue: RequestQueue;
-  /** Where an instance's engine answers: its base URL (standalone) or the host ingress's route to it (server). */
-  instanceUrl: (instance: InstanceRef) => string;
+  routeTo: (instance: InstanceRef) => EngineRoute;
   dispatcher: Dispatcher;
-  streamIdleMs: (instance: InstanceRef) => number;
+}
+
+/** How a request reaches an instance's engine. */
+export interface EngineRoute {
+  /** The engine's base URL (standalone) or the host ingress's route to it (server). */
+  url: string;
+  /** The longest silence in a reply after its first output: its host's stream_idle_timeout, in ms. */
+  streamIdleMs: number;
 }
 
 /**
@@ -68,10 +74,18 @@ export function completionRoutes(deps: CompletionDeps) {
         if (admission.kind === 'refused') return replyWith(reply, admission.error);
         // SGLang aborts a request by its `rid`: naming it after the request lets an abort find it.
         const body = deployment.spec.engine === 'sglang' ? Buffer.from(JSON.stringify({ ...request.body, rid: request.id })) : raw;
+        let engine: EngineRoute;
+        try {
+          engine = deps.routeTo(admission.ticket.instance);
+        } catch (e) {
+          // Answered 500 by the error handler; the slot it was given is free again.
+          admission.ticket.finish({ cut: false });
+          throw e;
+        }
         reply.hijack();
         await relay({
           ticket: admission.ticket,
-          url: `${deps.instanceUrl(admission.ticket.instance)}${request.url}`,
+          url: `${engine.url}${request.url}`,
           // The client's credentials are for this listener, not the engine; the length is the body's own;
           // and the answer must come uncompressed for its events to be read as they pass.
           headers: forwardableHeaders(request.headers, ['authorization', 'content-length', 'accept-encoding']),
@@ -79,7 +93,7 @@ export function completionRoutes(deps: CompletionDeps) {
           res: reply.raw,
           hangUp,
           dispatcher: deps.dispatcher,
-          streamIdleMs: deps.streamIdleMs(admission.ticket.instance),
+          streamIdleMs: engine.streamIdleMs,
           log: request.log,
         });
       });
