@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { freePort } from '../deploy/temporalDevServer.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
-import type { EngineSupervisor, InstanceKey, SupervisedEngine } from '../hostAgent/supervisor.js';
+import type { EngineSupervisor, InstanceKey, InstanceSlot, SupervisedEngine } from '../hostAgent/supervisor.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { type Checkpoint, measureCheckpoint } from './checkpoint.js';
 import { type EngineAdapter, EngineError, type EngineLoad, type Probe, type ProbeAnswer } from './engines/engine.js';
@@ -34,7 +34,7 @@ export interface HostActivityDeps {
   engineEnv: Record<string, string>;
   engineStopGraceMs: number;
   /** Requests being forwarded to an instance now (the ingress's, or a standalone gateway's). */
-  ingressInFlight: (key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>) => number;
+  ingressInFlight: (key: InstanceSlot) => number;
   logger: Logger;
 }
 

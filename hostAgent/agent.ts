@@ -18,9 +18,7 @@ import { discoverGpus, hostRamBytes } from './gpus.js';
 import { Ingress } from './ingress.js';
 import { LoadSampler } from './loadSampler.js';
 import { RegistrationRefused, ServerClient } from './serverClient.js';
-import { EngineSupervisor, type InstanceKey } from './supervisor.js';
-
-type InstanceSlot = Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>;
+import { EngineSupervisor, type InstanceSlot } from './supervisor.js';
 
 export interface HostAgentOptions {
   /**

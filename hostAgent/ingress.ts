@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { Agent, request } from 'undici';
 import { apiErrors, renderApiError } from '../domain/catalogue.js';
 import { forwardableHeaders } from '../net/forwarding.js';
-import type { EngineSupervisor, InstanceKey } from './supervisor.js';
+import type { EngineSupervisor, InstanceSlot } from './supervisor.js';
 
 const ROUTE = /^\/instances\/([^/]+)\/(\d+)(\/.*)$/;
 
@@ -20,7 +20,7 @@ export class Ingress {
   constructor(private readonly supervisor: EngineSupervisor) {}
 
   /** Requests being forwarded to an instance now (`ingress_in_flight`). */
-  inFlightOf(key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>): number {
+  inFlightOf(key: InstanceSlot): number {
     return this.inFlight.get(`${key.deploymentId}/${key.instanceIndex}`) ?? 0;
   }
 

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { MaxRunning } from '../activities/engines/engine.js';
 import type { SamplesBody } from '../gateway/management/hosts.js';
 import type { ServerClient } from './serverClient.js';
-import type { EngineSupervisor, InstanceKey, SupervisedEngine } from './supervisor.js';
+import type { EngineSupervisor, InstanceSlot, SupervisedEngine } from './supervisor.js';
 
 const PERIOD_MS = 1_000;
 const ENGINE_TIMEOUT_MS = 800;
@@ -22,7 +22,7 @@ export class LoadSampler {
     private readonly deps: {
       supervisor: EngineSupervisor;
       /** Requests being forwarded to an instance now (`ingress_in_flight`). */
-      inFlightOf: (key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>) => number;
+      inFlightOf: (key: InstanceSlot) => number;
       server: ServerClient;
       logger: Logger;
     },

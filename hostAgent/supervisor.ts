@@ -17,6 +17,9 @@ export interface InstanceKey {
   generation: number;
 }
 
+/** An instance's place on the host, whichever generation runs there. */
+export type InstanceSlot = Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>;
+
 /** Where an engine stands, as the host's own operations moved it. */
 export type EngineStage = 'starting' | 'ready' | 'parking' | 'parked' | 'waking';
 
@@ -57,7 +60,7 @@ export interface LaunchRequest {
 }
 
 const TAIL_BYTES = 4_096;
-const slot = (k: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>) => `${k.deploymentId}/${k.instanceIndex}`;
+const slot = (k: InstanceSlot) => `${k.deploymentId}/${k.instanceIndex}`;
 export const sameStart = (a: InstanceKey, b: InstanceKey) =>
   a.deploymentId === b.deploymentId && a.instanceIndex === b.instanceIndex && a.generation === b.generation;
 
@@ -76,12 +79,12 @@ export class EngineSupervisor {
   }
 
   /** The engine an instance runs now, if any. */
-  get(key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>): SupervisedEngine | undefined {
+  get(key: InstanceSlot): SupervisedEngine | undefined {
     return this.engines.get(slot(key));
   }
 
   /** The engine an instance runs now, unless it has exited: what requests may be forwarded to. */
-  live(key: Pick<InstanceKey, 'deploymentId' | 'instanceIndex'>): SupervisedEngine | undefined {
+  live(key: InstanceSlot): SupervisedEngine | undefined {
     const engine = this.get(key);
     return engine?.exit === undefined ? engine : undefined;
   }
