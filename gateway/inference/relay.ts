@@ -97,7 +97,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.controller) return this.controller.abort(new Error(stopReason(why)));
     // Not yet on a connection: the client is answered now, and `onRequestStart` aborts the request
     // once it gets one.
-    this.onResponseError(undefined, new Error(stopReason(why)));
+    this.fail(new Error(stopReason(why)));
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -138,7 +138,12 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.end(false);
   }
 
-  onResponseError(_: Dispatcher.DispatchController | undefined, error: Error): void {
+  onResponseError(_: Dispatcher.DispatchController, error: Error): void {
+    this.fail(error);
+  }
+
+  /** Ends an exchange that did not finish: stopped on purpose (`stopped`), or failed by the engine. */
+  private fail(error: Error): void {
     if (this.ended) return;
     const { res, log, ticket } = this.x;
     const why = this.stopped;
