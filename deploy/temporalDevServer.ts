@@ -3,7 +3,7 @@
  * standalone and for the test suite. The CLI comes from deploy/temporal.sh.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { openSync } from 'node:fs';
+import { existsSync, openSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
@@ -60,16 +60,36 @@ export interface DevServer {
   stop(): Promise<void>;
 }
 
+/**
+ * Another process may take a free port between our choosing it and the server binding it (the
+ * server also picks its own internal ports that way), so a server on ports of our choosing that
+ * exits during start is tried again on fresh ones, this many times in all.
+ */
+const FREE_PORT_TRIES = 3;
+
+class ExitedDuringStart extends Error {}
+
 /** Starts the dev server with the project's search attributes and resolves once it serves them. */
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
+  if (options.port !== undefined) return startOn(options.port, options);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOn(await freePort(), options);
+    } catch (e) {
+      if (!(e instanceof ExitedDuringStart) || attempt === FREE_PORT_TRIES) throw e;
+    }
+  }
+}
+
+async function startOn(port: number, options: DevServerOptions): Promise<DevServer> {
   const ip = options.ip ?? '127.0.0.1';
-  const port = options.port ?? (await freePort());
   const namespace = options.namespace ?? 'default';
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--db-filename', options.dbFile, '--namespace', namespace];
   args.push(...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]));
   for (const key of Object.values(searchAttributes)) args.push('--search-attribute', `${key.name}=${cliTypeNames[key.type]}`);
   args.push('--log-level', 'warn');
 
+  const logStart = options.logFile && existsSync(options.logFile) ? statSync(options.logFile).size : 0;
   const output = options.logFile ? openSync(options.logFile, 'a') : 'ignore';
   const child = spawn(resolveTemporalCli(), args, { stdio: ['ignore', output, output] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -91,9 +111,16 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     await awaitReady(address, namespace, options.readyTimeoutMs ?? 60_000, () => child.exitCode !== null);
   } catch (e) {
     await server.stop();
+    if (e instanceof ExitedDuringStart && options.logFile) e.message += `: ${lastLines(options.logFile, logStart)}`;
     throw e;
   }
   return server;
+}
+
+/** What the server wrote to its log since `from`, its last few lines: why it exited. */
+function lastLines(file: string, from: number): string {
+  const lines = readFileSync(file).subarray(from).toString('utf8').trim().split('\n');
+  return lines.slice(-5).join(' | ') || '(it wrote nothing)';
 }
 
 async function awaitReady(address: string, namespace: string, timeoutMs: number, hasExited: () => boolean): Promise<void> {
@@ -101,7 +128,7 @@ async function awaitReady(address: string, namespace: string, timeoutMs: number,
   const wanted = Object.values(searchAttributes).map((k) => k.name);
   let last: unknown;
   while (Date.now() < deadline) {
-    if (hasExited()) throw new Error(`the Temporal dev server at ${address} exited during start`);
+    if (hasExited()) throw new ExitedDuringStart(`the Temporal dev server at ${address} exited during start`);
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1_000 });
       try {

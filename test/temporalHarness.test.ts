@@ -1,8 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startDevServer } from '../deploy/temporalDevServer.js';
 import { searchAttributes } from '../workflows/definitions.js';
 import { searchableWorkflow } from './fixtures/searchableWorkflow.js';
 import { workerConnection } from './support/temporal.js';
@@ -44,5 +49,24 @@ describe('the real Temporal dev server the harness started', () => {
       if (listed.length === 0) await new Promise((r) => setTimeout(r, 200));
     }
     expect(listed).toEqual(['chat-b']);
+  });
+});
+
+describe('a dev server that cannot start', () => {
+  it('fails at once on a port another process holds, and says why from its log', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const dir = mkdtempSync(join(tmpdir(), 'capyctl-devserver-'));
+    try {
+      const { port } = taken.address() as AddressInfo;
+      const started = Date.now();
+      await expect(startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log'), port })).rejects.toThrow(
+        new RegExp(`the Temporal dev server at 127.0.0.1:${port} exited during start: .*address already in use`),
+      );
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      taken.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
