@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { searchAttributes } from '../workflows/definitions.js';
+import { endingWithThisProcess } from './endingWithThisProcess.js';
 
 const PROVIDE_SCRIPT = fileURLToPath(new URL('./temporal.sh', import.meta.url));
 
@@ -91,7 +92,8 @@ async function startOn(port: number, options: DevServerOptions): Promise<DevServ
 
   const logStart = options.logFile && existsSync(options.logFile) ? statSync(options.logFile).size : 0;
   const output = options.logFile ? openSync(options.logFile, 'a') : 'ignore';
-  const child = spawn(resolveTemporalCli(), args, { stdio: ['ignore', output, output] });
+  const [command, ...rest] = endingWithThisProcess([resolveTemporalCli(), ...args]);
+  const child = spawn(command!, rest, { stdio: ['ignore', output, output] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const address = `${ip}:${port}`;
   const server: DevServer = {

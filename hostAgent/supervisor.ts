@@ -6,6 +6,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { endingWithThisProcess } from '../deploy/endingWithThisProcess.js';
 import type { EngineAdapter, EngineEndpoint, LaunchPlan } from '../activities/engines/engine.js';
 import type { ParkTier } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
@@ -100,7 +101,7 @@ export class EngineSupervisor {
     if (running && running.exit === undefined) {
       throw new Error(`instance ${slot(request.key)} already runs generation ${running.key.generation}; stop it first`);
     }
-    const [command, ...args] = request.plan.argv;
+    const [command, ...args] = endingWithThisProcess(request.plan.argv);
     const log = createWriteStream(join(this.deps.logDir, `${request.key.deploymentId}-${request.key.instanceIndex}.log`), { flags: 'a' });
     const child = spawn(command!, args, {
       env: { ...process.env, ...request.plan.env },

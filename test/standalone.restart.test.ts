@@ -11,6 +11,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { switchOutcomes } from '../domain/vocabulary.js';
 import type { SwitchResult } from '../workflows/definitions.js';
+import { isRunning } from './support/processes.js';
 import { type StandaloneProcess, startStandaloneProcess } from './support/standalone.js';
 import { until } from './support/until.js';
 
@@ -109,6 +110,39 @@ describe('a standalone stopped in the middle of a switch', () => {
       expect(reply.status, reply.body).toBe(200);
       expect(JSON.parse(reply.body)).toMatchObject({ model, choices: [{ finish_reason: 'length' }] });
     }
+    expect(await second.stop()).toBe(0);
+  });
+});
+
+describe('a standalone killed outright (SIGKILL)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'capyctl-standalone-'));
+  let standalone: StandaloneProcess | undefined;
+  afterAll(async () => {
+    await standalone?.stop();
+  });
+
+  it('takes its engines with it, so the next start has the whole GPU', { timeout: 180_000 }, async () => {
+    const temporalAddress = inject('temporalAddress');
+    const first = await startStandaloneProcess({ temporalAddress, dir });
+    standalone = first;
+    expect((await chat(first.inferenceUrl, 'chat-a', 4)).status).toBe(200);
+    const engines = first
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"engine launched"'))
+      .map((line) => (JSON.parse(line) as { pid: number }).pid);
+    expect(engines).toHaveLength(1);
+    expect(isRunning(engines[0]!)).toBe(true);
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    await until('the killed standalone’s engine to end', () => (engines.some(isRunning) ? undefined : true), 10_000);
+
+    // chat-a's 5 GiB no longer held by a stray engine, the 8 GiB card takes chat-b's 5 GiB.
+    const second = await startStandaloneProcess({ temporalAddress, dir, hostId: first.hostId });
+    standalone = second;
+    const reply = await chat(second.inferenceUrl, 'chat-b', 4);
+    expect(reply.status, reply.body).toBe(200);
     expect(await second.stop()).toBe(0);
   });
 });

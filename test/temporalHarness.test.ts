@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
@@ -10,7 +11,9 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startDevServer } from '../deploy/temporalDevServer.js';
 import { searchAttributes } from '../workflows/definitions.js';
 import { searchableWorkflow } from './fixtures/searchableWorkflow.js';
+import { isRunning } from './support/processes.js';
 import { workerConnection } from './support/temporal.js';
+import { until } from './support/until.js';
 
 describe('the real Temporal dev server the harness started', () => {
   let connection: Connection;
@@ -67,6 +70,24 @@ describe('a dev server that cannot start', () => {
     } finally {
       taken.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a dev server whose capyctl process is killed outright (SIGKILL)', () => {
+  it('ends with it, so it holds no port the next start needs', async () => {
+    const parent = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./fixtures/devServerProcess.ts', import.meta.url))], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let printed = '';
+    parent.stdout!.on('data', (d) => (printed += d));
+    try {
+      const { devServerPid } = await until('the dev server to start', () => (printed.includes('\n') ? (JSON.parse(printed) as { devServerPid: number }) : undefined), 60_000);
+      expect(isRunning(devServerPid)).toBe(true);
+      parent.kill('SIGKILL');
+      await until('the dev server to end', () => (isRunning(devServerPid) ? undefined : true), 10_000);
+    } finally {
+      parent.kill('SIGKILL');
     }
   });
 });
