@@ -4,7 +4,7 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../store/db.js';
-import { deleteDeployment, findDeployment, recordCheckpoint, setOperatorStopped } from '../store/deployments.js';
+import { deleteDeployment, findDeployment, recordCheckpoint, recordMeasureFailure, setOperatorStopped } from '../store/deployments.js';
 import { findHost, type Host } from '../store/hosts.js';
 import { type InstanceUpdate, saveInstance } from '../store/instances.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
@@ -30,6 +30,7 @@ export function createStoreActivities(db: Db) {
         spec: d.spec,
         operatorStopped: d.operatorStopped,
         checkpoint: checkpoint ? { weightBytes: checkpoint.weightBytes ?? 0, kvBytes: checkpoint.kvBytes ?? 0 } : null,
+        measureFailure: d.measureFailure,
         explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(host?.settings),
       };
     },
@@ -42,6 +43,10 @@ export function createStoreActivities(db: Db) {
 
     async recordCheckpoint(input: { deploymentId: string; revision: number; checkpoint: { weightBytes: number; kvBytes: number } }) {
       await recordCheckpoint(db, input.deploymentId, input.revision, input.checkpoint);
+    },
+
+    async recordMeasureFailure(input: { deploymentId: string; revision: number; reason: string }) {
+      await recordMeasureFailure(db, input.deploymentId, input.revision, input.reason);
     },
 
     async setOperatorStopped(input: { deploymentId: string; stopped: boolean }) {

@@ -127,13 +127,21 @@ export const apiErrors = {
       false,
       `deployment ${deploymentId} needs memory held by ${holders.join(', ')}, which activation: explicit keeps loaded; stop one of them first`,
     ),
-  checkpointUnmeasured: (deploymentName: string) =>
-    error(
-      409,
-      'checkpoint_unmeasured',
-      true,
-      `the checkpoint of deployment ${deploymentName} is still being measured; start it again once it is measured, or use --wait`,
-    ),
+  /** `failure`: why its measurement failed, when it did; a start cannot help until it is measured again. */
+  checkpointUnmeasured: (deploymentName: string, failure: string | null) =>
+    failure === null
+      ? error(
+          409,
+          'checkpoint_unmeasured',
+          true,
+          `the checkpoint of deployment ${deploymentName} is still being measured; start it again once it is measured, or use --wait`,
+        )
+      : error(
+          409,
+          'checkpoint_unmeasured',
+          false,
+          `the checkpoint of deployment ${deploymentName} could not be measured: ${failure}; make it readable on its host, then deploy the document again`,
+        ),
 
   // The API's own.
   noHost: (deploymentName: string) =>

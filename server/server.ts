@@ -21,7 +21,7 @@ import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightes
 import type { ServerSettings } from '../settings/serverDocument.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Db } from '../store/db.js';
-import { listDeployments, type SaveResult, saveDeployment } from '../store/deployments.js';
+import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment } from '../store/deployments.js';
 import { listHosts, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
@@ -192,7 +192,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     table.putDeployment(saved.deployment);
     const { id, revision } = saved.deployment;
     const hostId = hostFor(table.get(id)!, placeable());
-    if (saved.outcome !== 'unchanged' && hostId) await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue });
+    if (saved.measure && hostId) await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue });
     return saved;
   }
 
@@ -240,9 +240,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
             }
           }
         }
-        // A revision deployed while no host could read its checkpoint is measured now.
+        // A revision deployed while no host could read its checkpoint, or that this host failed to
+        // read before it restarted, is measured now.
         for (const d of await listDeployments(db)) {
           if (d.checkpoint === null && hostFor(table.get(d.id)!, placeable()) === hostId) {
+            if (d.measureFailure !== null) await recordMeasureFailure(db, d.id, d.revision, null);
             await startMeasurement(client, { deploymentId: d.id, revision: d.revision, hostId, serverTaskQueue });
           }
         }

@@ -11,8 +11,10 @@ export interface Deployment {
   revision: number;
   spec: DeploymentSpec;
   operatorStopped: boolean;
-  /** The checkpoint measurement of the current revision; null while it is pending. */
+  /** The checkpoint measurement of the current revision; null while it is pending or failed. */
   checkpoint: Record<string, unknown> | null;
+  /** Why the current revision's measurement failed; null unless it did. */
+  measureFailure: string | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -24,12 +26,13 @@ interface Row {
   spec: DeploymentSpec;
   operator_stopped: boolean;
   checkpoint: Record<string, unknown> | null;
+  measure_failure: string | null;
   created_at: Date;
   updated_at: Date;
 }
 
 const SELECT = `
-  SELECT d.id, d.name, d.revision, r.spec, d.operator_stopped, r.checkpoint, d.created_at, d.updated_at
+  SELECT d.id, d.name, d.revision, r.spec, d.operator_stopped, r.checkpoint, r.measure_failure, d.created_at, d.updated_at
   FROM deployments d JOIN deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.revision`;
 
 const fromRow = (r: Row): Deployment => ({
@@ -39,6 +42,7 @@ const fromRow = (r: Row): Deployment => ({
   spec: r.spec,
   operatorStopped: r.operator_stopped,
   checkpoint: r.checkpoint,
+  measureFailure: r.measure_failure,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
 });
@@ -47,6 +51,8 @@ export interface SaveResult {
   deployment: Deployment;
   /** `created`: a new deployment; `revised`: a changed spec made a new revision; `unchanged`: same spec. */
   outcome: 'created' | 'revised' | 'unchanged';
+  /** Its checkpoint is to be measured now: a new revision, or the same one whose measurement failed. */
+  measure: boolean;
 }
 
 /** Deploys a spec under its name: a new deployment, a new revision when the spec changed, or nothing. */
@@ -60,6 +66,7 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
     );
     let outcome: SaveResult['outcome'];
     let id: string;
+    let retried = false;
     if (!current) {
       id = newId();
       outcome = 'created';
@@ -71,6 +78,8 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
     } else if (current.same) {
       id = current.id;
       outcome = 'unchanged';
+      // Deploying it again is how an operator asks for another try once the files are in place.
+      retried = (await tx.query('UPDATE deployment_revisions SET measure_failure = NULL WHERE deployment_id = $1 AND revision = $2 AND measure_failure IS NOT NULL RETURNING 1', [id, current.revision])).length > 0;
     } else {
       id = current.id;
       outcome = 'revised';
@@ -83,7 +92,7 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
       await tx.query('UPDATE deployments SET revision = $2, updated_at = now() WHERE id = $1', [id, revision]);
     }
     const deployment = await findDeployment(tx, id);
-    return { deployment: deployment!, outcome };
+    return { deployment: deployment!, outcome, measure: outcome !== 'unchanged' || retried };
   });
 }
 
@@ -105,10 +114,22 @@ export async function setOperatorStopped(db: Db, id: string, stopped: boolean): 
 /** Records the checkpoint measurement of one revision; idempotent. */
 export async function recordCheckpoint(db: Db, id: string, revision: number, checkpoint: Record<string, unknown>): Promise<void> {
   await db.query(
-    `UPDATE deployment_revisions SET checkpoint = $3::jsonb, measured_at = COALESCE(measured_at, now())
+    `UPDATE deployment_revisions SET checkpoint = $3::jsonb, measured_at = COALESCE(measured_at, now()), measure_failure = NULL
      WHERE deployment_id = $1 AND revision = $2`,
     [id, revision, JSON.stringify(checkpoint)],
   );
+}
+
+/**
+ * Records why a revision's measurement failed, or clears it (`reason` null) when it is measured
+ * again. A revision already measured keeps its measurement.
+ */
+export async function recordMeasureFailure(db: Db, id: string, revision: number, reason: string | null): Promise<void> {
+  await db.query('UPDATE deployment_revisions SET measure_failure = $3 WHERE deployment_id = $1 AND revision = $2 AND checkpoint IS NULL', [
+    id,
+    revision,
+    reason,
+  ]);
 }
 
 /** Removes a deployment with its revisions, instances and wake references. True when it existed. */

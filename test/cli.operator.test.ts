@@ -42,6 +42,11 @@ describe('capyctl over the management API', () => {
   const refused = (r: CliResult, error: { code: string; message: string }) => {
     expect(r).toMatchObject({ code: 1, stdout: '', stderr: `capyctl: ${error.code}: ${error.message}\n` });
   };
+  /** The same, after `--wait` printed what it waited for. */
+  const refusedAfterWaiting = (r: CliResult, error: { code: string; message: string }) => {
+    expect(r).toMatchObject({ code: 1, stdout: '' });
+    expect(r.stderr.split('\n').slice(-2)).toEqual([`capyctl: ${error.code}: ${error.message}`, '']);
+  };
   const list = async () => ok(await cli('list', 'deployments'));
   /** `capyctl list deployments`, run again until it shows `expected`. */
   const listUntil = (expected: string) => until(`the list to show\n${expected}`, async () => ((await list()) === expected ? true : undefined), 30_000);
@@ -91,7 +96,7 @@ describe('capyctl over the management API', () => {
 
     // Only a host that has not registered yet may run it: its checkpoint waits for that host.
     ok(await cli('deploy', 'model', '--file', file('later.yaml', simDeployment('later-model', 'vllm', [], 'hosts: [gpu-later]'))));
-    refused(await cli('start', 'deployment', 'later-model'), apiErrors.checkpointUnmeasured('later-model'));
+    refused(await cli('start', 'deployment', 'later-model'), apiErrors.checkpointUnmeasured('later-model', null));
     expect(ok(await cli('delete', 'deployment', 'later-model'))).toBe('later-model: stopped\n');
   });
 
@@ -203,6 +208,37 @@ describe('capyctl over the management API', () => {
 
     refused(await cli('start', 'deployment', 'other-model', '--evict'), apiErrors.insufficientCapacity(await idOf('other-model'), ['pinned-model']));
     expect(ok(await cli('stop', 'deployment', 'pinned-model'))).toMatch(new RegExp(`^pinned-model: stopped\\nswitch_id: ${UUID} `));
+  });
+
+  it('says why a checkpoint could not be measured, in its status, to start --wait and to a request; deployed again, it is measured again', async () => {
+    // The simulator's declared weights are its checkpoint; a size it cannot read fails the measurement as missing files would.
+    const broken = file('broken.yaml', simDeployment('broken-model', 'vllm', ['--sim-weights', 'lots']));
+    ok(await cli('deploy', 'model', '--file', broken));
+    const why = '--sim-weights lots: expected a size such as 8GiB or 512MiB';
+    // --wait gives up once the measurement failed (it may have failed before the command began).
+    refusedAfterWaiting(await cli('start', 'deployment', 'broken-model', '--wait'), apiErrors.checkpointUnmeasured('broken-model', why));
+    expect(JSON.parse(ok(await cli('status', 'deployment', 'broken-model', '--json')))).toMatchObject({ revision: 1, checkpoint: 'failed', checkpoint_failure: why });
+    expect(ok(await cli('status', 'deployment', 'broken-model'))).toContain('\ncheckpoint: failed\n');
+
+    // A request is answered at once with why; it does not wait out the request deadline.
+    const sentAt = Date.now();
+    const id = await idOf('broken-model');
+    expect(await ask('broken-model')).toEqual({
+      status: 503,
+      body: { code: 'unavailable', message: apiErrors.startFailed(id, `its checkpoint could not be measured: ${why}`).message, retryable: true },
+    });
+    expect(Date.now() - sentAt).toBeLessThan(10_000);
+
+    // The same document again is another try (as after copying the files in place): measured again, failed again.
+    expect(ok(await cli('deploy', 'model', '--file', broken))).toBe(`broken-model: unchanged, revision 1 (deployment ${id}); its checkpoint is being measured\n`);
+    refusedAfterWaiting(await cli('start', 'deployment', 'broken-model', '--wait'), apiErrors.checkpointUnmeasured('broken-model', why));
+    // Corrected, it is a new revision, measured.
+    ok(await cli('deploy', 'model', '--file', file('broken.yaml', simDeployment('broken-model'))));
+    await until('the corrected revision to be measured', async () => {
+      const d = JSON.parse(ok(await cli('status', 'deployment', 'broken-model', '--json'))) as { revision: number; checkpoint: string };
+      return d.revision === 2 && d.checkpoint === 'measured' ? true : undefined;
+    });
+    expect(ok(await cli('delete', 'deployment', 'broken-model'))).toBe('broken-model: stopped\n');
   });
 
   it('lists hosts, and drains one: what it holds stops', async () => {

@@ -120,6 +120,7 @@ describe('how victims give back their memory', () => {
     spec: deploymentDocument.parse({ name, engine: 'vllm', model: `sim/${name}`, ...fields }),
     operatorStopped: false,
     checkpoint,
+    measureFailure: null,
     explicit: false,
   });
 

@@ -110,7 +110,7 @@ describe('the host scheduler', () => {
   it('refuses a start while the checkpoint is being measured; with --wait, waits for it, then for ready', async () => {
     const d = await s.lc.deploy(simDeployment('chat-new'));
     const error = await refusal(s.command('start', { deploymentId: d.id, evict: true }));
-    expect(error).toEqual(apiErrors.checkpointUnmeasured('chat-new'));
+    expect(error).toEqual(apiErrors.checkpointUnmeasured('chat-new', null));
 
     await startMeasurement(s.lc.client, { deploymentId: d.id, revision: d.revision, hostId: s.lc.hostId, serverTaskQueue: s.lc.serverTaskQueue });
     await awaitMeasurement(s.lc.client, d.id, d.revision);

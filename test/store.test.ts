@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type Db, embeddedDb } from '../store/db.js';
-import { deleteDeployment, findDeployment, listDeployments, recordCheckpoint, saveDeployment, setOperatorStopped } from '../store/deployments.js';
+import { deleteDeployment, findDeployment, listDeployments, recordCheckpoint, recordMeasureFailure, saveDeployment, setOperatorStopped } from '../store/deployments.js';
 import { findHost, issueHostToken, listHosts, registerHost } from '../store/hosts.js';
 import { listInstances, saveInstance } from '../store/instances.js';
 import { bundledMigrations, migrate } from '../store/migrate.js';
@@ -100,6 +100,28 @@ describe('the store on Postgres', () => {
     expect(await deleteDeployment(db, deployment.id)).toBe(true);
     expect(await deleteDeployment(db, deployment.id)).toBe(false);
     expect((await listDeployments(db)).map((d) => d.name)).toEqual(['chat-a']);
+  });
+
+  it('records why a measurement failed until the checkpoint is measured, and never over a measurement', async () => {
+    const chatC = spec('name: chat-c\nengine: vllm\nmodel: /models/missing\n');
+    const { deployment, measure } = await saveDeployment(db, chatC);
+    expect(measure).toBe(true);
+    const reason = 'checkpoint /models/missing is not on this host: neither a folder nor in the Hugging Face cache';
+    await recordMeasureFailure(db, deployment.id, 1, reason);
+    expect(await findDeployment(db, 'chat-c')).toMatchObject({ checkpoint: null, measureFailure: reason });
+    // Deployed again unchanged: another try, the failure forgotten.
+    expect(await saveDeployment(db, chatC)).toMatchObject({ outcome: 'unchanged', measure: true, deployment: { revision: 1, measureFailure: null } });
+    expect(await saveDeployment(db, chatC)).toMatchObject({ outcome: 'unchanged', measure: false });
+    await recordMeasureFailure(db, deployment.id, 1, reason);
+    await recordMeasureFailure(db, deployment.id, 1, null);
+    expect(await findDeployment(db, 'chat-c')).toMatchObject({ checkpoint: null, measureFailure: null });
+
+    await recordMeasureFailure(db, deployment.id, 1, reason);
+    await recordCheckpoint(db, deployment.id, 1, { weight_bytes: 1_000 });
+    expect(await findDeployment(db, 'chat-c')).toMatchObject({ checkpoint: { weight_bytes: 1_000 }, measureFailure: null });
+    await recordMeasureFailure(db, deployment.id, 1, reason);
+    expect(await findDeployment(db, 'chat-c')).toMatchObject({ checkpoint: { weight_bytes: 1_000 }, measureFailure: null });
+    await deleteDeployment(db, deployment.id);
   });
 
   it('registers a host only with a token it issued, bound to one host', async () => {

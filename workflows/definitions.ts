@@ -48,8 +48,10 @@ export interface DeploymentView {
   revision: number;
   spec: DeploymentSpec;
   operatorStopped: boolean;
-  /** The measured checkpoint of this revision; null while its measurement is pending. */
+  /** The measured checkpoint of this revision; null while its measurement is pending or failed. */
   checkpoint: { weightBytes: number; kvBytes: number } | null;
+  /** Why this revision's measurement failed; null unless it did. */
+  measureFailure: string | null;
   /** `lifecycle.activation: explicit` on the deployment or on the host it may run on. */
   explicit: boolean;
 }
@@ -151,8 +153,11 @@ export const signals = {
   demand: defineSignal<[Demand]>('demand'),
   /** From the server, when a host reports an engine it did not stop. */
   engineExited: defineSignal<[InstanceRef]>('engineExited'),
-  /** From a checkpoint's measurement, once recorded: requests waiting for that model can be served. */
-  checkpointMeasured: defineSignal<[{ deploymentId: string }]>('checkpointMeasured'),
+  /**
+   * From a checkpoint's measurement, once its result or its failure is recorded: requests waiting
+   * for that model can be served, or are answered with the failure.
+   */
+  measurementEnded: defineSignal<[{ deploymentId: string }]>('measurementEnded'),
 } as const;
 
 export const updates = {

@@ -118,7 +118,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   let runningSwitchId: string | null = null;
 
   const store = proxyActivities<StoreActivities>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
-  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
+  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
 
   // ─── Handlers: all set before the first await, so no signal or update is dropped ──────────────
 
@@ -133,7 +133,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     if (entry) setEntry(entry, 'stopped', null, { gpuBytes: 0, hostRamBytes: 0 });
     dirty = true;
   });
-  setHandler(signals.checkpointMeasured, () => {
+  setHandler(signals.measurementEnded, () => {
     dirty = true;
   });
   const enqueue = (command: Command) =>
@@ -180,7 +180,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   const measured = (v: DeploymentView): v is Viewed => v.checkpoint !== null;
   const viewMeasured = async (deploymentId: string): Promise<Viewed> => {
     const v = await view(deploymentId);
-    if (!measured(v)) throw refusal(apiErrors.checkpointUnmeasured(v.name));
+    if (!measured(v)) throw refusal(apiErrors.checkpointUnmeasured(v.name, v.measureFailure));
     return v;
   };
   const waitingFor = (deploymentId: string) => state.demands.some((d) => d.deploymentId === deploymentId && d.waiting > 0);
@@ -421,8 +421,16 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
         drop();
         continue;
       }
-      // Its requests wait for the measurement, which signals `checkpointMeasured` when recorded.
-      if (!measured(v)) continue;
+      // Its requests wait for the measurement, which signals `measurementEnded`; if it failed, a start
+      // cannot help, and they are answered with why.
+      if (!measured(v)) {
+        if (v.measureFailure !== null) {
+          const error = apiErrors.startFailed(v.id, `its checkpoint could not be measured: ${v.measureFailure}`);
+          await gateway.failWaiters({ switchId: workflowIds.measure(v.id, v.revision), deploymentId: v.id, error });
+          drop();
+        }
+        continue;
+      }
       try {
         const up = await bringUp(v, all, { evict: true, admissionWindowMs: settings.admissionWindowMs });
         if (up !== WAIT) return true;

@@ -32,7 +32,11 @@ export const deployModel = operatorCommand({
     const d = reply.deployment;
     if (json) printJson(reply);
     else {
-      const checkpoint = d.checkpoint === 'measured' ? 'its checkpoint is measured' : 'its checkpoint is being measured';
+      const checkpoint = {
+        measured: 'its checkpoint is measured',
+        measuring: 'its checkpoint is being measured',
+        failed: `its checkpoint could not be measured: ${d.checkpoint_failure}`,
+      }[d.checkpoint];
       process.stdout.write(`${d.name}: ${reply.outcome}, revision ${d.revision} (deployment ${d.deployment_id}); ${checkpoint}\n`);
     }
     return exitCodes.ok;

@@ -34,8 +34,9 @@ async function waitingFor<T>(what: string, work: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Until it is measured, or its measurement failed: the start then says why it is refused. */
 async function untilMeasured(api: ManagementClient, ref: string): Promise<void> {
-  while ((await api.call<DeploymentBody>('GET', `/deployments/${ref}`)).checkpoint !== 'measured') {
+  while ((await api.call<DeploymentBody>('GET', `/deployments/${ref}`)).checkpoint === 'measuring') {
     await new Promise((r) => setTimeout(r, MEASUREMENT_POLL_MS));
   }
 }
@@ -53,7 +54,7 @@ export const startDeployment = operatorCommand({
     let receipt: ReceiptBody;
     if (flags.wait === true) {
       const d = await api.call<DeploymentBody>('GET', `/deployments/${ref}`);
-      if (d.checkpoint !== 'measured') await waitingFor(`the checkpoint measurement of ${name}`, () => untilMeasured(api, ref));
+      if (d.checkpoint === 'measuring') await waitingFor(`the checkpoint measurement of ${name}`, () => untilMeasured(api, ref));
       receipt = await waitingFor(`${name} to be ready`, start);
     } else receipt = await start();
     if (json) printJson(receipt);

@@ -30,7 +30,9 @@ export const deploymentBody = z.object({
   activation: activations,
   operator_stopped: z.boolean(),
   /** The current revision's checkpoint: a start is refused until it is measured. */
-  checkpoint: z.enum(['measured', 'measuring']),
+  checkpoint: z.enum(['measured', 'measuring', 'failed']),
+  /** Why its measurement failed: the host could not read the checkpoint. Only when `failed`. */
+  checkpoint_failure: z.string().optional(),
   instances: z.array(z.object({ index: z.number().int(), host_id: z.string(), generation: z.number().int(), state: instanceStates })),
   spec: deploymentDocument,
 });
@@ -98,7 +100,8 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       hosts: [...new Set(instances.filter((i) => i.observedState !== 'stopped').map((i) => i.hostId))],
       activation: table.get(d.id)?.activation ?? d.spec.lifecycle.activation,
       operator_stopped: d.operatorStopped,
-      checkpoint: d.checkpoint === null ? 'measuring' : 'measured',
+      checkpoint: d.checkpoint !== null ? 'measured' : d.measureFailure !== null ? 'failed' : 'measuring',
+      ...(d.checkpoint === null && d.measureFailure !== null ? { checkpoint_failure: d.measureFailure } : {}),
       instances: instances.map((i) => ({ index: i.index, host_id: i.hostId, generation: i.generation, state: i.observedState })),
       spec: d.spec,
     };
@@ -142,7 +145,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     routes.post('/management/v1/deployments/:ref/start', { schema: { params: refParams, body: startBody, response: { 200: receiptBody } } }, async (request) => {
       const d = await find(request.params.ref);
       // Refused here too, so a checkpoint that waits for a host to measure it is not mistaken for a missing host.
-      if (d.checkpoint === null) throw new CapyError(apiErrors.checkpointUnmeasured(d.name));
+      if (d.checkpoint === null) throw new CapyError(apiErrors.checkpointUnmeasured(d.name, d.measureFailure));
       return renderReceipt(await lifecycle.command(requireHost(d), 'start', { deploymentId: d.id, evict: request.body.evict }), d.name, table);
     });
 
