@@ -3,7 +3,7 @@ import { type Command, exitCodes } from './command.js';
 import { createHostToken } from './commands/createHostToken.js';
 import { deleteDeployment, parkDeployment, preinitializeDeployment, stopDeployment } from './commands/deploymentCommands.js';
 import { deployModel } from './commands/deployModel.js';
-import { drainHost } from './commands/drainHost.js';
+import { drainHost, undrainHost } from './commands/drainHost.js';
 import { engineList } from './commands/engineList.js';
 import { listDeployments } from './commands/listDeployments.js';
 import { listHosts } from './commands/listHosts.js';
@@ -26,6 +26,7 @@ const commands: readonly Command[] = [
   statusDeployment,
   listHosts,
   drainHost,
+  undrainHost,
   createHostToken,
   engineList,
   settingsCheck,

@@ -128,4 +128,6 @@ export interface OperatorLifecycle {
   deploy(spec: DeploymentSpec): Promise<SaveResult>;
   /** Marks the host draining (nothing is placed on it any more) and stops what it holds. */
   drainHost(hostId: string): Promise<CommandReceipt[]>;
+  /** Ends a drain: models may be placed on the host again. */
+  undrainHost(hostId: string): Promise<void>;
 }

@@ -196,6 +196,19 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     return saved;
   }
 
+  /**
+   * Measures what waits for this host to read its checkpoint: a revision deployed while no host
+   * could, or one this host failed to read before it restarted or came back from a drain.
+   */
+  async function measurePendingOn(hostId: string) {
+    for (const d of await listDeployments(db)) {
+      if (d.checkpoint === null && hostFor(table.get(d.id)!, placeable()) === hostId) {
+        if (d.measureFailure !== null) await recordMeasureFailure(db, d.id, d.revision, null);
+        await startMeasurement(client, { deploymentId: d.id, revision: d.revision, hostId, serverTaskQueue });
+      }
+    }
+  }
+
   const lifecycle: OperatorLifecycle = {
     hosts: placeable,
     command: (hostId, update, ...args) => sendCommand(client, schedulerRef(hostId), update, ...args),
@@ -204,6 +217,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       await setHostDraining(db, hostId, true);
       drainingHosts.add(hostId);
       return sendCommand(client, schedulerRef(hostId), 'drainHost');
+    },
+    async undrainHost(hostId) {
+      await setHostDraining(db, hostId, false);
+      drainingHosts.delete(hostId);
+      await measurePendingOn(hostId);
     },
   };
 
@@ -240,14 +258,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
             }
           }
         }
-        // A revision deployed while no host could read its checkpoint, or that this host failed to
-        // read before it restarted, is measured now.
-        for (const d of await listDeployments(db)) {
-          if (d.checkpoint === null && hostFor(table.get(d.id)!, placeable()) === hostId) {
-            if (d.measureFailure !== null) await recordMeasureFailure(db, d.id, d.revision, null);
-            await startMeasurement(client, { deploymentId: d.id, revision: d.revision, hostId, serverTaskQueue });
-          }
-        }
+        await measurePendingOn(hostId);
       },
       async engineExited(hostId, exit) {
         await engineGone(hostId, { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation });

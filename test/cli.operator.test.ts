@@ -241,7 +241,7 @@ describe('capyctl over the management API', () => {
     expect(ok(await cli('delete', 'deployment', 'broken-model'))).toBe('broken-model: stopped\n');
   });
 
-  it('lists hosts, and drains one: what it holds stops', async () => {
+  it('lists hosts, and drains one: what it holds stops, nothing starts there until the drain ends', async () => {
     ok(await cli('start', 'deployment', 'other-model'));
     expect(await cli('list', 'hosts')).toMatchObject({
       code: 0,
@@ -254,6 +254,14 @@ describe('capyctl over the management API', () => {
     expect(drained.stdout).toContain('my-model: stopped\n');
     expect(drained.stdout).toContain('other-model: stopped\n');
     expect(ok(await cli('list', 'hosts'))).toContain('   draining   ');
+    refused(await cli('start', 'deployment', 'other-model'), apiErrors.noHost('other-model'));
+
+    // The drain ended, models are placed there again.
+    expect(ok(await cli('undrain', 'host', host))).toBe(`${host}: ready\n`);
+    expect(ok(await cli('list', 'hosts'))).toContain('   ready   ');
+    expect(ok(await cli('start', 'deployment', 'other-model', '--wait'))).toMatch(/^other-model: ready\n/);
+    expect(ok(await cli('stop', 'deployment', 'other-model'))).toMatch(/^other-model: stopped\n/);
+    refused(await cli('undrain', 'host', 'nowhere'), apiErrors.notFound('host', 'nowhere'));
   });
 
   it('ends every refusal with one line and a non-zero exit', async () => {

@@ -150,13 +150,17 @@ describe('the operator routes for deployments and hosts', () => {
     expect(lifecycle.calls).toEqual([]);
   });
 
-  it('lists hosts, drains one, and issues host tokens', async () => {
+  it('lists hosts, drains one and ends its drain, and issues host tokens', async () => {
     const hosts = (await call('GET', '/hosts')).json();
     expect(hosts).toMatchObject({ hosts: [{ host_id: 'gpu-box', gpus: [{ index: 0, memory_bytes: 2 ** 34, memory_kind: 'discrete' }], host_ram_bytes: 2 ** 36, draining: false }] });
     const drain = await call('POST', '/hosts/gpu-box/drain');
     expect(drain.json()).toEqual({ host_id: 'gpu-box', draining: true, released: [] });
     expect(lifecycle.calls).toEqual(['gpu-box drainHost']);
     expect((await call('POST', '/hosts/nowhere/drain')).statusCode).toBe(404);
+    const undrain = await call('POST', '/hosts/gpu-box/undrain');
+    expect(undrain.json()).toEqual({ host_id: 'gpu-box', draining: false });
+    expect(lifecycle.calls).toEqual(['gpu-box drainHost', 'gpu-box undrainHost']);
+    expect((await call('POST', '/hosts/nowhere/undrain')).json()).toEqual({ code: 'not_found', message: 'host nowhere not found', retryable: false });
 
     const issued = await call('POST', '/host-tokens');
     expect(issued.statusCode).toBe(201);

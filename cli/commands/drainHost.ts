@@ -1,5 +1,8 @@
-/** `capyctl drain host ID`: nothing is placed on the host any more, and what it holds stops. */
-import type { DrainReply } from '../../gateway/management/hostAdmin.js';
+/**
+ * `capyctl drain host ID`: nothing is placed on the host any more, and what it holds stops.
+ * `capyctl undrain host ID` ends the drain: models may be placed there again.
+ */
+import type { DrainReply, UndrainReply } from '../../gateway/management/hostAdmin.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 import { receiptText } from '../receipt.js';
@@ -13,6 +16,19 @@ export const drainHost = operatorCommand({
     const reply = await api.call<DrainReply>('POST', `/hosts/${encodeURIComponent(id!)}/drain`);
     if (json) printJson(reply);
     else process.stdout.write(`${reply.host_id}: draining\n${reply.released.map(receiptText).join('')}`);
+    return exitCodes.ok;
+  },
+});
+
+export const undrainHost = operatorCommand({
+  words: ['undrain', 'host'],
+  summary: 'end a host\'s drain: models may be placed on it again',
+  positionals: ['ID'],
+  example: 'capyctl undrain host gpu-box',
+  async run({ api, args: [id], json }) {
+    const reply = await api.call<UndrainReply>('POST', `/hosts/${encodeURIComponent(id!)}/undrain`);
+    if (json) printJson(reply);
+    else process.stdout.write(`${reply.host_id}: ready\n`);
     return exitCodes.ok;
   },
 });

@@ -1,5 +1,5 @@
 /**
- * The operator's host routes (`capyctl list hosts`, `drain host`, `create host-token`), behind the
+ * The operator's host routes (`capyctl list hosts`, `drain host`, `undrain host`, `create host-token`), behind the
  * admin token; the routes a host agent calls with its own token are in `hosts.ts`.
  */
 import type { FastifyInstance } from 'fastify';
@@ -26,6 +26,9 @@ export type HostBody = z.infer<typeof hostBody>;
 export const drainReply = z.object({ host_id: z.string(), draining: z.literal(true), released: z.array(receiptBody) });
 export type DrainReply = z.infer<typeof drainReply>;
 
+export const undrainReply = z.object({ host_id: z.string(), draining: z.literal(false) });
+export type UndrainReply = z.infer<typeof undrainReply>;
+
 export const hostTokenReply = z.object({ token: z.string() });
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
@@ -51,6 +54,14 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
       request.log.info({ hostId, released: receipts.length }, 'host drained');
       const nameOf = (id: string) => deps.table.get(id)?.name ?? id;
       return { host_id: hostId, draining: true as const, released: receipts.map((r) => renderReceipt(r, nameOf(r.deploymentId), deps.table)) };
+    });
+
+    routes.post('/management/v1/hosts/:hostId/undrain', { schema: { params: hostParams, response: { 200: undrainReply } } }, async (request) => {
+      const { hostId } = request.params;
+      if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+      await deps.lifecycle.undrainHost(hostId);
+      request.log.info({ hostId }, 'host drain ended');
+      return { host_id: hostId, draining: false as const };
     });
 
     // Shown once: only its hash is stored.

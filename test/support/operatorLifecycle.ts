@@ -36,6 +36,9 @@ export function recordingLifecycle(db: Db, table: RoutingTable, hosts: readonly 
       calls.push(`${hostId} drainHost`);
       return [];
     },
+    async undrainHost(hostId) {
+      calls.push(`${hostId} undrainHost`);
+    },
   };
   return lifecycle;
 }
