@@ -4,7 +4,7 @@
  * demands are signals, sent with signal-with-start for the same reason. A refused command comes back
  * as a CapyError carrying the catalogue's error.
  */
-import { type Client, WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
+import { type Client, WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
 import { type CommandReceipt, type Demand, signals, updates, workflowIds } from '../workflows/definitions.js';
@@ -70,6 +70,18 @@ export async function reportDemand(client: Client, ref: SchedulerRef, demand: De
     signal: signals.demand,
     signalArgs: [demand],
   });
+}
+
+/**
+ * Gives a running scheduler the settings as they are now; one not running yet starts with them.
+ * A scheduler outlives the server that started it, and keeps its settings until told.
+ */
+export async function configureScheduler(client: Client, ref: SchedulerRef): Promise<void> {
+  try {
+    await client.workflow.getHandle(workflowIds.hostScheduler(ref.hostId)).signal(signals.configure, ref.settings);
+  } catch (e) {
+    if (!(e instanceof WorkflowNotFoundError)) throw e;
+  }
 }
 
 /**

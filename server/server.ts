@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createStoreActivities } from '../activities/storeActivities.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
-import { latestInOrder, type OperatorLifecycle, type SchedulerRef, reportDemand, schedulerSettings, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
+import { configureScheduler, latestInOrder, type OperatorLifecycle, type SchedulerRef, reportDemand, schedulerSettings, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
@@ -239,6 +239,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     shutdownForceTime: 2 * settings.switching.drain_timeout,
   });
   const running = worker.run();
+  // A host's scheduler outlives this server's last run: it takes the settings as they are now.
+  await Promise.all([...hostQueues.keys()].map((hostId) => configureScheduler(client, schedulerRef(hostId))));
 
   const management: FastifyInstance = await buildManagementApp({
     db,
@@ -249,6 +251,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
         hostQueues.set(hostId, (body.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
         hostIngress.set(hostId, body.ingress_url);
         table.setHostActivation(hostId, body.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
+        await configureScheduler(client, schedulerRef(hostId));
         // A host agent registers when it starts, and a starting agent runs no engine: what the
         // catalogue lists ready or parked there is gone. A switch in flight settles its own instances.
         for (const d of table.list()) {

@@ -3,7 +3,7 @@
  * under traffic: each on its own host, since each needs its own settings.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reportDemand } from '../gateway/lifecycleClient.js';
+import { configureScheduler, reportDemand } from '../gateway/lifecycleClient.js';
 import { workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
 import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
@@ -45,6 +45,24 @@ describe('idle timers', () => {
     }
     expect((await s.entry(b))?.state).toBe('ready');
     await s.until(b, 'parked', 10_000);
+  });
+});
+
+describe('settings sent to a running scheduler', () => {
+  let s: SchedulerBench;
+  beforeAll(async () => {
+    s = await startSchedulerBench({ gpuMemory: '16GiB' });
+  });
+  afterAll(() => s?.close());
+
+  it('apply from then on: a ready_idle_timeout set later parks the idle model', async () => {
+    const a = await s.deployMeasured('chat-a');
+    await s.command('start', { deploymentId: a, evict: false });
+    await sleep(1_500);
+    // Its timers are off: it stays.
+    expect((await s.entry(a))?.state).toBe('ready');
+    await configureScheduler(s.lc.client, { ...s.ref, settings: { ...s.ref.settings, readyIdleMs: 1_000 } });
+    await s.until(a, 'parked', 10_000);
   });
 });
 

@@ -154,6 +154,20 @@ describe('a host that registers after the server started', () => {
   });
 });
 
+describe('a server restarted with other settings', () => {
+  it('gives them to the host scheduler that outlived it: a ready_idle_timeout set now parks the idle model', async () => {
+    const bench = await startServerBench({ gpuMemory: '8GiB' });
+    try {
+      const a = await bench.deploy('chat-a');
+      expect((await bench.chat(a)).status).toBe(200);
+      await bench.restartServer('switching: { drain_timeout: 5s, start_timeout: 60s }\nlifecycle_defaults: { ready_idle_timeout: 1s }');
+      await until('chat-a to park', () => (bench.stateOf(a) === 'parked' ? true : undefined), 15_000);
+    } finally {
+      await bench.close();
+    }
+  });
+});
+
 describe('capyctl start server, as a process', () => {
   it('says what it needs when the database or the admin token is missing', async () => {
     const result = await capyctl(['start', 'server'], { DATABASE_URL: '', CAPYCTL_ADMIN_TOKEN: '' });

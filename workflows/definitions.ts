@@ -7,6 +7,7 @@ import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { ApiError } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier, SwitchOutcome } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+import type { SchedulerSettings } from './hostScheduler.js';
 
 export const taskQueues = {
   /**
@@ -158,6 +159,11 @@ export const signals = {
    * for that model can be served, or are answered with the failure.
    */
   measurementEnded: defineSignal<[{ deploymentId: string }]>('measurementEnded'),
+  /**
+   * From the server when it starts, and when the host registers: the settings as they are now. A
+   * scheduler keeps the settings it started with until told (it outlives server restarts).
+   */
+  configure: defineSignal<[SchedulerSettings]>('configure'),
 } as const;
 
 export const updates = {

@@ -136,6 +136,12 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   setHandler(signals.measurementEnded, () => {
     dirty = true;
   });
+  /** Settings the server sent that differ from this run's: the next run starts with them. */
+  let newSettings: SchedulerSettings | null = null;
+  setHandler(signals.configure, (sent) => {
+    newSettings = sameSettings(sent, settings) ? null : sent;
+    dirty = true;
+  });
   const enqueue = (command: Command) =>
     new Promise<CommandReceipt[]>((resolve, reject) => {
       jobs.push({ command, resolve, reject });
@@ -518,14 +524,17 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     await condition(() => dirty, timeout);
     dirty = false;
     if (await pass()) dirty = true;
-    if (historyFull() && jobs.length === 0) {
+    if ((historyFull() || newSettings !== null) && jobs.length === 0) {
       // Between transitions, once every update has answered (a command that comes meanwhile runs
       // first); demands that arrive meanwhile are in `state`, which the next run starts from.
       await condition(() => allHandlersFinished() || jobs.length > 0);
-      if (jobs.length === 0) await continueAsNew<typeof hostScheduler>({ ...input, state });
+      if (jobs.length === 0) await continueAsNew<typeof hostScheduler>({ ...input, settings: newSettings ?? settings, state });
     }
   }
 }
+
+const sameSettings = (a: SchedulerSettings, b: SchedulerSettings) =>
+  (Object.keys({ ...a, ...b }) as Array<keyof SchedulerSettings>).every((key) => a[key] === b[key]);
 
 /** A park plan as the release a switch carries out. */
 function asRelease(plan: Exclude<ParkPlan, { kind: 'refused' }>): Release {

@@ -73,8 +73,8 @@ export interface ServerBench {
   command(update: 'start' | 'stop' | 'park', deploymentId: string): Promise<unknown>;
   /** The observed state of the deployment's first instance, as the gateway routes by it. */
   stateOf(d: Deployment): string | undefined;
-  /** Stops the server and starts it again with the same ID, database and documents. */
-  restartServer(): Promise<void>;
+  /** Stops the server and starts it again with the same ID, database and host; `serverYaml`: its document now. */
+  restartServer(serverYaml?: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -83,15 +83,13 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
   const fresh = await freshDatabase(services.postgresAdminUrl);
   const serverId = randomUUID().slice(0, 8);
   const hostId = `gpu-box-${randomUUID().slice(0, 8)}`;
-  const settings = loadSettings('server', {
-    env: {},
-    text: [
-      'listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }',
-      `temporal: { address: "${services.temporalAddress}" }`,
-      options.serverYaml ?? 'switching: { drain_timeout: 5s, start_timeout: 60s }',
-    ].join('\n'),
-  });
-  const boot = () => startServer({ settings, serverId, adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
+  const settingsOf = (serverYaml: string) =>
+    loadSettings('server', {
+      env: {},
+      text: ['listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }', `temporal: { address: "${services.temporalAddress}" }`, serverYaml].join('\n'),
+    });
+  let serverYaml = options.serverYaml ?? 'switching: { drain_timeout: 5s, start_timeout: 60s }';
+  const boot = () => startServer({ settings: settingsOf(serverYaml), serverId, adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
   let server = await boot();
   const host = await startHostAgent(
     loadSettings('host', {
@@ -154,8 +152,9 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
         ? sendCommand(server.client, server.schedulerRef(hostId), 'start', { deploymentId, evict: true })
         : sendCommand(server.client, server.schedulerRef(hostId), update, { deploymentId }),
     stateOf: (d) => server.table.get(d.id)?.instances[0]?.observedState,
-    async restartServer() {
+    async restartServer(yaml = serverYaml) {
       await server.stop();
+      serverYaml = yaml;
       server = await boot();
     },
     async close() {
