@@ -155,6 +155,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       await store.saveInstance(input);
       const { deploymentId, index, hostId, generation, observedState } = input;
       table.setInstance({ deploymentId, index, hostId, generation, observedState });
+      // A switch records its target ready just after releasing its waiters. A server that started
+      // in between was not there for the release (its table read the target as waking or starting),
+      // so it lets the target's requests go now; otherwise they would wait out their deadline.
+      if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting') queue.release({ deploymentId, instanceIndex: index, generation });
     },
     async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
       await store.setOperatorStopped(input);

@@ -6,10 +6,15 @@ import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { fileURLToPath } from 'node:url';
+import { Worker } from '@temporalio/worker';
 import type { Deployment } from '../store/deployments.js';
+import { listInstances, saveInstance } from '../store/instances.js';
+import { recordInstance } from './fixtures/recordInstanceWorkflow.js';
 import { CAPYCTL, capyctl } from './support/capyctl.js';
 import { freshDatabase } from './support/postgres.js';
 import { ADMIN_TOKEN, type ServerBench, startServerBench } from './support/serverBench.js';
+import { workerConnection } from './support/temporal.js';
 import { until } from './support/until.js';
 
 describe('the server with a host agent: a request starts its model, and another switches the GPU', () => {
@@ -96,6 +101,31 @@ describe('the server with a host agent: a request starts its model, and another 
     const started = Date.now();
     expect((await ask(b)).split(' ')).toHaveLength(4);
     expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
+  it('serves a switch’s target when the server restarted between the switch’s release and its record', async () => {
+    // What a stop in that moment leaves: the catalogue still lists the target waking.
+    const [instance] = await listInstances(bench.db, { deploymentId: b.id });
+    await saveInstance(bench.db, { ...instance!, observedState: 'waking' });
+    await bench.restartServer();
+    expect(bench.stateOf(b)).toBe('waking');
+    const reply = bench.chat(b);
+
+    // The switch, on the new server's worker, records its target ready.
+    const taskQueue = `record-${randomUUID()}`;
+    const worker = await Worker.create({
+      connection: await workerConnection(),
+      taskQueue,
+      workflowsPath: fileURLToPath(new URL('./fixtures/recordInstanceWorkflow.ts', import.meta.url)),
+    });
+    const { updatedAt: _, ...ready } = instance!;
+    await worker.runUntil(
+      bench.server.client.workflow.execute(recordInstance, { taskQueue, workflowId: `record/${randomUUID()}`, args: [bench.server.serverTaskQueue, ready] }),
+    );
+    const recordedAt = Date.now();
+    expect((await reply).status).toBe(200);
+    expect(Date.now() - recordedAt).toBeLessThan(2_000);
+    expect(bench.stateOf(b)).toBe('ready');
   });
 
   it('stops within a moment though a client connected and never sent its request', async () => {

@@ -16,6 +16,7 @@ import { type RunningHostAgent, startHostAgent } from '../../hostAgent/agent.js'
 import { type RunningServer, startServer } from '../../server/server.js';
 import { loadSettings } from '../../settings/load.js';
 import type { SimState } from '../../simulator/engine.js';
+import type { Db } from '../../store/db.js';
 import { type Deployment, saveDeployment } from '../../store/deployments.js';
 import { issueHostToken } from '../../store/hosts.js';
 import { harnessServices, type LifecycleServices, simDeployment } from './lifecycle.js';
@@ -73,6 +74,8 @@ export interface ServerBench {
   command(update: 'start' | 'stop' | 'park', deploymentId: string): Promise<unknown>;
   /** The observed state of the deployment's first instance, as the gateway routes by it. */
   stateOf(d: Deployment): string | undefined;
+  /** The catalogue, for a test that writes what a process stopped mid-way would have left. */
+  db: Db;
   /** Stops the server and starts it again with the same ID, database and host; `serverYaml`: its document now. */
   restartServer(serverYaml?: string): Promise<void>;
   close(): Promise<void>;
@@ -123,6 +126,7 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
     },
     host,
     hostId,
+    db: fresh.db,
     async deploy(name, yaml = simDeployment(name)) {
       const { deployment } = await saveDeployment(fresh.db, loadSettings('deployment', { text: yaml }));
       server.table.putDeployment(deployment);
