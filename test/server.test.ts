@@ -96,7 +96,12 @@ describe('the server with a host agent: a request starts its model, and another 
     expect(streamed).toBe(whole.choices[0]?.message.content);
   });
 
+  /** The deployment's instance once the catalogue lists it ready: its switch records that just after its answers. */
+  const recordedReady = (d: Deployment) =>
+    until(`${d.name} to be recorded ready`, async () => (await listInstances(bench.db, { deploymentId: d.id })).find((i) => i.observedState === 'ready'));
+
   it('serves a loaded model at once after the server restarts', async () => {
+    await recordedReady(b);
     await bench.restartServer();
     const started = Date.now();
     expect((await ask(b)).split(' ')).toHaveLength(4);
@@ -105,8 +110,8 @@ describe('the server with a host agent: a request starts its model, and another 
 
   it('serves a switch’s target when the server restarted between the switch’s release and its record', async () => {
     // What a stop in that moment leaves: the catalogue still lists the target waking.
-    const [instance] = await listInstances(bench.db, { deploymentId: b.id });
-    await saveInstance(bench.db, { ...instance!, observedState: 'waking' });
+    const instance = await recordedReady(b);
+    await saveInstance(bench.db, { ...instance, observedState: 'waking' });
     await bench.restartServer();
     expect(bench.stateOf(b)).toBe('waking');
     const reply = bench.chat(b);
@@ -118,7 +123,7 @@ describe('the server with a host agent: a request starts its model, and another 
       taskQueue,
       workflowsPath: fileURLToPath(new URL('./fixtures/recordInstanceWorkflow.ts', import.meta.url)),
     });
-    const { updatedAt: _, ...ready } = instance!;
+    const { updatedAt: _, ...ready } = instance;
     await worker.runUntil(
       bench.server.client.workflow.execute(recordInstance, { taskQueue, workflowId: `record/${randomUUID()}`, args: [bench.server.serverTaskQueue, ready] }),
     );
@@ -190,8 +195,10 @@ describe('a server restarted with other settings', () => {
     try {
       const a = await bench.deploy('chat-a');
       expect((await bench.chat(a)).status).toBe(200);
+      // Its start is over once recorded (the answer comes just before): the restart interrupts no switch.
+      await until('chat-a to be recorded ready', async () => ((await listInstances(bench.db, { deploymentId: a.id }))[0]?.observedState === 'ready' ? true : undefined));
       await bench.restartServer('switching: { drain_timeout: 5s, start_timeout: 60s }\nlifecycle_defaults: { ready_idle_timeout: 1s }');
-      await until('chat-a to park', () => (bench.stateOf(a) === 'parked' ? true : undefined), 15_000);
+      await until('chat-a to park', () => (bench.stateOf(a) === 'parked' ? true : undefined), 30_000);
     } finally {
       await bench.close();
     }

@@ -117,8 +117,13 @@ describe('a standalone stopped in the middle of a switch', () => {
 describe('a standalone killed outright (SIGKILL)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-standalone-'));
   let standalone: StandaloneProcess | undefined;
+  let client: Client;
+  beforeAll(async () => {
+    client = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
+  });
   afterAll(async () => {
     await standalone?.stop();
+    await client?.connection.close();
   });
 
   it('takes its engines with it, so the next start has the whole GPU', { timeout: 180_000 }, async () => {
@@ -133,6 +138,12 @@ describe('a standalone killed outright (SIGKILL)', () => {
       .map((line) => (JSON.parse(line) as { pid: number }).pid);
     expect(engines).toHaveLength(1);
     expect(isRunning(engines[0]!)).toBe(true);
+    // The kill comes after chat-a's start has finished (it records chat-a ready just after the answer).
+    const running = `CapyHost = '${first.hostId}' AND ExecutionStatus = 'Running'`;
+    await until('chat-a’s start to finish', async () => {
+      for await (const _ of client.workflow.list({ query: running })) return undefined;
+      return true;
+    });
 
     first.child.kill('SIGKILL');
     await first.exited;
