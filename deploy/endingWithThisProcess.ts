@@ -7,6 +7,7 @@
  * in its own place (the same process), so the child still shuts down its own workers. Where there
  * is no setpriv (not Linux), a child outlives a killed parent as before.
  */
+import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -18,7 +19,8 @@ const setpriv =
         .find((path) => existsSync(path))
     : undefined;
 
-/** The argv that runs `argv` so that it is sent SIGTERM when this process dies. */
-export function endingWithThisProcess(argv: readonly string[]): string[] {
-  return setpriv === undefined ? [...argv] : [setpriv, '--pdeathsig', 'SIGTERM', '--', ...argv];
+/** Spawns `argv` so that it is sent SIGTERM when this process dies. */
+export function spawnEndingWithThisProcess(argv: readonly string[], options: SpawnOptions): ChildProcess {
+  const [command, ...args] = setpriv === undefined ? argv : [setpriv, '--pdeathsig', 'SIGTERM', '--', ...argv];
+  return spawn(command!, args, options);
 }

@@ -2,14 +2,14 @@
  * The Temporal CLI's dev server: a real Temporal server (SQLite persistence, Web UI) for the
  * standalone and for the test suite. The CLI comes from deploy/temporal.sh.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { existsSync, openSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { searchAttributes } from '../workflows/definitions.js';
-import { endingWithThisProcess } from './endingWithThisProcess.js';
+import { spawnEndingWithThisProcess } from './endingWithThisProcess.js';
 
 const PROVIDE_SCRIPT = fileURLToPath(new URL('./temporal.sh', import.meta.url));
 
@@ -92,8 +92,7 @@ async function startOn(port: number, options: DevServerOptions): Promise<DevServ
 
   const logStart = options.logFile && existsSync(options.logFile) ? statSync(options.logFile).size : 0;
   const output = options.logFile ? openSync(options.logFile, 'a') : 'ignore';
-  const [command, ...rest] = endingWithThisProcess([resolveTemporalCli(), ...args]);
-  const child = spawn(command!, rest, { stdio: ['ignore', output, output] });
+  const child = spawnEndingWithThisProcess([resolveTemporalCli(), ...args], { stdio: ['ignore', output, output] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const address = `${ip}:${port}`;
   const server: DevServer = {

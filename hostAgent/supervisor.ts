@@ -2,12 +2,12 @@
  * The engine processes of one host: started, watched and stopped here, nowhere else. An exit
  * nobody asked for is reported through `onUnexpectedExit`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { endingWithThisProcess } from '../deploy/endingWithThisProcess.js';
 import type { EngineAdapter, EngineEndpoint, LaunchPlan } from '../activities/engines/engine.js';
+import { spawnEndingWithThisProcess } from '../deploy/endingWithThisProcess.js';
 import type { ParkTier } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 
@@ -101,9 +101,8 @@ export class EngineSupervisor {
     if (running && running.exit === undefined) {
       throw new Error(`instance ${slot(request.key)} already runs generation ${running.key.generation}; stop it first`);
     }
-    const [command, ...args] = endingWithThisProcess(request.plan.argv);
     const log = createWriteStream(join(this.deps.logDir, `${request.key.deploymentId}-${request.key.instanceIndex}.log`), { flags: 'a' });
-    const child = spawn(command!, args, {
+    const child = spawnEndingWithThisProcess(request.plan.argv, {
       env: { ...process.env, ...request.plan.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
