@@ -13,7 +13,7 @@ export interface Deployment {
   operatorStopped: boolean;
   /** The checkpoint measurement of the current revision; null while it is pending or failed. */
   checkpoint: Record<string, unknown> | null;
-  /** Why the current revision's measurement failed; null unless it did. */
+  /** Why the current revision's measurement failed; null unless it did (never beside a measurement). */
   measureFailure: string | null;
   createdAt: Date;
   updatedAt: Date;
@@ -58,15 +58,14 @@ export interface SaveResult {
 /** Deploys a spec under its name: a new deployment, a new revision when the spec changed, or nothing. */
 export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<SaveResult> {
   return db.transaction(async (tx) => {
-    const [current] = await tx.query<{ id: string; revision: number; same: boolean }>(
-      `SELECT d.id, d.revision, r.spec = $2::jsonb AS same
+    const [current] = await tx.query<{ id: string; revision: number; same: boolean; failed: boolean }>(
+      `SELECT d.id, d.revision, r.spec = $2::jsonb AS same, r.measure_failure IS NOT NULL AS failed
        FROM deployments d JOIN deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.revision
        WHERE d.name = $1 FOR UPDATE OF d`,
       [spec.name, JSON.stringify(spec)],
     );
     let outcome: SaveResult['outcome'];
     let id: string;
-    let retried = false;
     if (!current) {
       id = newId();
       outcome = 'created';
@@ -79,7 +78,7 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
       id = current.id;
       outcome = 'unchanged';
       // Deploying it again is how an operator asks for another try once the files are in place.
-      retried = (await tx.query('UPDATE deployment_revisions SET measure_failure = NULL WHERE deployment_id = $1 AND revision = $2 AND measure_failure IS NOT NULL RETURNING 1', [id, current.revision])).length > 0;
+      if (current.failed) await recordMeasureFailure(tx, id, current.revision, null);
     } else {
       id = current.id;
       outcome = 'revised';
@@ -92,7 +91,8 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
       await tx.query('UPDATE deployments SET revision = $2, updated_at = now() WHERE id = $1', [id, revision]);
     }
     const deployment = await findDeployment(tx, id);
-    return { deployment: deployment!, outcome, measure: outcome !== 'unchanged' || retried };
+    // A new revision, or the same one deployed again after its measurement failed.
+    return { deployment: deployment!, outcome, measure: !current?.same || current.failed };
   });
 }
 

@@ -101,7 +101,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       activation: table.get(d.id)?.activation ?? d.spec.lifecycle.activation,
       operator_stopped: d.operatorStopped,
       checkpoint: d.checkpoint !== null ? 'measured' : d.measureFailure !== null ? 'failed' : 'measuring',
-      ...(d.checkpoint === null && d.measureFailure !== null ? { checkpoint_failure: d.measureFailure } : {}),
+      ...(d.measureFailure !== null ? { checkpoint_failure: d.measureFailure } : {}),
       instances: instances.map((i) => ({ index: i.index, host_id: i.hostId, generation: i.generation, state: i.observedState })),
       spec: d.spec,
     };

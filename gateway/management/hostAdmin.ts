@@ -1,6 +1,7 @@
 /**
- * The operator's host routes (`capyctl list hosts`, `drain host`, `undrain host`, `create host-token`), behind the
- * admin token; the routes a host agent calls with its own token are in `hosts.ts`.
+ * The operator's host routes (`capyctl list hosts`, `drain host`, `undrain host`, `create
+ * host-token`), behind the admin token; the routes a host agent calls with its own token are in
+ * `hosts.ts`.
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
