@@ -15,7 +15,7 @@ import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
 import { RequestQueue } from '../gateway/requestQueue.js';
-import { RoutingTable } from '../gateway/routingTable.js';
+import { type RoutedInstance, RoutingTable } from '../gateway/routingTable.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
@@ -125,13 +125,16 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     ),
   });
 
-  // After a restart, what the store lists ready serves at once: the queue holds no instance yet, and
-  // the schedulers only release a model they bring up. A switch in flight still releases or fails.
-  for (const d of table.list()) {
-    for (const i of d.instances) {
-      if (i.observedState === 'ready') queue.release({ deploymentId: d.id, instanceIndex: i.index, generation: i.generation });
-    }
-  }
+  /**
+   * An instance the store records ready serves, though no switch released it in this process: after
+   * a restart (the queue holds no instance yet, and the schedulers only release a model they bring
+   * up), and when a switch records its target ready after it released the waiters in the process
+   * before this one (a restart in between; otherwise they would wait out their deadline).
+   */
+  const serveRecorded = ({ deploymentId, index, generation, observedState }: { deploymentId: string } & RoutedInstance) => {
+    if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting') queue.release({ deploymentId, instanceIndex: index, generation });
+  };
+  for (const d of table.list()) for (const i of d.instances) serveRecorded({ deploymentId: d.id, ...i });
 
   // The newest generation of each deployment whose engine exited unasked: a switch still finishing
   // must not record that engine as serving again.
@@ -155,10 +158,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       await store.saveInstance(input);
       const { deploymentId, index, hostId, generation, observedState } = input;
       table.setInstance({ deploymentId, index, hostId, generation, observedState });
-      // A switch records its target ready just after releasing its waiters. A server that started
-      // in between was not there for the release (its table read the target as waking or starting),
-      // so it lets the target's requests go now; otherwise they would wait out their deadline.
-      if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting') queue.release({ deploymentId, instanceIndex: index, generation });
+      serveRecorded(input);
     },
     async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
       await store.setOperatorStopped(input);
