@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,6 +69,21 @@ describe('a dev server that cannot start', () => {
       expect(Date.now() - started).toBeLessThan(15_000);
     } finally {
       taken.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a dev server on ports of its own choosing that exits during start', () => {
+  it('is tried again on fresh ports, three times in all, then fails saying why', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'capyctl-devserver-'));
+    const logFile = join(dir, 'temporal.log');
+    try {
+      // Every try fails the same way here (no folder for its database); a lost port race fails one.
+      await expect(startDevServer({ dbFile: join(dir, 'missing', 'temporal.db'), logFile })).rejects.toThrow(/exited during start: .*no such file or directory/);
+      const tries = readFileSync(logFile, 'utf8').split('\n').filter((line) => line.includes('failed starting server'));
+      expect(tries).toHaveLength(3);
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
