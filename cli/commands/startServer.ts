@@ -26,7 +26,7 @@ export const startServer: Command = {
     const logger = createLogger('capyctl-server');
     const db = postgresDb(databaseUrl!);
     const server = await start({ settings, serverId: process.env.CAPYCTL_SERVER_ID ?? 'main', adminToken: adminToken!, db, logger });
-    logger.info({ managementUrl: server.managementUrl, taskQueue: server.serverTaskQueue }, 'server started');
+    logger.info({ managementUrl: server.managementUrl, inferenceUrl: server.inferenceUrl, taskQueue: server.serverTaskQueue }, 'server started');
     await untilStopSignal();
     await server.stop();
     await db.close();

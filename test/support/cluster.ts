@@ -1,0 +1,224 @@
+/**
+ * A server and host agents as an operator runs them: `capyctl start server` and one
+ * `capyctl start host` per host, each its own process with its own simulated GPU and data folder,
+ * on the harness's Temporal dev server and a fresh Postgres database. Tests reach them only through
+ * their listeners, the CLI and signals, as a user would.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { parse as parseYaml } from 'yaml';
+import { type CliResult, CAPYCTL, capyctl } from './capyctl.js';
+import { harnessServices, type LifecycleServices } from './lifecycle.js';
+import { type FreshDatabase, freshDatabase } from './postgres.js';
+import { simHostYaml } from './simHost.js';
+import { until } from './until.js';
+
+export const CLUSTER_ADMIN_TOKEN = 'capy_admin_cluster_test';
+
+/** A capyctl process: its output kept for assertions and failure messages. */
+export class CapyProcess {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  private text = '';
+
+  constructor(args: readonly string[], env: NodeJS.ProcessEnv) {
+    this.child = spawn(process.execPath, [CAPYCTL, ...args], {
+      env: { ...process.env, CAPYCTL_LOG_FORMAT: 'json', CAPYCTL_LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child.stdout!.on('data', (d) => (this.text += d));
+    this.child.stderr!.on('data', (d) => (this.text += d));
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+  }
+
+  output(): string {
+    return this.text;
+  }
+
+  /** The first value `pattern`'s first group takes in the output, waiting for it. */
+  awaitOutput(what: string, pattern: RegExp, timeoutMs = 60_000): Promise<string> {
+    return until(what, () => {
+      const found = pattern.exec(this.text)?.[1];
+      if (found !== undefined) return found;
+      if (this.child.exitCode !== null) throw new Error(`exited (${this.child.exitCode}) before ${what}:\n${this.text.slice(-4_000)}`);
+      return undefined;
+    }, timeoutMs);
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    if (this.running) this.child.kill(signal);
+    return this.exited;
+  }
+}
+
+export interface ClusterHostOptions {
+  /** One simulated card; "8GiB" holds one 5 GiB simulator model at a time. */
+  gpuMemory?: string;
+  /** More lines of the host document (YAML). */
+  yaml?: string;
+}
+
+export interface ClusterOptions {
+  hosts?: ClusterHostOptions[];
+  /** More lines of the server document (YAML). */
+  serverYaml?: string;
+  services?: LifecycleServices;
+}
+
+export interface ClusterHost {
+  hostId: string;
+  token: string;
+  dataDir: string;
+  file: string;
+  process: CapyProcess;
+}
+
+export interface ApiReply<T = any> {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: T;
+}
+
+export class Cluster {
+  server!: CapyProcess;
+  managementUrl = '';
+  inferenceUrl = '';
+  readonly hosts: ClusterHost[] = [];
+  readonly dir = mkdtempSync(join(tmpdir(), 'capyctl-cluster-'));
+  private readonly serverId = `cluster-${randomUUID().slice(0, 8)}`;
+
+  private constructor(
+    readonly services: LifecycleServices,
+    readonly database: FreshDatabase,
+    private readonly serverYaml: string,
+  ) {}
+
+  static async start(options: ClusterOptions = {}): Promise<Cluster> {
+    const services = options.services ?? (await harnessServices());
+    const cluster = new Cluster(services, await freshDatabase(services.postgresAdminUrl), options.serverYaml ?? '');
+    try {
+      await cluster.startServer();
+      for (const host of options.hosts ?? []) await cluster.addHost(host);
+    } catch (e) {
+      await cluster.close();
+      throw e;
+    }
+    return cluster;
+  }
+
+  /** Starts (or starts again) the server process on the same database and task queue. */
+  async startServer(): Promise<void> {
+    const file = join(this.dir, 'server.yaml');
+    const listen = this.managementUrl
+      ? `listen: { management: "${new URL(this.managementUrl).host}", inference: "${new URL(this.inferenceUrl).host}" }`
+      : 'listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }';
+    writeFileSync(file, [`temporal: { address: "${this.services.temporalAddress}" }`, listen, this.serverYaml].join('\n'));
+    this.server = new CapyProcess(['start', 'server', '--file', file], this.serverEnv());
+    this.managementUrl = await this.server.awaitOutput('the server to start', /"managementUrl":"([^"]+)"/);
+    this.inferenceUrl = await this.server.awaitOutput('the server to start', /"inferenceUrl":"([^"]+)"/);
+  }
+
+  /** What `capyctl start server` needs, for a test that runs another one. */
+  serverEnv(): NodeJS.ProcessEnv {
+    return { DATABASE_URL: this.database.url, CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN, CAPYCTL_SERVER_ID: this.serverId };
+  }
+
+  /** Issues a host token through `capyctl create host-token`, starts the agent, and waits for its registration. */
+  async addHost(options: ClusterHostOptions = {}): Promise<ClusterHost> {
+    const created = await this.capyctl(['create', 'host-token']);
+    if (created.code !== 0) throw new Error(`capyctl create host-token: ${created.stderr}`);
+    const hostId = `host-${this.hosts.length + 1}-${randomUUID().slice(0, 6)}`;
+    const dataDir = join(this.dir, hostId);
+    const file = join(this.dir, `${hostId}.yaml`);
+    const token = created.stdout.trim();
+    writeFileSync(
+      file,
+      simHostYaml({
+        hostId,
+        serverUrl: this.managementUrl,
+        token,
+        temporalAddress: this.services.temporalAddress,
+        dataDir,
+        gpuMemory: options.gpuMemory ?? '8GiB',
+        extra: options.yaml,
+      }),
+    );
+    const host: ClusterHost = { hostId, token, dataDir, file, process: this.startAgent(file) };
+    this.hosts.push(host);
+    await host.process.awaitOutput(`${hostId} to register`, /"msg":"host (registered)"/);
+    return host;
+  }
+
+  startAgent(file: string): CapyProcess {
+    return new CapyProcess(['start', 'host', '--file', file], {});
+  }
+
+  /** Starts a host's agent again, on its document, and waits for its registration. */
+  async restartHost(host: ClusterHost): Promise<void> {
+    await host.process.stop();
+    host.process = this.startAgent(host.file);
+    await host.process.awaitOutput(`${host.hostId} to register again`, /"msg":"host (registered)"/);
+  }
+
+  /** `capyctl` against this server with its admin token. */
+  capyctl(args: readonly string[]): Promise<CliResult> {
+    return capyctl(args, { CAPYCTL_SERVER: this.managementUrl, CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN });
+  }
+
+  /** A management route; `token` defaults to the admin token, `null` sends none. */
+  async api<T = any>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, token: string | null = CLUSTER_ADMIN_TOKEN): Promise<ApiReply<T>> {
+    return call(`${this.managementUrl}${path}`, method, body, token === null ? {} : { authorization: `Bearer ${token}` });
+  }
+
+  /** Deploys a document written as YAML (see `simDeployment`) and waits until its checkpoint is measured. */
+  async deploy(yaml: string): Promise<{ deployment_id: string; name: string }> {
+    const reply = await this.api('POST', '/management/v1/deployments', parseYaml(yaml));
+    if (reply.status >= 300) throw new Error(`deploy answered ${reply.status}: ${JSON.stringify(reply.body)}`);
+    const { deployment_id, name } = reply.body.deployment;
+    await until(`${name}'s checkpoint to be measured`, async () => {
+      const d = await this.api('GET', `/management/v1/deployments/${name}`);
+      return d.body.checkpoint === 'measured' ? true : undefined;
+    }, 60_000);
+    return { deployment_id, name };
+  }
+
+  /** A deployment as `GET /management/v1/deployments/<name>` shows it. */
+  async status(name: string): Promise<any> {
+    return (await this.api('GET', `/management/v1/deployments/${name}`)).body;
+  }
+
+  /** A non-streamed chat completion on the inference listener. */
+  chat(model: string, maxTokens = 4, headers: Record<string, string> = {}): Promise<ApiReply> {
+    return call(`${this.inferenceUrl}/v1/chat/completions`, 'POST', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens }, headers);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.hosts.map((h) => h.process.stop()));
+    await this.server?.stop();
+    await this.database.drop();
+  }
+}
+
+async function call(url: string, method: 'GET' | 'POST' | 'DELETE', body: unknown, headers: Record<string, string>): Promise<ApiReply> {
+  const reply = await request(url, {
+    method,
+    headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await reply.body.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // Not JSON: the test sees the text.
+  }
+  return { status: reply.statusCode, headers: reply.headers, body: parsed };
+}
