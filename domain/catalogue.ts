@@ -169,6 +169,9 @@ export const apiErrors = {
   notHostsInstance: (hostId: string, instance: string) =>
     error(403, 'forbidden', false, `host ${hostId} may report only its own instances; instance ${instance} does not run on it`),
   invalidRequest: (detail: string) => error(400, 'invalid_request', false, detail),
+  /** `where`: as a validation failure names it, e.g. `params.ref`. */
+  controlCharacter: (where: string) => error(400, 'invalid_request', false, `${where}: must not contain control characters`),
+  repeatedHeader: (header: string) => error(400, 'invalid_request', false, `the ${header} header must be sent once`),
   payloadTooLarge: (limitBytes: number) =>
     error(413, 'payload_too_large', false, `the request body is larger than ${limitBytes} bytes`),
   engineUnreachable: (instance: string) =>

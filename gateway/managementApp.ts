@@ -10,6 +10,7 @@ import { type HostEventSink, hostRoutes } from './management/hosts.js';
 import { loadRoutes } from './management/load.js';
 import { adminAuth } from './plugins/adminAuth.js';
 import { apiErrorsPlugin } from './plugins/apiErrors.js';
+import { pathParamsPlugin } from './plugins/pathParams.js';
 import type { RouterFigures } from './routerFigures.js';
 import type { RoutingTable } from './routingTable.js';
 
@@ -45,6 +46,7 @@ export async function buildManagementApp(deps: ManagementDeps) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
+  await app.register(pathParamsPlugin);
   await app.register(hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents }));
   if (deps.admin) await app.register(adminRoutes({ ...deps.admin, board: deps.board, db: deps.db }));
   return app;
