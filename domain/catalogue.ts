@@ -128,6 +128,22 @@ export const apiErrors = {
       false,
       `deployment ${deploymentId} needs memory held by ${holders.join(', ')}, which activation: explicit keeps loaded; stop one of them first`,
     ),
+  /** A start without --evict while other models hold the memory it needs: nothing was started, nothing waits. */
+  memoryHeld: (deploymentId: string, holders: readonly string[]) =>
+    error(
+      409,
+      'insufficient_capacity',
+      true,
+      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}; nothing was started: start it with --evict to park them, or with --wait to wait until the memory is free`,
+    ),
+  /** A start with --evict whose memory is held by models that may not yield it now (requests wait for them). */
+  memoryBusy: (deploymentId: string, holders: readonly string[]) =>
+    error(
+      409,
+      'insufficient_capacity',
+      true,
+      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}, which requests are waiting for; nothing was started: start it again shortly, or with --wait to wait until the memory is free`,
+    ),
   /** `failure`: why its measurement failed, when it did; a start cannot help until it is measured again. */
   checkpointUnmeasured: (deploymentName: string, failure: string | null) =>
     failure === null
@@ -187,6 +203,15 @@ export const releaseLines = {
   parkedKvOnly: 'released: parked (weights kept)',
   stopped: 'released: stopped',
   stoppedNoRoom: 'released: stopped (no room to park)',
+} as const;
+
+/** The same, on the receipt of a start that answers as its switch begins: the victim is on its way out. */
+export const releasingLines = {
+  parkingHostRam: 'releasing: parking (host RAM)',
+  parkingDeep: 'releasing: parking (deep)',
+  parkingKvOnly: 'releasing: parking (weights kept)',
+  stopping: 'releasing: stopping',
+  stoppingNoRoom: 'releasing: stopping (no room to park)',
 } as const;
 
 export interface RenderedError {

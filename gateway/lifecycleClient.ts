@@ -7,13 +7,14 @@
 import { type Client, WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
-import { type CommandReceipt, type Demand, signals, updates, workflowIds } from '../workflows/definitions.js';
+import { type CommandReceipt, type Demand, signals, type SwitchResult, updates, workflowIds } from '../workflows/definitions.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { QueueSettings } from '../settings/queue.js';
 import type { SaveResult } from '../store/deployments.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import type { HostSchedulerInput, hostScheduler, SchedulerSettings } from '../workflows/hostScheduler.js';
 import type { MeasureInput, measureCheckpointWorkflow } from '../workflows/measure.js';
+import type { switchWorkflow } from '../workflows/switch.js';
 import { refusedWith } from '../workflows/refusal.js';
 
 /**
@@ -129,6 +130,21 @@ export async function awaitMeasurement(client: Client, deploymentId: string, rev
 }
 
 /**
+ * How a switch ended, or null while it runs; undefined when there is no such switch. A start's
+ * receipt answers as its switch begins: `start --wait` follows it here.
+ */
+export async function switchResult(client: Client, switchId: string): Promise<SwitchResult | null | undefined> {
+  const handle = client.workflow.getHandle<typeof switchWorkflow>(workflowIds.switch(switchId));
+  try {
+    const { status } = await handle.describe();
+    return status.name === 'RUNNING' ? null : await handle.result();
+  } catch (e) {
+    if (e instanceof WorkflowNotFoundError) return undefined;
+    throw e;
+  }
+}
+
+/**
  * What the operator's routes ask of the lifecycle. The server implements it over Temporal; a route
  * test can give its own.
  */
@@ -142,4 +158,6 @@ export interface OperatorLifecycle {
   drainHost(hostId: string): Promise<CommandReceipt[]>;
   /** Ends a drain: models may be placed on the host again. */
   undrainHost(hostId: string): Promise<void>;
+  /** How a switch ended; null while it runs, undefined when there is no such switch. */
+  switchResult(switchId: string): Promise<SwitchResult | null | undefined>;
 }

@@ -8,6 +8,7 @@ import { deploymentRoutes } from './management/deployments.js';
 import { hostAdminRoutes } from './management/hostAdmin.js';
 import { type HostEventSink, hostRoutes } from './management/hosts.js';
 import { loadRoutes } from './management/load.js';
+import { switchRoutes } from './management/switches.js';
 import { adminAuth } from './plugins/adminAuth.js';
 import { apiErrorsPlugin } from './plugins/apiErrors.js';
 import { pathParamsPlugin } from './plugins/pathParams.js';
@@ -38,6 +39,7 @@ function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
     await app.register(loadRoutes({ table: deps.table, board: deps.board, figures: deps.figures }));
     await app.register(deploymentRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
     await app.register(hostAdminRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
+    await app.register(switchRoutes({ table: deps.table, lifecycle: deps.lifecycle }));
   };
 }
 
