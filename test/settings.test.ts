@@ -208,6 +208,11 @@ describe('refusals', () => {
     expect(refusal('server', 'switching:\n  drain_timeout: [5s\n')[0]).toMatch(/^malformed YAML: .* at line \d+, column \d+$/);
     expect(refusal('server', '- a\n- b\n')).toEqual(['the document must be a mapping of settings, not ["a","b"]']);
     expect(refusal('server', 'a: 1\na: 2\n')[0]).toMatch(/^malformed YAML: Map keys must be unique/);
+    // Thousands deep, the YAML parser would run out of memory and take the process with it.
+    expect(refusal('deployment', `name: ${'['.repeat(5_000)}${']'.repeat(5_000)}`)).toEqual(['malformed YAML: lists and mappings nest 5000 levels deep; settings nest at most 64']);
+    expect(refusal('deployment', 'name: "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["\nengine: vllm\nmodel: m')).toEqual([
+      'name: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ must be lowercase letters, digits and dashes, 1 to 63 long, starting and ending with a letter or digit',
+    ]);
   });
 
   it('refuses a --set without a value', () => {
