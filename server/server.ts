@@ -30,6 +30,24 @@ import { workflowBundle } from './workflowBundle.js';
 
 const listenOn = (address: string) => ({ host: address.replace(/:\d+$/, ''), port: Number(address.split(':').pop()) });
 
+/** A listener's address is taken (another server runs there) or not this machine's: the server does not start. */
+export class ListenRefused extends Error {}
+
+const LISTEN_FAILURES: Record<string, string> = {
+  EADDRINUSE: 'address already in use',
+  EADDRNOTAVAIL: 'address not available on this machine',
+  EACCES: 'permission denied',
+};
+
+async function listen(app: FastifyInstance, address: string): Promise<string> {
+  try {
+    return await app.listen(listenOn(address));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ListenRefused(`cannot listen on ${address}: ${(code && LISTEN_FAILURES[code]) ?? (e as Error).message}`);
+  }
+}
+
 /** How often a stopping server looks whether its running answers have finished. */
 const STOP_POLL_MS = 50;
 /**
@@ -229,23 +247,6 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     },
   };
 
-  installTemporalRuntime(logger);
-  const workerConnection = await NativeConnection.connect({ address });
-  const worker = await Worker.create({
-    connection: workerConnection,
-    namespace,
-    taskQueue: serverTaskQueue,
-    workflowBundle: await workflowBundle(),
-    activities,
-    shutdownGraceTime: settings.switching.drain_timeout,
-    // A stop always ends: a task still held at twice the drain bound is left to the next start,
-    // which finishes or compensates its switch.
-    shutdownForceTime: 2 * settings.switching.drain_timeout,
-  });
-  const running = worker.run();
-  // A host's scheduler outlives this server's last run: it takes the settings as they are now.
-  await Promise.all([...hostQueues.keys()].map((hostId) => configureScheduler(client, schedulerRef(hostId))));
-
   const management: FastifyInstance = await buildManagementApp({
     db,
     board,
@@ -273,7 +274,6 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     },
     admin: { adminToken, table, figures: queue, lifecycle },
   });
-  const managementUrl = await management.listen(listenOn(settings.listen.management));
 
   const inference = await buildInferenceApp({
     table,
@@ -292,7 +292,36 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       return { url: `${ingress}/instances/${deploymentId}/${instanceIndex}`, streamIdleMs };
     },
   });
-  const inferenceUrl = await inference.listen(listenOn(settings.listen.inference));
+
+  // Both listeners bind before the worker takes any task: a second server started on the same
+  // addresses (and task queue) refuses to start instead of running this one's switches.
+  let managementUrl: string;
+  let inferenceUrl: string;
+  try {
+    managementUrl = await listen(management, settings.listen.management);
+    inferenceUrl = await listen(inference, settings.listen.inference);
+  } catch (e) {
+    await Promise.all([management.close(), inference.close()]);
+    await client.connection.close();
+    throw e;
+  }
+
+  installTemporalRuntime(logger);
+  const workerConnection = await NativeConnection.connect({ address });
+  const worker = await Worker.create({
+    connection: workerConnection,
+    namespace,
+    taskQueue: serverTaskQueue,
+    workflowBundle: await workflowBundle(),
+    activities,
+    shutdownGraceTime: settings.switching.drain_timeout,
+    // A stop always ends: a task still held at twice the drain bound is left to the next start,
+    // which finishes or compensates its switch.
+    shutdownForceTime: 2 * settings.switching.drain_timeout,
+  });
+  const running = worker.run();
+  // A host's scheduler outlives this server's last run: it takes the settings as they are now.
+  await Promise.all([...hostQueues.keys()].map((hostId) => configureScheduler(client, schedulerRef(hostId))));
 
   return {
     inferenceUrl,
