@@ -9,6 +9,7 @@ const WHOLE_PROCESSES = [
   'test/demo.test.ts',
   'test/standalone.restart.test.ts',
   'test/cli.operator.test.ts',
+  'test/hostShutdown.test.ts',
   'test/serverPorts.test.ts',
 ];
 
