@@ -45,6 +45,7 @@ export function recordingLifecycle(db: Db, table: RoutingTable, hosts: readonly 
     async switchResult(switchId) {
       return lifecycle.switches.get(switchId);
     },
+    hostLiveness: (host) => ({ state: host.draining ? 'draining' : 'ready', lastSeenAt: host.lastSeenAt }),
   };
   return lifecycle;
 }
