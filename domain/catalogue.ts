@@ -19,6 +19,7 @@ export const errorCodes = z.enum([
   'checkpoint_unmeasured',
   'not_found',
   'unauthorized',
+  'forbidden',
   'invalid_request',
   'payload_too_large',
   'internal',
@@ -149,6 +150,24 @@ export const apiErrors = {
   notFound: (what: Missing, ref: string) => error(404, 'not_found', false, `${what} ${ref} not found`),
   unauthorized: (token: 'admin token' | 'host token') =>
     error(401, 'unauthorized', false, `a valid ${token} is required: send Authorization: Bearer <${token}>`),
+  /** Another token registering a host ID that is bound to its first token: the take-over the binding stops. */
+  hostBoundToAnotherToken: (hostId: string) =>
+    error(
+      401,
+      'unauthorized',
+      false,
+      `host ${hostId} is registered with another host token; to register it with a new one, an operator revokes the old one first (capyctl revoke host-token ${hostId})`,
+    ),
+  tokenBoundToAnotherHost: (hostId: string) =>
+    error(
+      401,
+      'unauthorized',
+      false,
+      `this host token is bound to another host, not ${hostId}; register ${hostId} with a token of its own (capyctl create host-token)`,
+    ),
+  /** A host reporting on an instance the catalogue places on another host (or on none). */
+  notHostsInstance: (hostId: string, instance: string) =>
+    error(403, 'forbidden', false, `host ${hostId} may report only its own instances; instance ${instance} does not run on it`),
   invalidRequest: (detail: string) => error(400, 'invalid_request', false, detail),
   payloadTooLarge: (limitBytes: number) =>
     error(413, 'payload_too_large', false, `the request body is larger than ${limitBytes} bytes`),

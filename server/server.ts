@@ -292,6 +292,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
         }
         await measurePendingOn(hostId);
       },
+      runsOn: (hostId, deploymentId, instanceIndex) =>
+        table.get(deploymentId)?.instances.some((i) => i.index === instanceIndex && i.hostId === hostId) ?? false,
       async engineExited(hostId, exit) {
         await engineGone(hostId, { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation });
       },

@@ -1,6 +1,6 @@
 /**
  * The operator's host routes (`capyctl list hosts`, `drain host`, `undrain host`, `create
- * host-token`), behind the admin token; the routes a host agent calls with its own token are in
+ * host-token`, `revoke host-token`), behind the admin token; the routes a host agent calls with its own token are in
  * `hosts.ts`.
  */
 import type { FastifyInstance } from 'fastify';
@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { memoryKinds } from '../../domain/vocabulary.js';
 import type { Db } from '../../store/db.js';
-import { findHost, issueHostToken, listHosts } from '../../store/hosts.js';
+import { findHost, issueHostToken, listHosts, revokeHostToken } from '../../store/hosts.js';
 import type { OperatorLifecycle } from '../lifecycleClient.js';
 import type { RoutingTable } from '../routingTable.js';
 import { receiptBody, renderReceipt } from './deployments.js';
@@ -31,6 +31,9 @@ export const undrainReply = z.object({ host_id: z.string(), draining: z.literal(
 export type UndrainReply = z.infer<typeof undrainReply>;
 
 export const hostTokenReply = z.object({ token: z.string() });
+
+export const revokeTokenReply = z.object({ host_id: z.string(), revoked: z.number().int() });
+export type RevokeTokenReply = z.infer<typeof revokeTokenReply>;
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
@@ -63,6 +66,15 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
       await deps.lifecycle.undrainHost(hostId);
       request.log.info({ hostId }, 'host drain ended');
       return { host_id: hostId, draining: false as const };
+    });
+
+    // The operator's act of re-binding a host ID: its token stops working, and a new one may register it.
+    routes.delete('/management/v1/hosts/:hostId/token', { schema: { params: hostParams, response: { 200: revokeTokenReply } } }, async (request) => {
+      const { hostId } = request.params;
+      if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+      const revoked = await revokeHostToken(deps.db, hostId);
+      request.log.warn({ hostId, revoked }, 'host token revoked');
+      return { host_id: hostId, revoked };
     });
 
     // Shown once: only its hash is stored.
