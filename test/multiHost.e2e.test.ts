@@ -66,8 +66,8 @@ describe('placement over two empty hosts', () => {
 
     const began = Date.now();
     const out = await ok(cluster, ['start', 'deployment', 'm1', '--wait']);
-    // A start is seconds on the simulator; before, it waited for memory on m3's host (120 s) with the other empty.
-    expect(Date.now() - began).toBeLessThan(60_000);
+    // A start is seconds on the simulator; before, it waited for memory on m3's host, with the other empty, until m3 left.
+    expect(Date.now() - began).toBeLessThan(90_000);
     expect(out).toContain('m1: ready');
     expect(out).not.toContain('victim');
 
@@ -78,7 +78,7 @@ describe('placement over two empty hosts', () => {
     expect((await whereIs(cluster, 'm3')).state).toBe('ready');
     expect((await cluster.chat('m3')).status).toBe(200);
     expect((await cluster.chat('m1')).status).toBe(200);
-  }, 150_000);
+  }, 180_000);
 });
 
 describe('a drain that moves a model to the other host', () => {
