@@ -10,7 +10,8 @@
  *
  * The load is the store's mirror of the hosts' ledgers: what each instance holds, written as each
  * step of a switch begins (a starting model counts before its engine is up). The server adds the
- * models it has sent demands for that hold nothing yet.
+ * models whose requests it has sent to a host and that hold nothing yet; their next demands go to
+ * the same host.
  */
 import type { RoutedDeployment } from '../gateway/routingTable.js';
 import type { Db } from '../store/db.js';
@@ -41,8 +42,8 @@ export function heldOn(deployment: Placed, hosts: readonly string[]): string | u
 
 /**
  * The host where `needBytes` fits without evicting, else the least loaded one, among those of
- * `loads` the deployment may run on. The store does not say which of a
- * host's GPUs an instance holds, so everything the host holds counts against each of its GPUs.
+ * `loads` the deployment may run on. The store does not say which of a host's GPUs an instance
+ * holds, so everything the host holds counts against each of its GPUs.
  */
 export function leastLoaded(deployment: Placed, needBytes: number, loads: readonly HostLoad[]): string | undefined {
   const free = (l: HostLoad) => l.gpuMemoryBytes.reduce((sum, m) => sum + m, 0) - l.heldBytes;

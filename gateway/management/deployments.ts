@@ -112,7 +112,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     return d;
   }
 
-  /** The host whose scheduler decides for the deployment: where it is held, else where it may run. */
+  /** The host whose scheduler decides for the deployment: where it is held, else where the placement rule puts it. */
   function hostOf(d: Deployment): Promise<string | undefined> {
     const routed: RoutedDeployment = table.get(d.id) ?? { ...d, activation: d.spec.lifecycle.activation, instances: [] };
     return lifecycle.placement(routed);
