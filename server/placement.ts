@@ -3,8 +3,8 @@
  * for it (the README's placement rule):
  *
  * 1. the host that holds an instance of it (starting, ready, parked …): a parked model wakes where it is;
- * 2. else, among the hosts it may run on (its `hosts`, registered, not draining), one where it fits
- *    in free GPU memory without evicting anything;
+ * 2. else, among the hosts it may run on (its `hosts`, registered, not down, not draining), one
+ *    where it fits in free GPU memory without evicting anything;
  * 3. then the least loaded: the most free GPU memory, then the fewest models holding GPU memory,
  *    then the lower host ID.
  *

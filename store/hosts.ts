@@ -115,8 +115,9 @@ export async function listHosts(db: Db): Promise<Host[]> {
   return (await db.query<Row>('SELECT * FROM hosts ORDER BY id')).map(fromRow);
 }
 
-export async function markHostSeen(db: Db, id: string): Promise<void> {
-  await db.query('UPDATE hosts SET last_seen_at = now() WHERE id = $1', [id]);
+/** Records when the host last reported; an older time than the one stored is ignored. */
+export async function markHostSeen(db: Db, id: string, at: Date): Promise<void> {
+  await db.query('UPDATE hosts SET last_seen_at = GREATEST(last_seen_at, $2) WHERE id = $1', [id, at]);
 }
 
 export async function setHostDraining(db: Db, id: string, draining: boolean): Promise<void> {

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
-import { memoryKinds } from '../../domain/vocabulary.js';
+import { hostStates, memoryKinds } from '../../domain/vocabulary.js';
 import type { Db } from '../../store/db.js';
 import { findHost, issueHostToken, listHosts, revokeHostToken } from '../../store/hosts.js';
 import type { OperatorLifecycle } from '../lifecycleClient.js';
@@ -20,6 +20,8 @@ export const hostBody = z.object({
   /** Null when the host did not say. */
   host_ram_bytes: z.number().nullable(),
   draining: z.boolean(),
+  /** `down` once it stopped reporting; see `hostStates`. */
+  state: hostStates,
   last_seen_at: z.string(),
 });
 export type HostBody = z.infer<typeof hostBody>;
@@ -42,13 +44,17 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
     routes.get('/management/v1/hosts', { schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } }, async () => ({
-      hosts: (await listHosts(deps.db)).map((h) => ({
-        host_id: h.id,
-        gpus: h.gpus.map((g) => ({ index: g.index, name: g.name, memory_bytes: g.memoryBytes, memory_kind: g.memoryKind })),
-        host_ram_bytes: h.hostRamBytes,
-        draining: h.draining,
-        last_seen_at: new Date(h.lastSeenAt).toISOString(),
-      })),
+      hosts: (await listHosts(deps.db)).map((h) => {
+        const { state, lastSeenAt } = deps.lifecycle.hostLiveness(h);
+        return {
+          host_id: h.id,
+          gpus: h.gpus.map((g) => ({ index: g.index, name: g.name, memory_bytes: g.memoryBytes, memory_kind: g.memoryKind })),
+          host_ram_bytes: h.hostRamBytes,
+          draining: h.draining,
+          state,
+          last_seen_at: lastSeenAt.toISOString(),
+        };
+      }),
     }));
 
     routes.post('/management/v1/hosts/:hostId/drain', { schema: { params: hostParams, response: { 200: drainReply } } }, async (request) => {

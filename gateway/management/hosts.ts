@@ -1,6 +1,6 @@
 /**
- * Routes a host agent calls with its host token: register, report load samples, report an
- * engine that exited.
+ * Routes a host agent calls with its host token: register, report load samples (its heartbeat),
+ * report an engine that exited, say that it stops.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -65,6 +65,10 @@ export interface HostEventSink {
    * benches that run a host agent against the listener alone, with no catalogue of instances.
    */
   runsOn?(hostId: string, deploymentId: string, instanceIndex: number): boolean;
+  /** A report arrived: the host is alive. Left out by benches that watch no heartbeat. */
+  heard?(hostId: string): void;
+  /** The host's agent stops: nothing new goes there, its running answers finish. */
+  stopping?(hostId: string): Promise<void>;
 }
 
 const refusals: Record<Exclude<RegistrationOutcome, 'registered'>, (hostId: string) => ApiError> = {
@@ -113,6 +117,7 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
       { schema: { params: hostParams, body: samplesBody }, preHandler: requireHost, logLevel: 'warn' },
       async (request, reply) => {
         const { hostId } = request.params;
+        deps.events.heard?.(hostId);
         const sampledAtMs = Math.min(request.body.sampled_at_ms, Date.now());
         // A sample of an instance that is not the host's is dropped, not refused: one that just
         // moved to another host may still be in the last report of this one.
@@ -145,6 +150,16 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
         deps.board.forget(exit.deployment_id, exit.instance_index, exit.generation);
         request.log.warn({ hostId, ...exit }, 'engine exited');
         await deps.events.engineExited(hostId, exit);
+        return reply.code(204).send();
+      },
+    );
+
+    routes.post(
+      '/management/v1/hosts/:hostId/stopping',
+      { schema: { params: hostParams }, preHandler: requireHost },
+      async (request, reply) => {
+        request.log.info({ hostId: request.params.hostId }, 'host stopping: nothing new is routed to it');
+        await deps.events.stopping?.(request.params.hostId);
         return reply.code(204).send();
       },
     );
