@@ -11,6 +11,7 @@ const WHOLE_PROCESSES = [
   'test/cli.operator.test.ts',
   'test/hostShutdown.test.ts',
   'test/serverPorts.test.ts',
+  'test/multiHost.e2e.test.ts',
 ];
 
 export default defineConfig({

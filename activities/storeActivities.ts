@@ -4,9 +4,9 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../store/db.js';
-import { deleteDeployment, findDeployment, recordCheckpoint, recordMeasureFailure, setOperatorStopped } from '../store/deployments.js';
+import { checkpointOf, deleteDeployment, findDeployment, recordCheckpoint, recordMeasureFailure, setOperatorStopped } from '../store/deployments.js';
 import { findHost, type Host } from '../store/hosts.js';
-import { type InstanceUpdate, saveInstance } from '../store/instances.js';
+import { type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
 import type { DeploymentView } from '../workflows/definitions.js';
@@ -21,17 +21,20 @@ export function createStoreActivities(db: Db) {
     async describeDeployment(input: { deploymentId: string; hostId?: string }): Promise<DeploymentView> {
       const d = await findDeployment(db, input.deploymentId);
       if (!d) throw ApplicationFailure.nonRetryable(`deployment ${input.deploymentId} not found`, storeFailureTypes.notFound);
-      const host = input.hostId === undefined ? undefined : await findHost(db, input.hostId);
-      const checkpoint = d.checkpoint as { weightBytes?: number; kvBytes?: number } | null;
+      const [host, instances] = await Promise.all([
+        input.hostId === undefined ? undefined : findHost(db, input.hostId),
+        listInstances(db, { deploymentId: d.id }),
+      ]);
       return {
         id: d.id,
         name: d.name,
         revision: d.revision,
         spec: d.spec,
         operatorStopped: d.operatorStopped,
-        checkpoint: checkpoint ? { weightBytes: checkpoint.weightBytes ?? 0, kvBytes: checkpoint.kvBytes ?? 0 } : null,
+        checkpoint: checkpointOf(d),
         measureFailure: d.measureFailure,
         explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(host?.settings),
+        generation: Math.max(0, ...instances.map((i) => i.generation)),
       };
     },
 

@@ -10,6 +10,7 @@ import { CapyError } from '../domain/catalogue.js';
 import type { HostState } from '../domain/vocabulary.js';
 import { type CommandReceipt, type Demand, signals, type SwitchResult, updates, workflowIds } from '../workflows/definitions.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+import type { RoutedDeployment } from './routingTable.js';
 import type { QueueSettings } from '../settings/queue.js';
 import type { SaveResult } from '../store/deployments.js';
 import type { Host } from '../store/hosts.js';
@@ -151,8 +152,8 @@ export async function switchResult(client: Client, switchId: string): Promise<Sw
  * test can give its own.
  */
 export interface OperatorLifecycle {
-  /** The hosts commands and measurements may go to now: registered and not draining. */
-  hosts(): readonly string[];
+  /** The host whose scheduler decides for the deployment (server/placement.ts); none when no host may run it. */
+  placement(deployment: RoutedDeployment): Promise<string | undefined>;
   command<K extends keyof Commands>(hostId: string, update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>>;
   /** Saves a deployment document; a new revision's checkpoint is measured on the host it would run on. */
   deploy(spec: DeploymentSpec): Promise<SaveResult>;

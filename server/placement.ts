@@ -1,12 +1,80 @@
 /**
- * Which host's scheduler hears of a deployment's waiting requests: the host that already holds an
- * instance of it (parked or ready), else the first registered host it may run on.
+ * Which host's scheduler hears of a deployment's waiting requests and takes the operator's commands
+ * for it (the README's placement rule):
+ *
+ * 1. the host that holds an instance of it (starting, ready, parked …): a parked model wakes where it is;
+ * 2. else, among the hosts it may run on (its `hosts`, registered, not down, not draining), one
+ *    where it fits in free GPU memory without evicting anything;
+ * 3. then the least loaded: the most free GPU memory, then the fewest models holding GPU memory,
+ *    then the lower host ID.
+ *
+ * The load is the store's mirror of the hosts' ledgers: what each instance holds, written as each
+ * step of a switch begins (a starting model counts before its engine is up). The server adds the
+ * models whose requests it has sent to a host and that hold nothing yet; their next demands go to
+ * the same host.
  */
 import type { RoutedDeployment } from '../gateway/routingTable.js';
+import type { Db } from '../store/db.js';
+import { checkpointOf, listDeployments } from '../store/deployments.js';
+import { listHosts } from '../store/hosts.js';
+import { listInstances } from '../store/instances.js';
+import { gpuNeed } from '../workflows/ledger.js';
 
-export function hostFor(deployment: RoutedDeployment, registeredHosts: readonly string[]): string | undefined {
-  const held = deployment.instances.find((i) => i.observedState !== 'stopped' && registeredHosts.includes(i.hostId));
-  if (held) return held.hostId;
-  const allowed = deployment.spec.hosts;
-  return registeredHosts.find((h) => allowed === undefined || allowed.includes(h));
+type Placed = Pick<RoutedDeployment, 'id' | 'spec' | 'instances'>;
+
+/** What one host's GPUs hold, as placement weighs it. */
+export interface HostLoad {
+  hostId: string;
+  /** Each GPU's memory. */
+  gpuMemoryBytes: readonly number[];
+  /** GPU memory its instances hold, or are being started or woken with. */
+  heldBytes: number;
+  /** Models holding GPU memory there. */
+  models: number;
+}
+
+export const mayRunOn = (deployment: Placed, hostId: string): boolean => deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
+
+/** The host among `hosts` that holds an instance of the deployment, which stays there. */
+export function heldOn(deployment: Placed, hosts: readonly string[]): string | undefined {
+  return deployment.instances.find((i) => i.observedState !== 'stopped' && hosts.includes(i.hostId))?.hostId;
+}
+
+/**
+ * The host where `needBytes` fits without evicting, else the least loaded one, among those of
+ * `loads` the deployment may run on. The store does not say which of a host's GPUs an instance
+ * holds, so everything the host holds counts against each of its GPUs.
+ */
+export function leastLoaded(deployment: Placed, needBytes: number, loads: readonly HostLoad[]): string | undefined {
+  const free = (l: HostLoad) => l.gpuMemoryBytes.reduce((sum, m) => sum + m, 0) - l.heldBytes;
+  const fits = (l: HostLoad) => l.gpuMemoryBytes.some((m) => m - l.heldBytes >= needBytes);
+  const ranked = loads
+    .filter((l) => mayRunOn(deployment, l.hostId))
+    .sort((a, b) => Number(fits(b)) - Number(fits(a)) || free(b) - free(a) || a.models - b.models || (a.hostId < b.hostId ? -1 : 1));
+  return ranked[0]?.hostId;
+}
+
+/**
+ * Places a deployment that no host holds on one of `hosts`, from the store's mirror of the ledgers;
+ * `sent` are the deployments whose requests already wait on a host (by deployment ID), counted there.
+ */
+export async function placeByLoad(db: Db, deployment: Placed, hosts: readonly string[], sent: ReadonlyMap<string, string>): Promise<string | undefined> {
+  const [registered, instances, deployments] = await Promise.all([listHosts(db), listInstances(db), listDeployments(db)]);
+  const needOf = (id: string) => {
+    const checkpoint = checkpointOf(deployments.find((d) => d.id === id));
+    return checkpoint ? gpuNeed(checkpoint) : 0;
+  };
+  const holding = instances.filter((i) => i.gpuBytes > 0);
+  const waiting = [...sent].filter(([id]) => !holding.some((i) => i.deploymentId === id));
+  const loads = hosts.map((hostId): HostLoad => {
+    const held = holding.filter((i) => i.hostId === hostId);
+    const reserved = waiting.filter(([, h]) => h === hostId).map(([id]) => id);
+    return {
+      hostId,
+      gpuMemoryBytes: registered.find((h) => h.id === hostId)?.gpus.map((g) => g.memoryBytes) ?? [],
+      heldBytes: held.reduce((sum, i) => sum + i.gpuBytes, 0) + reserved.reduce((sum, id) => sum + needOf(id), 0),
+      models: held.length + reserved.length,
+    };
+  });
+  return leastLoaded(deployment, needOf(deployment.id), loads);
 }

@@ -25,7 +25,7 @@ import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
 import { RequestQueue } from '../gateway/requestQueue.js';
-import { type RoutedInstance, RoutingTable } from '../gateway/routingTable.js';
+import { type RoutedDeployment, type RoutedInstance, RoutingTable } from '../gateway/routingTable.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
@@ -34,9 +34,9 @@ import type { Db } from '../store/db.js';
 import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment } from '../store/deployments.js';
 import { listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
-import { type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
+import { type Demand, type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
 import { HostLiveness } from './hostLiveness.js';
-import { hostFor } from './placement.js';
+import { heldOn, mayRunOn, placeByLoad } from './placement.js';
 import { workflowBundle } from './workflowBundle.js';
 
 const listenOn = (address: string) => ({ host: address.replace(/:\d+$/, ''), port: Number(address.split(':').pop()) });
@@ -139,6 +139,31 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     logger,
   });
   const placeable = () => [...hostQueues.keys()].filter((h) => !drainingHosts.has(h) && liveness.serves(h));
+  // Where each deployment's waiting requests were sent: its next demands go there too, and it counts
+  // in that host's load until it holds memory there.
+  const sentTo = new Map<string, string>();
+  /** The placement rule (placement.ts); the store is read only when more than one host could take it. */
+  async function placement(deployment: RoutedDeployment): Promise<string | undefined> {
+    const hosts = placeable();
+    const held = heldOn(deployment, hosts);
+    if (held) return held;
+    const sent = sentTo.get(deployment.id);
+    if (sent && hosts.includes(sent)) return sent;
+    const allowed = hosts.filter((h) => mayRunOn(deployment, h));
+    return allowed.length <= 1 ? allowed[0] : placeByLoad(db, deployment, allowed, sentTo);
+  }
+  // Demands are placed one at a time: each is counted where it went before the next is weighed.
+  let demandsPlaced: Promise<unknown> = Promise.resolve();
+  function placeDemand(deployment: RoutedDeployment, demand: Demand): Promise<string | undefined> {
+    const placed = demandsPlaced.then(async () => {
+      const hostId = await placement(deployment);
+      if (hostId && demand.waiting > 0) sentTo.set(deployment.id, hostId);
+      else sentTo.delete(deployment.id);
+      return hostId;
+    });
+    demandsPlaced = placed.catch(() => undefined);
+    return placed;
+  }
   const schedulerRef = (hostId: string): SchedulerRef => ({
     hostId,
     serverTaskQueue,
@@ -148,7 +173,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   const deliverDemand = latestInOrder(
     async (demand) => {
       const deployment = table.get(demand.deploymentId);
-      const hostId = deployment && hostFor(deployment, placeable());
+      const hostId = deployment && (await placeDemand(deployment, demand));
       if (!hostId) {
         logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
         return;
@@ -170,9 +195,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   };
   for (const d of table.list()) for (const i of d.instances) serveRecorded({ deploymentId: d.id, ...i });
 
-  // The newest generation of each deployment's engine that exited unasked, per host (each host's
-  // scheduler counts its own generations): a switch still finishing must not record that engine as
-  // serving again.
+  // The newest generation of each deployment's engine that exited unasked, per host: a switch still
+  // finishing must not record that engine as serving again.
   const exitedGeneration = new Map<string, number>();
   const exitKey = (hostId: string, deploymentId: string) => `${hostId}/${deploymentId}`;
 
@@ -247,7 +271,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     const saved = await saveDeployment(db, spec);
     table.putDeployment(saved.deployment);
     const { id, revision } = saved.deployment;
-    const hostId = hostFor(table.get(id)!, placeable());
+    const hostId = await placement(table.get(id)!);
     if (saved.measure && hostId) await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue });
     return saved;
   }
@@ -258,7 +282,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
    */
   async function measurePendingOn(hostId: string) {
     for (const d of await listDeployments(db)) {
-      if (d.checkpoint === null && hostFor(table.get(d.id)!, placeable()) === hostId) {
+      if (d.checkpoint === null && (await placement(table.get(d.id)!)) === hostId) {
         if (d.measureFailure !== null) await recordMeasureFailure(db, d.id, d.revision, null);
         await startMeasurement(client, { deploymentId: d.id, revision: d.revision, hostId, serverTaskQueue });
       }
@@ -266,7 +290,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   }
 
   const lifecycle: OperatorLifecycle = {
-    hosts: placeable,
+    placement,
     command: (hostId, update, ...args) => sendCommand(client, schedulerRef(hostId), update, ...args),
     deploy,
     async drainHost(hostId) {

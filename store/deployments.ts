@@ -113,6 +113,12 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
   });
 }
 
+/** What a deployment's measured checkpoint brings to a GPU; null while it is not measured. */
+export function checkpointOf(d: Pick<Deployment, 'checkpoint'> | undefined): { weightBytes: number; kvBytes: number } | null {
+  const checkpoint = d?.checkpoint as { weightBytes?: number; kvBytes?: number } | null | undefined;
+  return checkpoint ? { weightBytes: checkpoint.weightBytes ?? 0, kvBytes: checkpoint.kvBytes ?? 0 } : null;
+}
+
 /** A deployment by its ID or its name. */
 export async function findDeployment(db: Db, idOrName: string): Promise<Deployment | undefined> {
   const [row] = await db.query<Row>(`${SELECT} WHERE d.id = $1 OR d.name = $1`, [idOrName]);

@@ -122,6 +122,7 @@ describe('how victims give back their memory', () => {
     checkpoint,
     measureFailure: null,
     explicit: false,
+    generation: 1,
   });
 
   it('parks in host RAM while copies fit, then deep, counting each victim before the next', () => {

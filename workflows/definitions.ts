@@ -55,6 +55,12 @@ export interface DeploymentView {
   measureFailure: string | null;
   /** `lifecycle.activation: explicit` on the deployment or on the host it may run on. */
   explicit: boolean;
+  /**
+   * The newest generation the catalogue records of its instance, on any host (0: never started).
+   * A start goes on from it: a model moved to another host must not reuse a generation, which the
+   * catalogue and the gateway would take for an old one.
+   */
+  generation: number;
 }
 
 /** How a victim gives back its GPU memory in a switch. */

@@ -303,7 +303,8 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
           name: v.name,
           revision: v.revision,
           spec: v.spec,
-          instance: { deploymentId: v.id, instanceIndex: 0, generation: (existing?.instance.generation ?? 0) + 1 },
+          // Past every generation of it, here or on another host (where it may have run since).
+          instance: { deploymentId: v.id, instanceIndex: 0, generation: Math.max(existing?.instance.generation ?? 0, v.generation) + 1 },
           action: 'start',
           tier: launchTier(v, gpuIndex),
           gpuIndex,

@@ -8,7 +8,6 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { activations, instanceStates, type InstanceState } from '../../domain/vocabulary.js';
-import { hostFor } from '../../server/placement.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
@@ -113,13 +112,13 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     return d;
   }
 
-  /** The host whose scheduler decides for the deployment: where it is held, else where it may run. */
-  function hostOf(d: Deployment): string | undefined {
+  /** The host whose scheduler decides for the deployment: where it is held, else where the placement rule puts it. */
+  function hostOf(d: Deployment): Promise<string | undefined> {
     const routed: RoutedDeployment = table.get(d.id) ?? { ...d, activation: d.spec.lifecycle.activation, instances: [] };
-    return hostFor(routed, lifecycle.hosts());
+    return lifecycle.placement(routed);
   }
-  function requireHost(d: Deployment): string {
-    const hostId = hostOf(d);
+  async function requireHost(d: Deployment): Promise<string> {
+    const hostId = await hostOf(d);
     if (!hostId) throw new CapyError(apiErrors.noHost(d.name));
     return hostId;
   }
@@ -146,19 +145,19 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       const d = await find(request.params.ref);
       // Refused here too, so a checkpoint that waits for a host to measure it is not mistaken for a missing host.
       if (d.checkpoint === null) throw new CapyError(apiErrors.checkpointUnmeasured(d.name, d.measureFailure));
-      return renderReceipt(await lifecycle.command(requireHost(d), 'start', { deploymentId: d.id, evict: request.body.evict }), d.name, table);
+      return renderReceipt(await lifecycle.command(await requireHost(d), 'start', { deploymentId: d.id, evict: request.body.evict }), d.name, table);
     });
 
     for (const command of commands) {
       routes.post(`/management/v1/deployments/:ref/${command}`, { schema: { params: refParams, response: { 200: receiptBody } } }, async (request) => {
         const d = await find(request.params.ref);
-        return renderReceipt(await lifecycle.command(requireHost(d), command, { deploymentId: d.id }), d.name, table);
+        return renderReceipt(await lifecycle.command(await requireHost(d), command, { deploymentId: d.id }), d.name, table);
       });
     }
 
     routes.delete('/management/v1/deployments/:ref', { schema: { params: refParams, response: { 200: receiptBody } } }, async (request) => {
       const d = await find(request.params.ref);
-      const hostId = hostOf(d);
+      const hostId = await hostOf(d);
       if (hostId) return renderReceipt(await lifecycle.command(hostId, 'delete', { deploymentId: d.id }), d.name, table);
       // No host may run it, so none holds it: there is nothing to stop, only the catalogue entry.
       await deleteDeployment(db, d.id);

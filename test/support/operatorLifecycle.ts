@@ -4,6 +4,7 @@
  */
 import type { CommandArgs, Commands, OperatorLifecycle } from '../../gateway/lifecycleClient.js';
 import type { RoutingTable } from '../../gateway/routingTable.js';
+import { heldOn, mayRunOn } from '../../server/placement.js';
 import type { Db } from '../../store/db.js';
 import { saveDeployment } from '../../store/deployments.js';
 import type { CommandReceipt, SwitchResult } from '../../workflows/definitions.js';
@@ -22,7 +23,7 @@ export function recordingLifecycle(db: Db, table: RoutingTable, hosts: readonly 
   const lifecycle: RecordingLifecycle = {
     calls,
     switches: new Map(),
-    hosts: () => hosts,
+    placement: async (d) => heldOn(d, hosts) ?? hosts.find((h) => mayRunOn(d, h)),
     async command<K extends keyof Commands>(hostId: string, update: K, ...args: CommandArgs<K>) {
       calls.push(`${hostId} ${update} ${JSON.stringify(args)}`);
       const answer = lifecycle.next?.(update, args) ?? { deploymentId: (args[0] as { deploymentId: string }).deploymentId, victims: [], state: 'ready' };

@@ -1,0 +1,134 @@
+/**
+ * A server and two host agents, each its own process, with one simulated 8 GiB card each: a 5 GiB
+ * model fills a host. Where the server places models (every host is used before anything is
+ * switched out), and a drain that moves a model to the other host (it serves from there, and keeps
+ * doing so after an undrain and a server restart).
+ */
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gpuUsage } from '../simulator/gpuLedger.js';
+import { Cluster, type ClusterHost } from './support/cluster.js';
+import { simDeployment } from './support/lifecycle.js';
+
+/** What one simulator model of `simDeployment` holds on its GPU: 4 GiB of weights and 1 GiB of KV cache. */
+const MODEL_BYTES = 5 * 2 ** 30;
+
+/** What the host's simulated card holds now, as `nvidia-smi` would say. */
+const gpuUsed = async (host: ClusterHost) => (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).usedBytes;
+
+/** The deployment's state and the hosts it is on, as `status deployment --json` shows them. */
+async function whereIs(cluster: Cluster, name: string): Promise<{ state: string; hosts: string[] }> {
+  const { state, hosts } = await cluster.status(name);
+  return { state, hosts };
+}
+
+/** `capyctl <args>`, which must succeed. */
+async function ok(cluster: Cluster, args: string[]): Promise<string> {
+  const r = await cluster.capyctl(args);
+  expect(r.code, r.stderr).toBe(0);
+  return r.stdout;
+}
+
+describe('placement over two empty hosts', () => {
+  let cluster: Cluster;
+
+  beforeAll(async () => {
+    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }, { gpuMemory: '8GiB' }] });
+    await Promise.all(['m1', 'm2', 'm3'].map((name) => cluster.deploy(simDeployment(name))));
+  }, 240_000);
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  it('requests for two models start one on each host: both answer, and both stay ready at once', async () => {
+    const replies = await Promise.all([cluster.chat('m1'), cluster.chat('m2')]);
+    expect(replies.map((r) => r.status)).toEqual([200, 200]);
+
+    const [m1, m2] = [await whereIs(cluster, 'm1'), await whereIs(cluster, 'm2')];
+    expect(m1.state).toBe('ready');
+    expect(m2.state).toBe('ready');
+    expect(m1.hosts).toHaveLength(1);
+    expect(m2.hosts).toHaveLength(1);
+    expect(new Set([...m1.hosts, ...m2.hosts]).size).toBe(2);
+    // No switch: each card holds its own model.
+    for (const host of cluster.hosts) expect(await gpuUsed(host)).toBe(MODEL_BYTES);
+    // And the operator's list says the same.
+    const list = await ok(cluster, ['list', 'deployments']);
+    expect(list).toMatch(new RegExp(`^m1 +ready +1/1 +1 +${m1.hosts[0]}$`, 'm'));
+    expect(list).toMatch(new RegExp(`^m2 +ready +1/1 +1 +${m2.hosts[0]}$`, 'm'));
+  }, 120_000);
+
+  it('start without --evict goes to the host where the model fits, at once', async () => {
+    await ok(cluster, ['stop', 'deployment', 'm1']);
+    await ok(cluster, ['stop', 'deployment', 'm2']);
+    expect((await cluster.chat('m3')).status).toBe(200);
+    const m3 = await whereIs(cluster, 'm3');
+
+    const began = Date.now();
+    const out = await ok(cluster, ['start', 'deployment', 'm1', '--wait']);
+    // A start is seconds on the simulator; before, it waited for memory on m3's host, with the other empty, until m3 left.
+    expect(Date.now() - began).toBeLessThan(90_000);
+    expect(out).toContain('m1: ready');
+    expect(out).not.toContain('victim');
+
+    const m1 = await whereIs(cluster, 'm1');
+    expect(m1.state).toBe('ready');
+    expect(m1.hosts).toHaveLength(1);
+    expect(m1.hosts).not.toEqual(m3.hosts);
+    expect((await whereIs(cluster, 'm3')).state).toBe('ready');
+    expect((await cluster.chat('m3')).status).toBe(200);
+    expect((await cluster.chat('m1')).status).toBe(200);
+  }, 180_000);
+});
+
+describe('a drain that moves a model to the other host', () => {
+  let cluster: Cluster;
+  let host1: ClusterHost;
+  let host2: ClusterHost;
+
+  beforeAll(async () => {
+    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }] });
+    host1 = cluster.hosts[0]!;
+    await cluster.deploy(simDeployment('d1'));
+    // d1 on host-1, then its engine goes with its agent's restart and comes back: generation 2.
+    expect((await cluster.chat('d1')).status).toBe(200);
+    await cluster.restartHost(host1);
+    expect((await cluster.chat('d1')).status).toBe(200);
+    const { instances } = await cluster.status('d1');
+    expect(instances).toEqual([{ index: 0, host_id: host1.hostId, generation: 2, state: 'ready' }]);
+    host2 = await cluster.addHost({ gpuMemory: '8GiB' });
+  }, 240_000);
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  it('serves from the other host after the drain, and the catalogue says so', async () => {
+    await ok(cluster, ['drain', 'host', host1.hostId]);
+    expect(await whereIs(cluster, 'd1')).toEqual({ state: 'stopped', hosts: [] });
+
+    const reply = await cluster.chat('d1');
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    expect(await whereIs(cluster, 'd1')).toEqual({ state: 'ready', hosts: [host2.hostId] });
+    expect((await cluster.chat('d1')).status).toBe(200);
+    expect(await gpuUsed(host1)).toBe(0);
+    expect(await gpuUsed(host2)).toBe(MODEL_BYTES);
+  }, 120_000);
+
+  it('stays on the other host after the undrain', async () => {
+    await ok(cluster, ['undrain', 'host', host1.hostId]);
+    expect((await cluster.chat('d1')).status).toBe(200);
+    expect(await whereIs(cluster, 'd1')).toEqual({ state: 'ready', hosts: [host2.hostId] });
+    expect(await gpuUsed(host1)).toBe(0);
+  }, 60_000);
+
+  it('a restarted server serves it where it is, without starting a second engine', async () => {
+    await cluster.server.stop();
+    await cluster.startServer();
+    expect(await whereIs(cluster, 'd1')).toEqual({ state: 'ready', hosts: [host2.hostId] });
+    const reply = await cluster.chat('d1');
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    expect(await whereIs(cluster, 'd1')).toEqual({ state: 'ready', hosts: [host2.hostId] });
+    expect(await gpuUsed(host1)).toBe(0);
+    expect(await gpuUsed(host2)).toBe(MODEL_BYTES);
+  }, 120_000);
+});
