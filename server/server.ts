@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createStoreActivities } from '../activities/storeActivities.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
-import { configureScheduler, latestInOrder, type OperatorLifecycle, type SchedulerRef, reportDemand, schedulerSettings, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
+import { configureScheduler, latestInOrder, type OperatorLifecycle, type SchedulerRef, reportDemand, schedulerSettings, sendCommand, startMeasurement, withdrawPreviousDemands } from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
@@ -243,8 +243,14 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     shutdownForceTime: 2 * settings.switching.drain_timeout,
   });
   const running = worker.run();
-  // A host's scheduler outlives this server's last run: it takes the settings as they are now.
-  await Promise.all([...hostQueues.keys()].map((hostId) => configureScheduler(client, schedulerRef(hostId))));
+  // A host's scheduler outlives this server's last run: it takes the settings as they are now, and
+  // forgets the demands of that run's requests (they died with it) before this run reports any.
+  await Promise.all(
+    [...hostQueues.keys()].map(async (hostId) => {
+      await configureScheduler(client, schedulerRef(hostId));
+      await withdrawPreviousDemands(client, hostId);
+    }),
+  );
 
   const management: FastifyInstance = await buildManagementApp({
     db,
