@@ -137,8 +137,9 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   for (const d of table.list()) for (const i of d.instances) serveRecorded({ deploymentId: d.id, ...i });
 
   // The newest generation of each deployment whose engine exited unasked: a switch still finishing
-  // must not record that engine as serving again.
+  // must not release its waiters to that engine nor record it as serving again.
   const exitedGeneration = new Map<string, number>();
+  const isGone = (deploymentId: string, generation: number) => (exitedGeneration.get(deploymentId) ?? 0) >= generation;
 
   // The store's writes that change what the gateway routes by also update its table.
   const store = createStoreActivities(db);
@@ -149,11 +150,13 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     // The table learns where the target runs before its waiters do: they are routed by it.
     async release(input: Parameters<typeof gateway.release>[0]) {
       const { deploymentId, instanceIndex: index, generation } = input.instance;
+      // Its engine is gone: the waiters stay, and ask the scheduler for a fresh start.
+      if (isGone(deploymentId, generation)) return { released: 0 };
       table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready' });
       return gateway.release(input);
     },
     async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
-      const gone = update.observedState !== 'stopped' && (exitedGeneration.get(update.deploymentId) ?? 0) >= update.generation;
+      const gone = update.observedState !== 'stopped' && isGone(update.deploymentId, update.generation);
       const input = gone ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 } : update;
       await store.saveInstance(input);
       const { deploymentId, index, hostId, generation, observedState } = input;
@@ -262,11 +265,13 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
         hostIngress.set(hostId, body.ingress_url);
         table.setHostActivation(hostId, body.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
         await configureScheduler(client, schedulerRef(hostId));
-        // A host agent registers when it starts, and a starting agent runs no engine: what the
-        // catalogue lists ready or parked there is gone. A switch in flight settles its own instances.
+        // A host agent registers when it starts, and a starting agent runs no engine: whatever the
+        // catalogue lists there but stopped is gone, on its way in or out too. A switch still in
+        // flight on such an instance must not release its waiters to it or record it serving
+        // (`release`, `saveInstance`); its next request starts it afresh.
         for (const d of table.list()) {
           for (const i of d.instances) {
-            if (i.hostId === hostId && (i.observedState === 'ready' || i.observedState === 'parked')) {
+            if (i.hostId === hostId && i.observedState !== 'stopped') {
               await engineGone(hostId, { deploymentId: d.id, instanceIndex: i.index, generation: i.generation });
             }
           }

@@ -1,11 +1,17 @@
 /**
  * Recovery (issue 18, "Faults, bad input and load"): a server killed outright (SIGKILL) in the middle
- * of a switch, its host agent a separate process that lives on. Once recovered, every model is
- * served for its next request.
+ * of a switch, its host agent a separate process that lives on; and a host agent that registers anew
+ * while a switch brings its target up. Once recovered, every model is served for its next request.
  */
+import { fileURLToPath } from 'node:url';
+import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listInstances, saveInstance } from '../store/instances.js';
+import { releaseAndRecordReady } from './fixtures/recordInstanceWorkflow.js';
 import { type ApiReply, Cluster } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
+import { startServerBench } from './support/serverBench.js';
+import { workerConnection } from './support/temporal.js';
 import { until } from './support/until.js';
 
 /** A chat completion answered within `ms`, or word that it was not. */
@@ -73,5 +79,45 @@ describe('a server killed (SIGKILL) while a switch parks its victim and brings i
   it('answers the parked victim after a restart, killed while the target starts', { timeout: 150_000 }, async () => {
     expect(await stateOf('newcomer')).toBe('stopped');
     await killDuring('newcomer', 'newcomer', 'starting');
+  });
+});
+
+describe('a host agent that registers anew while a switch brings its target up', () => {
+  it('starts the target afresh for its next request: the switch neither releases nor records ready the engine that stopped with the agent', { timeout: 120_000 }, async () => {
+    const bench = await startServerBench({ gpuMemory: '8GiB' });
+    try {
+      const b = await bench.deploy('chat-b');
+      expect((await bench.chat(b)).status).toBe(200);
+      const started = await until(`${b.name} recorded ready`, async () => (await listInstances(bench.db, { deploymentId: b.id })).find((i) => i.observedState === 'ready'));
+      // What a server stopped after its switch started the target, and before the release, leaves:
+      // the catalogue lists the target starting.
+      const { updatedAt: _, ...instance } = started;
+      await saveInstance(bench.db, { ...instance, observedState: 'starting' });
+      await bench.restartServer();
+      // The agent starts again, its engine stopped with it, and registers anew.
+      await bench.restartHost();
+
+      // The switch, taken up by the new server's worker, releases its target and records it ready.
+      const taskQueue = `finish-switch-${b.id}`;
+      const worker = await Worker.create({
+        connection: await workerConnection(),
+        taskQueue,
+        workflowsPath: fileURLToPath(new URL('./fixtures/recordInstanceWorkflow.ts', import.meta.url)),
+      });
+      await worker.runUntil(
+        bench.server.client.workflow.execute(releaseAndRecordReady, { taskQueue, workflowId: `finish-switch/${b.id}`, args: [bench.server.serverTaskQueue, instance] }),
+      );
+      expect((await listInstances(bench.db, { deploymentId: b.id }))[0]?.observedState).toBe('stopped');
+
+      const reply = await bench.chat(b);
+      expect(reply.status).toBe(200);
+      // Its waiters are let go just before the switch records the new generation ready.
+      await until('a new generation recorded ready', async () => {
+        const [now] = await listInstances(bench.db, { deploymentId: b.id });
+        return now?.generation === instance.generation + 1 && now.observedState === 'ready' ? true : undefined;
+      });
+    } finally {
+      await bench.close();
+    }
   });
 });
