@@ -33,7 +33,8 @@ describe('a server killed (SIGKILL) while a switch parks its victim and brings i
   beforeAll(async () => {
     cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }] });
     await cluster.deploy(simDeployment('victim', 'vllm', ['--sim-park-ms', SLOW_MS]));
-    // One target that wakes, one that starts: each never started before its case.
+    // Two targets: the sleeper starts in the first case and is woken in the second; the newcomer
+    // starts only in its own case.
     await cluster.deploy(simDeployment('sleeper', 'vllm', ['--sim-wake-ms', SLOW_MS]));
     await cluster.deploy(simDeployment('newcomer', 'vllm', ['--sim-load-ms', SLOW_MS]));
   }, 120_000);
