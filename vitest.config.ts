@@ -12,6 +12,7 @@ const WHOLE_PROCESSES = [
   'test/hostShutdown.test.ts',
   'test/serverPorts.test.ts',
   'test/multiHost.e2e.test.ts',
+  'test/recovery.e2e.test.ts',
 ];
 
 export default defineConfig({

@@ -5,7 +5,7 @@
  * as a CapyError carrying the catalogue's error.
  */
 import { type Client, WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import type { UpdateDefinition } from '@temporalio/common';
+import type { SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
 import type { HostState } from '../domain/vocabulary.js';
 import { type CommandReceipt, type Demand, signals, type SwitchResult, updates, workflowIds } from '../workflows/definitions.js';
@@ -76,16 +76,29 @@ export async function reportDemand(client: Client, ref: SchedulerRef, demand: De
   });
 }
 
+/** Signals the host's scheduler if it runs: one not running yet has nothing to be told. */
+async function signalIfRunning<Args extends unknown[]>(client: Client, hostId: string, signal: SignalDefinition<Args>, ...args: Args): Promise<void> {
+  try {
+    await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signal, ...args);
+  } catch (e) {
+    if (!(e instanceof WorkflowNotFoundError)) throw e;
+  }
+}
+
 /**
  * Gives a running scheduler the settings as they are now; one not running yet starts with them.
  * A scheduler outlives the server that started it, and keeps its settings until told.
  */
 export async function configureScheduler(client: Client, ref: SchedulerRef): Promise<void> {
-  try {
-    await client.workflow.getHandle(workflowIds.hostScheduler(ref.hostId)).signal(signals.configure, ref.settings);
-  } catch (e) {
-    if (!(e instanceof WorkflowNotFoundError)) throw e;
-  }
+  await signalIfRunning(client, ref.hostId, signals.configure, ref.settings);
+}
+
+/**
+ * Tells a running scheduler that the server started again: the demands its previous run reported
+ * are void. Sent before the server takes requests, so no report of this run comes before it.
+ */
+export async function withdrawPreviousDemands(client: Client, hostId: string): Promise<void> {
+  await signalIfRunning(client, hostId, signals.gatewayRestarted);
 }
 
 /**

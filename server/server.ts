@@ -20,6 +20,7 @@ import {
   sendCommand,
   startMeasurement,
   switchResult,
+  withdrawPreviousDemands,
 } from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
@@ -35,6 +36,7 @@ import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment 
 import { listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { type Demand, type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
+import type { InstanceState } from '../domain/vocabulary.js';
 import { HostLiveness } from './hostLiveness.js';
 import { heldOn, mayRunOn, placeByLoad } from './placement.js';
 import { workflowBundle } from './workflowBundle.js';
@@ -182,7 +184,16 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     },
     (e, demand) => logger.error({ err: e, ...demand }, 'demand not delivered'),
   );
-  const queue = new RequestQueue({ limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS), onDemand: deliverDemand });
+  // Until the schedulers have forgotten the previous run's demands (below), this run's wait here: sent
+  // before, they would be forgotten with them.
+  let demandsOpen = false;
+  const queue = new RequestQueue({
+    limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS),
+    onDemand: (demand) => demandsOpen && deliverDemand(demand),
+  });
+  const redeliverDemands = () => {
+    for (const demand of queue.snapshot().demands) deliverDemand(demand);
+  };
 
   /**
    * An instance the store records ready serves, though no switch released it in this process: after
@@ -196,9 +207,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   for (const d of table.list()) for (const i of d.instances) serveRecorded({ deploymentId: d.id, ...i });
 
   // The newest generation of each deployment's engine that exited unasked, per host: a switch still
-  // finishing must not record that engine as serving again.
+  // finishing must not release its waiters to that engine nor record it as serving again.
   const exitedGeneration = new Map<string, number>();
   const exitKey = (hostId: string, deploymentId: string) => `${hostId}/${deploymentId}`;
+  const isGone = (hostId: string, deploymentId: string, generation: number) => (exitedGeneration.get(exitKey(hostId, deploymentId)) ?? 0) >= generation;
 
   // The store's writes that change what the gateway routes by also update its table.
   const store = createStoreActivities(db);
@@ -209,11 +221,13 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     // The table learns where the target runs before its waiters do: they are routed by it.
     async release(input: Parameters<typeof gateway.release>[0]) {
       const { deploymentId, instanceIndex: index, generation } = input.instance;
+      // Its engine is gone: the waiters stay, and ask the scheduler for a fresh start.
+      if (isGone(input.hostId, deploymentId, generation)) return { released: 0 };
       table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready' });
       return gateway.release(input);
     },
     async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
-      const gone = update.observedState !== 'stopped' && (exitedGeneration.get(exitKey(update.hostId, update.deploymentId)) ?? 0) >= update.generation;
+      const gone = update.observedState !== 'stopped' && isGone(update.hostId, update.deploymentId, update.generation);
       const input = gone ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 } : update;
       await store.saveInstance(input);
       const { deploymentId, index, hostId, generation, observedState } = input;
@@ -252,14 +266,15 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   }
 
   /**
-   * Every engine the catalogue lists ready or parked on the host is gone: its agent started again,
-   * stops, or stopped reporting. Requests already running there finish; new ones wait for a start
-   * on a host that serves. A switch in flight settles its own instances.
+   * The engines the catalogue lists on the host in the states `gone` picks are gone: its agent
+   * started again, stops, or stopped reporting. Requests already running there finish; new ones
+   * wait for a start on a host that serves. By default the ready and parked: a switch in flight
+   * settles its own instances.
    */
-  async function enginesGoneOn(hostId: string) {
+  async function enginesGoneOn(hostId: string, gone: (state: InstanceState) => boolean = (state) => state === 'ready' || state === 'parked') {
     for (const d of table.list()) {
       for (const i of d.instances) {
-        if (i.hostId === hostId && (i.observedState === 'ready' || i.observedState === 'parked')) {
+        if (i.hostId === hostId && gone(i.observedState)) {
           await engineGone(hostId, { deploymentId: d.id, instanceIndex: i.index, generation: i.generation });
         }
       }
@@ -318,11 +333,14 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
         hostIngress.set(hostId, body.ingress_url);
         table.setHostActivation(hostId, body.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
         await configureScheduler(client, schedulerRef(hostId));
-        // A host agent registers when it starts, and a starting agent runs no engine.
-        await enginesGoneOn(hostId);
+        // A host agent registers when it starts, and a starting agent runs no engine: whatever the
+        // catalogue lists there but stopped is gone, on its way in or out too. A switch still in
+        // flight on such an instance must not release its waiters to it or record it serving
+        // (`release`, `saveInstance`); its next request starts it afresh.
+        await enginesGoneOn(hostId, (state) => state !== 'stopped');
         await measurePendingOn(hostId);
         // Requests that waited while no host could take them are asked for again.
-        for (const demand of queue.snapshot().demands) deliverDemand(demand);
+        if (demandsOpen) redeliverDemands();
       },
       runsOn: (hostId, deploymentId, instanceIndex) =>
         table.get(deploymentId)?.instances.some((i) => i.index === instanceIndex && i.hostId === hostId) ?? false,
@@ -383,8 +401,17 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     shutdownForceTime: 2 * settings.switching.drain_timeout,
   });
   const running = worker.run();
-  // A host's scheduler outlives this server's last run: it takes the settings as they are now.
-  await Promise.all([...hostQueues.keys()].map((hostId) => configureScheduler(client, schedulerRef(hostId))));
+  // A host's scheduler outlives this server's last run: it takes the settings as they are now, and
+  // forgets the demands of that run's requests (they died with it, and would keep the GPU for them).
+  // Then the requests this run took meanwhile report theirs.
+  await Promise.all(
+    [...hostQueues.keys()].map(async (hostId) => {
+      await configureScheduler(client, schedulerRef(hostId));
+      await withdrawPreviousDemands(client, hostId);
+    }),
+  );
+  demandsOpen = true;
+  redeliverDemands();
 
   liveness.watch([...hostQueues.keys()]);
 

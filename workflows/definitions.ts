@@ -158,6 +158,11 @@ export interface HostLedger {
 export const signals = {
   /** From the gateway: who waits, since when. */
   demand: defineSignal<[Demand]>('demand'),
+  /**
+   * From the server when it starts: the requests its previous run held are gone with that run, and
+   * so is every demand it reported (a run killed outright never reports them withdrawn).
+   */
+  gatewayRestarted: defineSignal('gatewayRestarted'),
   /** From the server, when a host reports an engine it did not stop. */
   engineExited: defineSignal<[InstanceRef]>('engineExited'),
   /**

@@ -127,6 +127,11 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     if (demand.waiting > 0) state.demands.push(demand);
     dirty = true;
   });
+  // A demand nobody withdraws would keep its model from ever yielding the GPU to another.
+  setHandler(signals.gatewayRestarted, () => {
+    state.demands = [];
+    dirty = true;
+  });
   setHandler(signals.engineExited, (instance) => {
     const entry = state.ledger?.entries.find((e) => e.deploymentId === instance.deploymentId && e.instance.generation === instance.generation);
     exited[instance.deploymentId] = Math.max(instance.generation, exited[instance.deploymentId] ?? 0);

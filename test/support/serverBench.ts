@@ -53,7 +53,7 @@ export interface OpenStream {
 
 export interface ServerBench {
   readonly server: RunningServer;
-  host: RunningHostAgent;
+  readonly host: RunningHostAgent;
   hostId: string;
   /** Deploys a simulator model (`simDeployment`'s document unless `yaml` is given), measured and routable. */
   deploy(name: string, yaml?: string): Promise<Deployment>;
@@ -78,6 +78,8 @@ export interface ServerBench {
   db: Db;
   /** Stops the server and starts it again with the same ID, database and host; `serverYaml`: its document now. */
   restartServer(serverYaml?: string): Promise<void>;
+  /** Stops the host agent (its engines stop with it) and starts it again: it registers anew. */
+  restartHost(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -94,21 +96,25 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
   let serverYaml = options.serverYaml ?? 'switching: { drain_timeout: 5s, start_timeout: 60s }';
   const boot = () => startServer({ settings: settingsOf(serverYaml), serverId, adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
   let server = await boot();
-  const host = await startHostAgent(
-    loadSettings('host', {
-      env: {},
-      text: simHostYaml({
-        hostId,
-        serverUrl: server.managementUrl,
-        token: await issueHostToken(fresh.db),
-        temporalAddress: services.temporalAddress,
-        dataDir: join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host'),
-        gpuMemory: options.gpuMemory ?? '8GiB',
-        extra: options.hostYaml,
+  const [token, dataDir] = [await issueHostToken(fresh.db), join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host')];
+  // The server's management address as it is now: a restarted server listens on another port.
+  const startHost = () =>
+    startHostAgent(
+      loadSettings('host', {
+        env: {},
+        text: simHostYaml({
+          hostId,
+          serverUrl: server.managementUrl,
+          token,
+          temporalAddress: services.temporalAddress,
+          dataDir,
+          gpuMemory: options.gpuMemory ?? '8GiB',
+          extra: options.hostYaml,
+        }),
       }),
-    }),
-    pino({ level: 'warn' }),
-  );
+      pino({ level: 'warn' }),
+    );
+  let host = await startHost();
 
   const chatBody = (d: Deployment, more: Record<string, unknown>) =>
     ({ model: d.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, ...more });
@@ -124,7 +130,9 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
     get server() {
       return server;
     },
-    host,
+    get host() {
+      return host;
+    },
     hostId,
     db: fresh.db,
     async deploy(name, yaml = simDeployment(name)) {
@@ -160,6 +168,10 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
       await server.stop();
       serverYaml = yaml;
       server = await boot();
+    },
+    async restartHost() {
+      await host.stop();
+      host = await startHost();
     },
     async close() {
       await host.stop();

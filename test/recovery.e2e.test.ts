@@ -1,0 +1,124 @@
+/**
+ * Recovery (issue 18, "Faults, bad input and load"): a server killed outright (SIGKILL) in the middle
+ * of a switch, its host agent a separate process that lives on; and a host agent that registers anew
+ * while a switch brings its target up. Once recovered, every model is served for its next request.
+ */
+import { fileURLToPath } from 'node:url';
+import { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listInstances, saveInstance } from '../store/instances.js';
+import { releaseAndRecordReady } from './fixtures/recordInstanceWorkflow.js';
+import { type ApiReply, Cluster } from './support/cluster.js';
+import { simDeployment } from './support/lifecycle.js';
+import { startServerBench } from './support/serverBench.js';
+import { workerConnection } from './support/temporal.js';
+import { until } from './support/until.js';
+
+/** A chat completion answered within `ms`, or word that it was not. */
+async function answeredWithin(cluster: Cluster, model: string, ms: number): Promise<ApiReply | 'no answer'> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'no answer'>((resolve) => (timer = setTimeout(resolve, ms, 'no answer')));
+  try {
+    return await Promise.race([cluster.chat(model), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe('a server killed (SIGKILL) while a switch parks its victim and brings its target up', () => {
+  let cluster: Cluster;
+  /** The phase each case kills the server in lasts 3 s: long enough to be seen and hit. */
+  const SLOW_MS = '3000';
+
+  beforeAll(async () => {
+    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }] });
+    await cluster.deploy(simDeployment('victim', 'vllm', ['--sim-park-ms', SLOW_MS]));
+    // Two targets: the sleeper starts in the first case and is woken in the second; the newcomer
+    // starts only in its own case.
+    await cluster.deploy(simDeployment('sleeper', 'vllm', ['--sim-wake-ms', SLOW_MS]));
+    await cluster.deploy(simDeployment('newcomer', 'vllm', ['--sim-load-ms', SLOW_MS]));
+  }, 120_000);
+
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  const stateOf = async (name: string): Promise<string> => (await cluster.status(name)).state;
+  const becomes = (name: string, state: string) =>
+    until(`${name} ${state}`, async () => ((await stateOf(name)) === state ? true : undefined), 60_000);
+  const served = async (name: string) => expect((await cluster.chat(name)).status).toBe(200);
+
+  /**
+   * Twenty requests for `target` make the switch; when `who` shows `phase` the server is killed
+   * (those requests die with it) and started again. The switch finishes on the new server; then
+   * the victim, parked, must be answered for each of its next three requests.
+   */
+  async function killDuring(target: string, who: string, phase: string) {
+    await served('victim');
+    for (let i = 0; i < 20; i++) void cluster.chat(target).catch(() => undefined);
+    await becomes(who, phase);
+    await cluster.server.stop('SIGKILL');
+    await cluster.startServer();
+    await becomes('victim', 'parked');
+    await becomes(target, 'ready');
+    for (let i = 0; i < 3; i++) {
+      const reply = await answeredWithin(cluster, 'victim', 60_000);
+      expect(reply === 'no answer' ? reply : reply.status).toBe(200);
+    }
+  }
+
+  it('answers the parked victim after a restart, killed while the victim parks', { timeout: 150_000 }, async () => {
+    await killDuring('sleeper', 'victim', 'parking');
+  });
+
+  it('answers the parked victim after a restart, killed while the target wakes', { timeout: 150_000 }, async () => {
+    // The sleeper parks once, so that the switch wakes it.
+    if ((await stateOf('sleeper')) !== 'parked') await served('sleeper');
+    await killDuring('sleeper', 'sleeper', 'waking');
+  });
+
+  it('answers the parked victim after a restart, killed while the target starts', { timeout: 150_000 }, async () => {
+    expect(await stateOf('newcomer')).toBe('stopped');
+    await killDuring('newcomer', 'newcomer', 'starting');
+  });
+});
+
+describe('a host agent that registers anew while a switch brings its target up', () => {
+  it('starts the target afresh for its next request: the switch neither releases nor records ready the engine that stopped with the agent', { timeout: 120_000 }, async () => {
+    const bench = await startServerBench({ gpuMemory: '8GiB' });
+    try {
+      const b = await bench.deploy('chat-b');
+      expect((await bench.chat(b)).status).toBe(200);
+      const started = await until(`${b.name} recorded ready`, async () => (await listInstances(bench.db, { deploymentId: b.id })).find((i) => i.observedState === 'ready'));
+      // What a server stopped after its switch started the target, and before the release, leaves:
+      // the catalogue lists the target starting.
+      const { updatedAt: _, ...instance } = started;
+      await saveInstance(bench.db, { ...instance, observedState: 'starting' });
+      await bench.restartServer();
+      // The agent starts again, its engine stopped with it, and registers anew.
+      await bench.restartHost();
+
+      // The switch, taken up by the new server's worker, releases its target and records it ready.
+      const taskQueue = `finish-switch-${b.id}`;
+      const worker = await Worker.create({
+        connection: await workerConnection(),
+        taskQueue,
+        workflowsPath: fileURLToPath(new URL('./fixtures/recordInstanceWorkflow.ts', import.meta.url)),
+      });
+      await worker.runUntil(
+        bench.server.client.workflow.execute(releaseAndRecordReady, { taskQueue, workflowId: `finish-switch/${b.id}`, args: [bench.server.serverTaskQueue, instance] }),
+      );
+      expect((await listInstances(bench.db, { deploymentId: b.id }))[0]?.observedState).toBe('stopped');
+
+      const reply = await bench.chat(b);
+      expect(reply.status).toBe(200);
+      // Its waiters are let go just before the switch records the new generation ready.
+      await until('a new generation recorded ready', async () => {
+        const [now] = await listInstances(bench.db, { deploymentId: b.id });
+        return now?.generation === instance.generation + 1 && now.observedState === 'ready' ? true : undefined;
+      });
+    } finally {
+      await bench.close();
+    }
+  });
+});
