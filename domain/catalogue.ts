@@ -187,6 +187,10 @@ export const apiErrors = {
   invalidRequest: (detail: string) => error(400, 'invalid_request', false, detail),
   /** `where`: as a validation failure names it, e.g. `params.ref`. */
   controlCharacter: (where: string) => error(400, 'invalid_request', false, `${where}: must not contain control characters`),
+  /** Postgres keeps no NUL in text: a document that holds one could not be stored as sent. */
+  nulInBody: (where: string) => error(400, 'invalid_request', false, `${where}: must not contain NUL (\\u0000) characters`),
+  paramTooLong: (maxLength: number) => error(414, 'invalid_request', false, `a name or ID in the path is longer than ${maxLength} characters`),
+  badUrl: (path: string) => error(400, 'invalid_request', false, `${path} is not a valid URL path`),
   repeatedHeader: (header: string) => error(400, 'invalid_request', false, `the ${header} header must be sent once`),
   payloadTooLarge: (limitBytes: number) =>
     error(413, 'payload_too_large', false, `the request body is larger than ${limitBytes} bytes`),

@@ -9,7 +9,7 @@ import { Agent } from 'undici';
 import type { InstanceRef } from '../workflows/definitions.js';
 import { completionRoutes, type EngineRoute } from './inference/completions.js';
 import { modelRoutes } from './inference/models.js';
-import { apiErrorsPlugin } from './plugins/apiErrors.js';
+import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
 import { rawJsonBody } from './plugins/rawJsonBody.js';
 import type { RequestQueue } from './requestQueue.js';
 import type { RoutingTable } from './routingTable.js';
@@ -38,6 +38,8 @@ export async function buildInferenceApp(deps: InferenceDeps) {
     bodyLimit: deps.bodyLimitBytes ?? INFERENCE_BODY_LIMIT_BYTES,
     // Unique beyond this process: SGLang's abort names a request by it.
     genReqId: () => randomUUID(),
+    maxParamLength: MAX_PARAM_LENGTH,
+    frameworkErrors,
     // Fastify's two lines a request (incoming, completed) cost two synchronous log writes on the
     // answer's path; they show only at debug. apiErrorsPlugin logs errors regardless.
     logController: new LogController({ disableRequestLogging: !VERBOSE_LEVELS.has(deps.logger.level) }),

@@ -10,8 +10,8 @@ import { type HostEventSink, hostRoutes } from './management/hosts.js';
 import { loadRoutes } from './management/load.js';
 import { switchRoutes } from './management/switches.js';
 import { adminAuth } from './plugins/adminAuth.js';
-import { apiErrorsPlugin } from './plugins/apiErrors.js';
-import { pathParamsPlugin } from './plugins/pathParams.js';
+import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
+import { storableTextPlugin } from './plugins/storableText.js';
 import type { RouterFigures } from './routerFigures.js';
 import type { RoutingTable } from './routingTable.js';
 
@@ -44,11 +44,11 @@ function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
 }
 
 export async function buildManagementApp(deps: ManagementDeps) {
-  const app = Fastify({ loggerInstance: deps.logger, bodyLimit: 1024 * 1024 });
+  const app = Fastify({ loggerInstance: deps.logger, bodyLimit: 1024 * 1024, maxParamLength: MAX_PARAM_LENGTH, frameworkErrors });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
-  await app.register(pathParamsPlugin);
+  await app.register(storableTextPlugin);
   await app.register(hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents }));
   if (deps.admin) await app.register(adminRoutes({ ...deps.admin, board: deps.board, db: deps.db }));
   return app;

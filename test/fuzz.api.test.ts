@@ -43,9 +43,11 @@ const bodies: fc.Arbitrary<Body> = fc.oneof(
   mutatedDeployment.map((json) => ({ json })),
   fc.jsonValue({ maxDepth: 4 }).map((json) => ({ json })),
   fc.string({ unit: 'binary', maxLength: 200 }).map((raw) => ({ raw })),
+  // Deep, but under the listener's body limit: a larger body is refused (413) before it is read,
+  // and the client, still writing it, sees the connection close instead of the answer.
   fc.integer({ min: 1, max: 200_000 }).map((depth) => ({ raw: '['.repeat(depth) + ']'.repeat(depth) })),
-  fc.integer({ min: 1, max: 200_000 }).map((depth) => ({ raw: '{"a":'.repeat(depth) + '1' + '}'.repeat(depth) })),
-  fc.constantFrom({ raw: `{"name":"${'x'.repeat(2 * 1024 * 1024)}"}` }, { raw: '{"name":"a",}' }, { raw: '' }, { raw: 'null' }, { raw: '\u0000' }),
+  fc.integer({ min: 1, max: 150_000 }).map((depth) => ({ raw: '{"a":'.repeat(depth) + '1' + '}'.repeat(depth) })),
+  fc.constantFrom({ raw: `{"name":"${'x'.repeat(900 * 1024)}"}` }, { raw: '{"name":"a",}' }, { raw: '' }, { raw: 'null' }, { raw: '\u0000' }),
 );
 
 let tried = 0;
@@ -119,7 +121,8 @@ describe('bad input against a real server process', () => {
       fc.asyncProperty(fc.constantFrom(...routes), nasty, fc.boolean(), async ([method, template], name, raw) => {
         if (KEPT.some((k) => name === k)) return;
         // Raw: the bytes as a client may put them in a path, when the URL parser lets them through.
-        const segment = raw && /^[\x21-\x7e]*$/.test(name) && !/[?#/]/.test(name) ? name : encodeURIComponent(name);
+        // A lone surrogate has no UTF-8: a client sends it as U+FFFD.
+        const segment = raw && /^[\x21-\x7e]*$/.test(name) && !/[?#/]/.test(name) ? name : encodeURIComponent(name.replace(/\p{Cs}/gu, "\u{fffd}"));
         const path = template.replace('%s', segment || '%20');
         expectWellFormed(`${method} ${path}`, await send(`${cluster.managementUrl}${path}`, method, method === 'POST' ? { json: {} } : undefined, admin));
       }),

@@ -28,6 +28,17 @@ function toApiError(error: FastifyError, request: FastifyRequest): ApiError {
   throw error;
 }
 
+/** The longest name or ID a path takes: names are at most 63 characters, IDs 26. */
+export const MAX_PARAM_LENGTH = 100;
+
+/**
+ * The errors Fastify's router answers before any hook runs (a path parameter too long, a path that
+ * does not decode), as catalogue entries too: pass as the `frameworkErrors` option.
+ */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  return replyWith(reply, error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? apiErrors.paramTooLong(MAX_PARAM_LENGTH) : apiErrors.badUrl(request.url));
+}
+
 export const apiErrorsPlugin = fp(async (app: FastifyInstance) => {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     let apiError: ApiError;
