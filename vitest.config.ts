@@ -4,7 +4,14 @@ import { defineConfig } from 'vitest/config';
  * Tests that run `capyctl` processes whole (a standalone, a fresh clone, the demo): each is heavy on
  * two cores, so they run after the rest, whose timing bounds are tighter.
  */
-const WHOLE_PROCESSES = ['test/readme.test.ts', 'test/demo.test.ts', 'test/standalone.restart.test.ts', 'test/cli.operator.test.ts'];
+const WHOLE_PROCESSES = [
+  'test/readme.test.ts',
+  'test/demo.test.ts',
+  'test/standalone.restart.test.ts',
+  'test/cli.operator.test.ts',
+  'test/hostShutdown.test.ts',
+  'test/serverPorts.test.ts',
+];
 
 export default defineConfig({
   test: {

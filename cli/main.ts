@@ -1,6 +1,6 @@
 /** `capyctl`: finds the command named by the first words and runs it. */
 import { type Command, exitCodes } from './command.js';
-import { createHostToken } from './commands/createHostToken.js';
+import { createHostToken, revokeHostToken } from './commands/hostToken.js';
 import { deleteDeployment, parkDeployment, preinitializeDeployment, stopDeployment } from './commands/deploymentCommands.js';
 import { deployModel } from './commands/deployModel.js';
 import { drainHost, undrainHost } from './commands/drainHost.js';
@@ -28,6 +28,7 @@ const commands: readonly Command[] = [
   drainHost,
   undrainHost,
   createHostToken,
+  revokeHostToken,
   engineList,
   settingsCheck,
   startStandalone,

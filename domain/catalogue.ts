@@ -20,6 +20,7 @@ export const errorCodes = z.enum([
   'checkpoint_unmeasured',
   'not_found',
   'unauthorized',
+  'forbidden',
   'invalid_request',
   'payload_too_large',
   'internal',
@@ -153,6 +154,24 @@ export const apiErrors = {
   /** A host's ingress takes requests from the server alone, which it knows by the secret it gave at registration. */
   ingressUnauthorized: () =>
     error(401, 'unauthorized', false, `a valid ingress secret is required: send ${INGRESS_SECRET_HEADER}: <the secret the server gave this host when it registered>`),
+  /** Another token registering a host ID that is bound to its first token: the take-over the binding stops. */
+  hostBoundToAnotherToken: (hostId: string) =>
+    error(
+      401,
+      'unauthorized',
+      false,
+      `host ${hostId} is registered with another host token; to register it with a new one, an operator revokes the old one first (capyctl revoke host-token ${hostId})`,
+    ),
+  tokenBoundToAnotherHost: (hostId: string) =>
+    error(
+      401,
+      'unauthorized',
+      false,
+      `this host token is bound to another host, not ${hostId}; register ${hostId} with a token of its own (capyctl create host-token)`,
+    ),
+  /** A host reporting on an instance the catalogue places on another host (or on none). */
+  notHostsInstance: (hostId: string, instance: string) =>
+    error(403, 'forbidden', false, `host ${hostId} may report only its own instances; instance ${instance} does not run on it`),
   invalidRequest: (detail: string) => error(400, 'invalid_request', false, detail),
   payloadTooLarge: (limitBytes: number) =>
     error(413, 'payload_too_large', false, `the request body is larger than ${limitBytes} bytes`),

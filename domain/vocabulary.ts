@@ -40,6 +40,13 @@ export const instanceStates = z.enum([
 ]);
 export type InstanceState = z.infer<typeof instanceStates>;
 
+/**
+ * What `capyctl list hosts` shows for a host: `draining` after an operator's drain, `stopping` while
+ * its agent lets its running answers finish before it stops, `down` once it stopped reporting.
+ */
+export const hostStates = z.enum(['ready', 'draining', 'stopping', 'down']);
+export type HostState = z.infer<typeof hostStates>;
+
 /** Where a `max_running` figure comes from (spec, "Reading load"). */
 export const maxRunningSources = z.enum([
   'engine',

@@ -7,10 +7,12 @@
 import { type Client, WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
+import type { HostState } from '../domain/vocabulary.js';
 import { type CommandReceipt, type Demand, signals, updates, workflowIds } from '../workflows/definitions.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { QueueSettings } from '../settings/queue.js';
 import type { SaveResult } from '../store/deployments.js';
+import type { Host } from '../store/hosts.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import type { HostSchedulerInput, hostScheduler, SchedulerSettings } from '../workflows/hostScheduler.js';
 import type { MeasureInput, measureCheckpointWorkflow } from '../workflows/measure.js';
@@ -142,4 +144,6 @@ export interface OperatorLifecycle {
   drainHost(hostId: string): Promise<CommandReceipt[]>;
   /** Ends a drain: models may be placed on the host again. */
   undrainHost(hostId: string): Promise<void>;
+  /** How a host stands now (`draining` as the store records it): its state and its last report. */
+  hostLiveness(host: Pick<Host, 'id' | 'draining' | 'lastSeenAt'>): { state: HostState; lastSeenAt: Date };
 }

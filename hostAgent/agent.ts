@@ -4,6 +4,7 @@
  * and forwards the server's requests to them.
  */
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join, resolve } from 'node:path';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
@@ -34,11 +35,17 @@ export interface RunningHostAgent {
   ingressUrl: string;
   /** The base URL of the engine an instance runs on this host now, if it runs one. */
   engineUrl(key: InstanceSlot): string | undefined;
-  /** Stops sampling, lets running engine operations finish (the shutdown grace), then stops the engines. */
+  /**
+   * Tells the server this host stops (nothing new is routed here), lets the answers running through
+   * the ingress finish and then the running engine operations (each within the shutdown grace),
+   * then stops the engines.
+   */
   stop(): Promise<void>;
 }
 
 const REGISTER_RETRY_MS = 1_000;
+/** How often a stopping agent looks whether the answers running through its ingress have finished. */
+const STOP_POLL_MS = 50;
 
 /** The host's ID: declared, or the machine's name made a DNS label. */
 export const hostIdOf = (settings: Pick<HostSettings, 'id'>) =>
@@ -139,6 +146,15 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
     ingressUrl,
     engineUrl: (key) => supervisor.live(key)?.endpoint.baseUrl,
     async stop() {
+      // The sampler goes on meanwhile: its reports are the heartbeat that keeps this host from being
+      // taken for down while its answers finish.
+      await server
+        .reportStopping()
+        .catch((e: unknown) => log.info({ err: (e as Error).message }, 'the server did not hear that this host stops; it will see the reports stop'));
+      const drainedBy = Date.now() + settings.shutdown_grace;
+      while (ingress.inFlightTotal() > 0 && Date.now() < drainedBy) await sleep(STOP_POLL_MS);
+      const cut = ingress.inFlightTotal();
+      if (cut > 0) log.warn({ running: cut }, 'answers still running at the shutdown grace are cut');
       await sampler.stop();
       worker.shutdown();
       await running.catch((e: unknown) => log.warn({ err: e }, 'the worker stopped with engine operations unfinished'));

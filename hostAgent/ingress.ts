@@ -38,6 +38,13 @@ export class Ingress {
     return this.inFlight.get(`${key.deploymentId}/${key.instanceIndex}`) ?? 0;
   }
 
+  /** Requests being forwarded now, to every instance. */
+  inFlightTotal(): number {
+    let total = 0;
+    for (const n of this.inFlight.values()) total += n;
+    return total;
+  }
+
   async listen(host: string, port: number): Promise<{ port: number }> {
     this.server = createServer((req, res) => void this.forward(req, res));
     await new Promise<void>((resolve, reject) => {

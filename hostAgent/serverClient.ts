@@ -39,4 +39,9 @@ export class ServerClient {
   async reportEngineExit(body: EngineExitBody): Promise<void> {
     await this.post(`/management/v1/hosts/${encodeURIComponent(this.hostId)}/engine-exits`, body);
   }
+
+  /** This agent stops: the server routes nothing new here, and what runs through the ingress finishes. */
+  async reportStopping(): Promise<void> {
+    await this.post(`/management/v1/hosts/${encodeURIComponent(this.hostId)}/stopping`, {});
+  }
 }

@@ -23,13 +23,32 @@ import type { ServerSettings } from '../settings/serverDocument.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Db } from '../store/db.js';
 import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment } from '../store/deployments.js';
-import { ingressSecrets, listHosts, setHostDraining } from '../store/hosts.js';
+import { ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
+import { HostLiveness } from './hostLiveness.js';
 import { hostFor } from './placement.js';
 import { workflowBundle } from './workflowBundle.js';
 
 const listenOn = (address: string) => ({ host: address.replace(/:\d+$/, ''), port: Number(address.split(':').pop()) });
+
+/** A listener's address is taken (another server runs there) or not this machine's: the server does not start. */
+export class ListenRefused extends Error {}
+
+const LISTEN_FAILURES: Record<string, string> = {
+  EADDRINUSE: 'address already in use',
+  EADDRNOTAVAIL: 'address not available on this machine',
+  EACCES: 'permission denied',
+};
+
+async function listen(app: FastifyInstance, address: string): Promise<string> {
+  try {
+    return await app.listen(listenOn(address));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ListenRefused(`cannot listen on ${address}: ${(code && LISTEN_FAILURES[code]) ?? (e as Error).message}`);
+  }
+}
 
 /** How often a stopping server looks whether its running answers have finished. */
 const STOP_POLL_MS = 50;
@@ -106,28 +125,33 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     if (typeof host.settings.ingress_url === 'string' && secret !== undefined) hostIngress.set(host.id, ingressOf(host.settings.ingress_url, secret));
     if (host.draining) drainingHosts.add(host.id);
   }
-  const placeable = () => [...hostQueues.keys()].filter((h) => !drainingHosts.has(h));
+  // Hosts that report, and whose agent is not stopping: only they are routed and placed on.
+  const liveness = new HostLiveness({
+    downAfterMs: settings.hosts.down_after,
+    onDown: (hostId) => enginesGoneOn(hostId),
+    persistSeen: (hostId, at) => markHostSeen(db, hostId, at),
+    logger,
+  });
+  const placeable = () => [...hostQueues.keys()].filter((h) => !drainingHosts.has(h) && liveness.serves(h));
   const schedulerRef = (hostId: string): SchedulerRef => ({
     hostId,
     serverTaskQueue,
     settings: schedulerSettings(settings, hostQueues.get(hostId) ?? HOST_QUEUE_DEFAULTS),
   });
 
-  const queue = new RequestQueue({
-    limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS),
-    onDemand: latestInOrder(
-      async (demand) => {
-        const deployment = table.get(demand.deploymentId);
-        const hostId = deployment && hostFor(deployment, placeable());
-        if (!hostId) {
-          logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
-          return;
-        }
-        await reportDemand(client, schedulerRef(hostId), demand);
-      },
-      (e, demand) => logger.error({ err: e, ...demand }, 'demand not delivered'),
-    ),
-  });
+  const deliverDemand = latestInOrder(
+    async (demand) => {
+      const deployment = table.get(demand.deploymentId);
+      const hostId = deployment && hostFor(deployment, placeable());
+      if (!hostId) {
+        logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
+        return;
+      }
+      await reportDemand(client, schedulerRef(hostId), demand);
+    },
+    (e, demand) => logger.error({ err: e, ...demand }, 'demand not delivered'),
+  );
+  const queue = new RequestQueue({ limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS), onDemand: deliverDemand });
 
   /**
    * An instance the store records ready serves, though no switch released it in this process: after
@@ -140,9 +164,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   };
   for (const d of table.list()) for (const i of d.instances) serveRecorded({ deploymentId: d.id, ...i });
 
-  // The newest generation of each deployment whose engine exited unasked: a switch still finishing
-  // must not record that engine as serving again.
+  // The newest generation of each deployment's engine that exited unasked, per host (each host's
+  // scheduler counts its own generations): a switch still finishing must not record that engine as
+  // serving again.
   const exitedGeneration = new Map<string, number>();
+  const exitKey = (hostId: string, deploymentId: string) => `${hostId}/${deploymentId}`;
 
   // The store's writes that change what the gateway routes by also update its table.
   const store = createStoreActivities(db);
@@ -157,7 +183,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       return gateway.release(input);
     },
     async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
-      const gone = update.observedState !== 'stopped' && (exitedGeneration.get(update.deploymentId) ?? 0) >= update.generation;
+      const gone = update.observedState !== 'stopped' && (exitedGeneration.get(exitKey(update.hostId, update.deploymentId)) ?? 0) >= update.generation;
       const input = gone ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 } : update;
       await store.saveInstance(input);
       const { deploymentId, index, hostId, generation, observedState } = input;
@@ -179,7 +205,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
    * routed to it, the catalogue lists it stopped, and its next request asks for a fresh start.
    */
   async function engineGone(hostId: string, instance: InstanceRef) {
-    exitedGeneration.set(instance.deploymentId, Math.max(instance.generation, exitedGeneration.get(instance.deploymentId) ?? 0));
+    const key = exitKey(hostId, instance.deploymentId);
+    exitedGeneration.set(key, Math.max(instance.generation, exitedGeneration.get(key) ?? 0));
     queue.beginRelease([instance.deploymentId]);
     await activities.saveInstance({
       deploymentId: instance.deploymentId,
@@ -192,6 +219,21 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       hostRamBytes: 0,
     });
     await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signals.engineExited, instance);
+  }
+
+  /**
+   * Every engine the catalogue lists ready or parked on the host is gone: its agent started again,
+   * stops, or stopped reporting. Requests already running there finish; new ones wait for a start
+   * on a host that serves. A switch in flight settles its own instances.
+   */
+  async function enginesGoneOn(hostId: string) {
+    for (const d of table.list()) {
+      for (const i of d.instances) {
+        if (i.hostId === hostId && (i.observedState === 'ready' || i.observedState === 'parked')) {
+          await engineGone(hostId, { deploymentId: d.id, instanceIndex: i.index, generation: i.generation });
+        }
+      }
+    }
   }
 
   /** Saves a deployment document; a new revision's checkpoint is measured on the host it would run on. */
@@ -231,24 +273,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       drainingHosts.delete(hostId);
       await measurePendingOn(hostId);
     },
+    hostLiveness: (host) => ({ state: liveness.stateOf(host.id, host.draining), lastSeenAt: liveness.lastSeenAt(host.id, host.lastSeenAt) }),
   };
-
-  installTemporalRuntime(logger);
-  const workerConnection = await NativeConnection.connect({ address });
-  const worker = await Worker.create({
-    connection: workerConnection,
-    namespace,
-    taskQueue: serverTaskQueue,
-    workflowBundle: await workflowBundle(),
-    activities,
-    shutdownGraceTime: settings.switching.drain_timeout,
-    // A stop always ends: a task still held at twice the drain bound is left to the next start,
-    // which finishes or compensates its switch.
-    shutdownForceTime: 2 * settings.switching.drain_timeout,
-  });
-  const running = worker.run();
-  // A host's scheduler outlives this server's last run: it takes the settings as they are now.
-  await Promise.all([...hostQueues.keys()].map((hostId) => configureScheduler(client, schedulerRef(hostId))));
 
   const management: FastifyInstance = await buildManagementApp({
     db,
@@ -256,28 +282,30 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     logger,
     hostEvents: {
       async registered(hostId, body, ingressSecret) {
+        liveness.registered(hostId);
         hostQueues.set(hostId, (body.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
         hostIngress.set(hostId, ingressOf(body.ingress_url, ingressSecret));
         table.setHostActivation(hostId, body.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
         await configureScheduler(client, schedulerRef(hostId));
-        // A host agent registers when it starts, and a starting agent runs no engine: what the
-        // catalogue lists ready or parked there is gone. A switch in flight settles its own instances.
-        for (const d of table.list()) {
-          for (const i of d.instances) {
-            if (i.hostId === hostId && (i.observedState === 'ready' || i.observedState === 'parked')) {
-              await engineGone(hostId, { deploymentId: d.id, instanceIndex: i.index, generation: i.generation });
-            }
-          }
-        }
+        // A host agent registers when it starts, and a starting agent runs no engine.
+        await enginesGoneOn(hostId);
         await measurePendingOn(hostId);
+        // Requests that waited while no host could take them are asked for again.
+        for (const demand of queue.snapshot().demands) deliverDemand(demand);
       },
+      runsOn: (hostId, deploymentId, instanceIndex) =>
+        table.get(deploymentId)?.instances.some((i) => i.index === instanceIndex && i.hostId === hostId) ?? false,
       async engineExited(hostId, exit) {
         await engineGone(hostId, { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation });
+      },
+      heard: (hostId) => liveness.heard(hostId),
+      async stopping(hostId) {
+        liveness.markStopping(hostId);
+        await enginesGoneOn(hostId);
       },
     },
     admin: { adminToken, table, figures: queue, lifecycle },
   });
-  const managementUrl = await management.listen(listenOn(settings.listen.management));
 
   const inference = await buildInferenceApp({
     table,
@@ -296,7 +324,38 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       return { url: `${ingress.url}/instances/${deploymentId}/${instanceIndex}`, streamIdleMs, headers: ingress.headers };
     },
   });
-  const inferenceUrl = await inference.listen(listenOn(settings.listen.inference));
+
+  // Both listeners bind before the worker takes any task: a second server started on the same
+  // addresses (and task queue) refuses to start instead of running this one's switches.
+  let managementUrl: string;
+  let inferenceUrl: string;
+  try {
+    managementUrl = await listen(management, settings.listen.management);
+    inferenceUrl = await listen(inference, settings.listen.inference);
+  } catch (e) {
+    await Promise.all([management.close(), inference.close()]);
+    await client.connection.close();
+    throw e;
+  }
+
+  installTemporalRuntime(logger);
+  const workerConnection = await NativeConnection.connect({ address });
+  const worker = await Worker.create({
+    connection: workerConnection,
+    namespace,
+    taskQueue: serverTaskQueue,
+    workflowBundle: await workflowBundle(),
+    activities,
+    shutdownGraceTime: settings.switching.drain_timeout,
+    // A stop always ends: a task still held at twice the drain bound is left to the next start,
+    // which finishes or compensates its switch.
+    shutdownForceTime: 2 * settings.switching.drain_timeout,
+  });
+  const running = worker.run();
+  // A host's scheduler outlives this server's last run: it takes the settings as they are now.
+  await Promise.all([...hostQueues.keys()].map((hostId) => configureScheduler(client, schedulerRef(hostId))));
+
+  liveness.watch([...hostQueues.keys()]);
 
   return {
     inferenceUrl,
@@ -313,6 +372,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
      * running answers finish within the drain bound, then stops the listeners and the worker.
      */
     async stop() {
+      await liveness.stop();
       queue.stopTaking();
       const drainedBy = Date.now() + settings.switching.drain_timeout;
       while (queue.runningTotal() > 0 && Date.now() < drainedBy) await sleep(STOP_POLL_MS);

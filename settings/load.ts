@@ -44,8 +44,33 @@ export interface SettingsInput {
   env?: NodeJS.ProcessEnv;
 }
 
+/** Settings nest a few levels; the YAML parser runs out of memory on flow nesting thousands deep. */
+const MAX_FLOW_NESTING = 64;
+
+/** How deep `[` and `{` nest outside quoted strings (an estimate: enough to refuse a pathological document). */
+function flowNesting(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let quote: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (quote !== null) {
+      if (c === '\\' && quote === '"') i++;
+      else if (c === quote) quote = null;
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === '[' || c === '{') deepest = Math.max(deepest, ++depth);
+    else if ((c === ']' || c === '}') && depth > 0) depth--;
+  }
+  return deepest;
+}
+
 /** Parses YAML into a mapping, reporting a malformed document with its line and column. */
 function parseYaml(text: string, problems: string[]): Document {
+  const nesting = flowNesting(text);
+  if (nesting > MAX_FLOW_NESTING) {
+    problems.push(`malformed YAML: lists and mappings nest ${nesting} levels deep; settings nest at most ${MAX_FLOW_NESTING}`);
+    return {};
+  }
   const parsed = YAML.parseDocument(text, { uniqueKeys: true });
   for (const e of parsed.errors) problems.push(`malformed YAML: ${e.message.split('\n')[0]!.replace(/:$/, '')}`);
   if (parsed.errors.length > 0) return {};

@@ -26,6 +26,15 @@ export const serverSection = (temporalAddress?: string) =>
         start_timeout: durationMs(1 * SECOND, 3_600 * SECOND).default(900 * SECOND),
       })
       .prefault({}),
+    hosts: z
+      .strictObject({
+        /**
+         * How long a host may go without reporting (its agent reports about once a second) before it
+         * is shown down and nothing is routed to its engines any more.
+         */
+        down_after: durationMs(2 * SECOND, 600 * SECOND).default(10 * SECOND),
+      })
+      .prefault({}),
     lifecycle_defaults: z
       .strictObject({
         ready_idle_timeout: timerMs(1 * SECOND, 30 * DAY),

@@ -15,7 +15,7 @@ import { loadSettingsFile } from '../settings/load.js';
 import type { StandaloneSettings } from '../settings/standaloneDocument.js';
 import { type Db, embeddedDb, postgresDb } from '../store/db.js';
 import { listDeployments } from '../store/deployments.js';
-import { issueHostToken } from '../store/hosts.js';
+import { issueHostToken, revokeHostToken } from '../store/hosts.js';
 import { adminTokenIn } from './adminToken.js';
 
 /** The Temporal CLI's own defaults, so its documentation and `temporal workflow list` work as they say. */
@@ -34,6 +34,15 @@ export interface RunningStandalone {
   server: RunningServer;
   /** Waits for running answers up to the drain bound, then stops the host's engines and the rest. */
   stop(): Promise<void>;
+}
+
+/**
+ * The standalone is the operator of its own host: each start re-binds the host ID to a new token
+ * (revoke, then issue), the act a server's operator does by hand to move a host to a new token.
+ */
+async function rebindOwnHost(db: Db, hostId: string): Promise<string> {
+  await revokeHostToken(db, hostId);
+  return issueHostToken(db);
 }
 
 export async function startStandalone(settings: StandaloneSettings, logger: Logger): Promise<RunningStandalone> {
@@ -79,7 +88,7 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
     const host: RunningHostAgent = await startHostAgent(
       {
         ...settings.host,
-        server: { url: server.managementUrl, token: await issueHostToken(db) },
+        server: { url: server.managementUrl, token: await rebindOwnHost(db, hostIdOf(settings.host)) },
         temporal,
         // The host registers one, but this process reaches its engines without it.
         ingress: { listen: '127.0.0.1:0' },

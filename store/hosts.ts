@@ -53,25 +53,49 @@ export async function issueHostToken(db: Db): Promise<string> {
 export type Registration = Omit<Host, 'draining' | 'registeredAt' | 'lastSeenAt'>;
 
 /**
- * Registers (or re-registers) a host with a token the server issued. A token is bound to the first
- * host ID that uses it. Returns false for an unknown token or one bound to another host.
+ * How a registration went: a token is bound to the first host ID that registers with it, and a host
+ * ID to the first token that registers it, so no other token can take a registered host over.
  */
-export async function registerHost(db: Db, token: string, host: Registration): Promise<boolean> {
-  return db.transaction(async (tx) => {
-    const [bound] = await tx.query<{ host_id: string | null }>(
-      'SELECT host_id FROM host_tokens WHERE token_sha256 = $1 FOR UPDATE',
-      [sha256(token)],
-    );
-    if (!bound || (bound.host_id !== null && bound.host_id !== host.id)) return false;
-    await tx.query('UPDATE host_tokens SET host_id = $2 WHERE token_sha256 = $1', [sha256(token), host.id]);
-    await tx.query(
-      `INSERT INTO hosts (id, gpus, host_ram_bytes, settings) VALUES ($1, $2::jsonb, $3, $4::jsonb)
-       ON CONFLICT (id) DO UPDATE SET gpus = EXCLUDED.gpus, host_ram_bytes = EXCLUDED.host_ram_bytes,
-         settings = EXCLUDED.settings, last_seen_at = now()`,
-      [host.id, JSON.stringify(host.gpus), host.hostRamBytes, JSON.stringify(host.settings)],
-    );
-    return true;
-  });
+export type RegistrationOutcome = 'registered' | 'unknown_token' | 'token_bound_to_another_host' | 'host_bound_to_another_token';
+
+const UNIQUE_VIOLATION = '23505';
+
+/** Registers (or re-registers) a host with a token the server issued. */
+export async function registerHost(db: Db, token: string, host: Registration): Promise<RegistrationOutcome> {
+  try {
+    return await db.transaction(async (tx) => {
+      const [bound] = await tx.query<{ host_id: string | null }>(
+        'SELECT host_id FROM host_tokens WHERE token_sha256 = $1 FOR UPDATE',
+        [sha256(token)],
+      );
+      if (!bound) return 'unknown_token';
+      if (bound.host_id !== null && bound.host_id !== host.id) return 'token_bound_to_another_host';
+      if (bound.host_id === null) {
+        const taken = await tx.query('SELECT 1 FROM host_tokens WHERE host_id = $1', [host.id]);
+        if (taken.length > 0) return 'host_bound_to_another_token';
+        await tx.query('UPDATE host_tokens SET host_id = $2 WHERE token_sha256 = $1', [sha256(token), host.id]);
+      }
+      await tx.query(
+        `INSERT INTO hosts (id, gpus, host_ram_bytes, settings) VALUES ($1, $2::jsonb, $3, $4::jsonb)
+         ON CONFLICT (id) DO UPDATE SET gpus = EXCLUDED.gpus, host_ram_bytes = EXCLUDED.host_ram_bytes,
+           settings = EXCLUDED.settings, last_seen_at = now()`,
+        [host.id, JSON.stringify(host.gpus), host.hostRamBytes, JSON.stringify(host.settings)],
+      );
+      return 'registered';
+    });
+  } catch (e) {
+    // Two new tokens registering one host ID at once: the index lets the first bind it.
+    if ((e as { code?: string }).code === UNIQUE_VIOLATION) return 'host_bound_to_another_token';
+    throw e;
+  }
+}
+
+/**
+ * Revokes the token a host registered with, so that a new one may register that host ID (the
+ * operator's explicit act of re-binding it). Returns how many tokens it revoked.
+ */
+export async function revokeHostToken(db: Db, hostId: string): Promise<number> {
+  return (await db.query('DELETE FROM host_tokens WHERE host_id = $1 RETURNING 1', [hostId])).length;
 }
 
 /**
@@ -107,8 +131,9 @@ export async function listHosts(db: Db): Promise<Host[]> {
   return (await db.query<Row>('SELECT * FROM hosts ORDER BY id')).map(fromRow);
 }
 
-export async function markHostSeen(db: Db, id: string): Promise<void> {
-  await db.query('UPDATE hosts SET last_seen_at = now() WHERE id = $1', [id]);
+/** Records when the host last reported; an older time than the one stored is ignored. */
+export async function markHostSeen(db: Db, id: string, at: Date): Promise<void> {
+  await db.query('UPDATE hosts SET last_seen_at = GREATEST(last_seen_at, $2) WHERE id = $1', [id, at]);
 }
 
 export async function setHostDraining(db: Db, id: string, draining: boolean): Promise<void> {

@@ -166,7 +166,7 @@ describe('the operator routes for deployments and hosts', () => {
     expect(issued.statusCode).toBe(201);
     const { token } = issued.json() as { token: string };
     expect(token).toMatch(/^capy_host_/);
-    expect(await registerHost(fresh.db, token, { id: 'gpu-two', gpus: [], hostRamBytes: null, settings: {} })).toBe(true);
+    expect(await registerHost(fresh.db, token, { id: 'gpu-two', gpus: [], hostRamBytes: null, settings: {} })).toBe('registered');
     expect(await findHost(fresh.db, 'gpu-two')).toBeDefined();
   });
 

@@ -78,6 +78,7 @@ const ranges: Array<[path: string, low: string, high: string, below: string, abo
   ['host.resource_policy.queue.max_pending_per_deployment', '0', '4096', '-1', '4097', 'allowed 0 to 4096'],
   ['host.resource_policy.queue.max_pending_total', '0', '1048576', '-1', '1048577', 'allowed 0 to 1048576'],
   ['host.resource_policy.queue.max_buffered_bytes_total', '1KiB', '16GiB', '1023', '16385MiB', 'allowed 1KiB to 16GiB'],
+  ['server.hosts.down_after', '2s', '600s', '1999ms', '601s', 'allowed 2s to 600s'],
   ['server.lifecycle_defaults.ready_idle_timeout', '1s', '30d', '999ms', '31d', 'allowed 1s to 30d'],
   ['server.lifecycle_defaults.parked_idle_timeout', '1s', '30d', '999ms', '31d', 'allowed 1s to 30d'],
 ];
@@ -212,6 +213,11 @@ describe('refusals', () => {
     expect(refusal('server', 'switching:\n  drain_timeout: [5s\n')[0]).toMatch(/^malformed YAML: .* at line \d+, column \d+$/);
     expect(refusal('server', '- a\n- b\n')).toEqual(['the document must be a mapping of settings, not ["a","b"]']);
     expect(refusal('server', 'a: 1\na: 2\n')[0]).toMatch(/^malformed YAML: Map keys must be unique/);
+    // Thousands deep, the YAML parser would run out of memory and take the process with it.
+    expect(refusal('deployment', `name: ${'['.repeat(5_000)}${']'.repeat(5_000)}`)).toEqual(['malformed YAML: lists and mappings nest 5000 levels deep; settings nest at most 64']);
+    expect(refusal('deployment', 'name: "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["\nengine: vllm\nmodel: m')).toEqual([
+      'name: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ must be lowercase letters, digits and dashes, 1 to 63 long, starting and ending with a letter or digit',
+    ]);
   });
 
   it('refuses a --set without a value', () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type Db, embeddedDb } from '../store/db.js';
 import { deleteDeployment, findDeployment, listDeployments, recordCheckpoint, recordMeasureFailure, saveDeployment, setOperatorStopped } from '../store/deployments.js';
-import { findHost, issueHostToken, listHosts, registerHost } from '../store/hosts.js';
+import { findHost, issueHostToken, listHosts, registerHost, revokeHostToken } from '../store/hosts.js';
 import { listInstances, saveInstance } from '../store/instances.js';
 import { bundledMigrations, migrate } from '../store/migrate.js';
 import { findSwitchReceipt, listSwitchReceipts, saveSwitchReceipt } from '../store/switchReceipts.js';
@@ -128,10 +128,16 @@ describe('the store on Postgres', () => {
     const token = await issueHostToken(db);
     const gpus = [{ index: 0, name: 'sim-0', memoryBytes: 24 * 2 ** 30, memoryKind: 'discrete' as const }];
     const host = { id: 'gpu-box', gpus, hostRamBytes: 64 * 2 ** 30, settings: { activation: 'on_demand' } };
-    expect(await registerHost(db, 'capy_host_unknown', host)).toBe(false);
-    expect(await registerHost(db, token, host)).toBe(true);
-    expect(await registerHost(db, token, host)).toBe(true);
-    expect(await registerHost(db, token, { ...host, id: 'other-box' })).toBe(false);
+    expect(await registerHost(db, 'capy_host_unknown', host)).toBe('unknown_token');
+    expect(await registerHost(db, token, host)).toBe('registered');
+    expect(await registerHost(db, token, host)).toBe('registered');
+    expect(await registerHost(db, token, { ...host, id: 'other-box' })).toBe('token_bound_to_another_host');
+    const another = await issueHostToken(db);
+    expect(await registerHost(db, another, host)).toBe('host_bound_to_another_token');
+    // Re-binding is the operator's act: revoke, then a fresh token registers the host.
+    expect(await revokeHostToken(db, 'gpu-box')).toBe(1);
+    expect(await registerHost(db, token, host)).toBe('unknown_token');
+    expect(await registerHost(db, another, host)).toBe('registered');
     expect(await findHost(db, 'gpu-box')).toMatchObject({ gpus, hostRamBytes: 64 * 2 ** 30, draining: false });
     expect((await listHosts(db)).map((h) => h.id)).toEqual(['gpu-box']);
   });

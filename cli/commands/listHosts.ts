@@ -1,4 +1,4 @@
-/** `capyctl list hosts [--json]`: the registered hosts, their GPUs and whether they drain. */
+/** `capyctl list hosts [--json]`: the registered hosts, their GPUs, their state and their last report. */
 import type { HostBody } from '../../gateway/management/hostAdmin.js';
 import { formatBytes } from '../../settings/units.js';
 import { exitCodes } from '../command.js';
@@ -7,7 +7,7 @@ import { table } from '../table.js';
 
 export const listHosts = operatorCommand({
   words: ['list', 'hosts'],
-  summary: 'list the registered hosts: GPUs, host RAM, and whether they are draining',
+  summary: 'list the registered hosts: GPUs, host RAM, their state (ready, draining, stopping, down) and when each last reported',
   positionals: [],
   example: 'capyctl list hosts',
   async run({ api, json }) {
@@ -20,7 +20,7 @@ export const listHosts = operatorCommand({
       h.host_id,
       h.gpus.map((g) => `${formatBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-',
       h.host_ram_bytes === null ? '-' : formatBytes(h.host_ram_bytes),
-      h.draining ? 'draining' : 'ready',
+      h.state,
       h.last_seen_at,
     ]);
     process.stdout.write(table(['ID', 'GPUS', 'HOST RAM', 'STATE', 'LAST SEEN'], rows));

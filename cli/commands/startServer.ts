@@ -22,10 +22,18 @@ export const startServer: Command = {
       return exitCodes.usage;
     }
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
-    const [{ startServer: start }, { postgresDb }] = await Promise.all([import('../../server/server.js'), import('../../store/db.js')]);
+    const [{ startServer: start, ListenRefused }, { postgresDb }] = await Promise.all([import('../../server/server.js'), import('../../store/db.js')]);
     const logger = createLogger('capyctl-server');
     const db = postgresDb(databaseUrl!);
-    const server = await start({ settings, serverId: process.env.CAPYCTL_SERVER_ID ?? 'main', adminToken: adminToken!, db, logger });
+    let server;
+    try {
+      server = await start({ settings, serverId: process.env.CAPYCTL_SERVER_ID ?? 'main', adminToken: adminToken!, db, logger });
+    } catch (e) {
+      await db.close();
+      if (!(e instanceof ListenRefused)) throw e;
+      process.stderr.write(`capyctl: ${e.message}\n`);
+      return exitCodes.refused;
+    }
     logger.info({ managementUrl: server.managementUrl, inferenceUrl: server.inferenceUrl, taskQueue: server.serverTaskQueue }, 'server started');
     await untilStopSignal();
     await server.stop();

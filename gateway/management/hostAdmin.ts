@@ -1,15 +1,15 @@
 /**
  * The operator's host routes (`capyctl list hosts`, `drain host`, `undrain host`, `create
- * host-token`), behind the admin token; the routes a host agent calls with its own token are in
+ * host-token`, `revoke host-token`), behind the admin token; the routes a host agent calls with its own token are in
  * `hosts.ts`.
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
-import { memoryKinds } from '../../domain/vocabulary.js';
+import { hostStates, memoryKinds } from '../../domain/vocabulary.js';
 import type { Db } from '../../store/db.js';
-import { findHost, issueHostToken, listHosts } from '../../store/hosts.js';
+import { findHost, issueHostToken, listHosts, revokeHostToken } from '../../store/hosts.js';
 import type { OperatorLifecycle } from '../lifecycleClient.js';
 import type { RoutingTable } from '../routingTable.js';
 import { receiptBody, renderReceipt } from './deployments.js';
@@ -20,6 +20,8 @@ export const hostBody = z.object({
   /** Null when the host did not say. */
   host_ram_bytes: z.number().nullable(),
   draining: z.boolean(),
+  /** `down` once it stopped reporting; see `hostStates`. */
+  state: hostStates,
   last_seen_at: z.string(),
 });
 export type HostBody = z.infer<typeof hostBody>;
@@ -32,6 +34,9 @@ export type UndrainReply = z.infer<typeof undrainReply>;
 
 export const hostTokenReply = z.object({ token: z.string() });
 
+export const revokeTokenReply = z.object({ host_id: z.string(), revoked: z.number().int() });
+export type RevokeTokenReply = z.infer<typeof revokeTokenReply>;
+
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
 export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: OperatorLifecycle }) {
@@ -39,13 +44,17 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
     routes.get('/management/v1/hosts', { schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } }, async () => ({
-      hosts: (await listHosts(deps.db)).map((h) => ({
-        host_id: h.id,
-        gpus: h.gpus.map((g) => ({ index: g.index, name: g.name, memory_bytes: g.memoryBytes, memory_kind: g.memoryKind })),
-        host_ram_bytes: h.hostRamBytes,
-        draining: h.draining,
-        last_seen_at: new Date(h.lastSeenAt).toISOString(),
-      })),
+      hosts: (await listHosts(deps.db)).map((h) => {
+        const { state, lastSeenAt } = deps.lifecycle.hostLiveness(h);
+        return {
+          host_id: h.id,
+          gpus: h.gpus.map((g) => ({ index: g.index, name: g.name, memory_bytes: g.memoryBytes, memory_kind: g.memoryKind })),
+          host_ram_bytes: h.hostRamBytes,
+          draining: h.draining,
+          state,
+          last_seen_at: lastSeenAt.toISOString(),
+        };
+      }),
     }));
 
     routes.post('/management/v1/hosts/:hostId/drain', { schema: { params: hostParams, response: { 200: drainReply } } }, async (request) => {
@@ -63,6 +72,15 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
       await deps.lifecycle.undrainHost(hostId);
       request.log.info({ hostId }, 'host drain ended');
       return { host_id: hostId, draining: false as const };
+    });
+
+    // The operator's act of re-binding a host ID: its token stops working, and a new one may register it.
+    routes.delete('/management/v1/hosts/:hostId/token', { schema: { params: hostParams, response: { 200: revokeTokenReply } } }, async (request) => {
+      const { hostId } = request.params;
+      if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+      const revoked = await revokeHostToken(deps.db, hostId);
+      request.log.warn({ hostId, revoked }, 'host token revoked');
+      return { host_id: hostId, revoked };
     });
 
     // Shown once: only its hash is stored.

@@ -1,13 +1,13 @@
 /**
- * Routes a host agent calls with its host token: register, report load samples, report an
- * engine that exited.
+ * Routes a host agent calls with its host token: register, report load samples (its heartbeat),
+ * report an engine that exited, say that it stops.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { apiErrors, CapyError } from '../../domain/catalogue.js';
+import { type ApiError, apiErrors, CapyError } from '../../domain/catalogue.js';
 import { maxRunningSources, memoryKinds } from '../../domain/vocabulary.js';
-import { hostForToken, registerHost, renewIngressSecret } from '../../store/hosts.js';
+import { hostForToken, type RegistrationOutcome, registerHost, renewIngressSecret } from '../../store/hosts.js';
 import type { Db } from '../../store/db.js';
 import type { LoadBoard } from '../loadBoard.js';
 import { bearerToken } from '../plugins/bearerToken.js';
@@ -66,20 +66,34 @@ export type EngineExitBody = z.infer<typeof engineExitBody>;
 export interface HostEventSink {
   registered(hostId: string, body: RegistrationBody, ingressSecret: string): Promise<void>;
   engineExited(hostId: string, exit: EngineExitBody): Promise<void>;
+  /**
+   * Whether the catalogue places this instance on the host: a host reports only its own. Absent in
+   * benches that run a host agent against the listener alone, with no catalogue of instances.
+   */
+  runsOn?(hostId: string, deploymentId: string, instanceIndex: number): boolean;
+  /** A report arrived: the host is alive. Left out by benches that watch no heartbeat. */
+  heard?(hostId: string): void;
+  /** The host's agent stops: nothing new goes there, its running answers finish. */
+  stopping?(hostId: string): Promise<void>;
 }
+
+const refusals: Record<Exclude<RegistrationOutcome, 'registered'>, (hostId: string) => ApiError> = {
+  unknown_token: () => apiErrors.unauthorized('host token'),
+  token_bound_to_another_host: apiErrors.tokenBoundToAnotherHost,
+  host_bound_to_another_token: apiErrors.hostBoundToAnotherToken,
+};
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
 
 export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSink }) {
-  // A token is checked against the store once, then remembered: samples arrive every second.
-  const known = new Map<string, string>();
+  // Read from the store on every report, not remembered: a revoked token stops working at once.
   async function requireHost(request: FastifyRequest<{ Params: { hostId: string } }>) {
     const token = bearerToken(request);
-    const hostId = token && (known.get(token) ?? (await hostForToken(deps.db, token)));
-    if (!token || hostId !== request.params.hostId) throw new CapyError(apiErrors.unauthorized('host token'));
-    known.set(token, hostId);
+    if (!token || (await hostForToken(deps.db, token)) !== request.params.hostId) throw new CapyError(apiErrors.unauthorized('host token'));
   }
+  const runsOn = (hostId: string, deploymentId: string, instanceIndex: number) =>
+    deps.events.runsOn?.(hostId, deploymentId, instanceIndex) ?? true;
 
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
@@ -93,8 +107,11 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
         hostRamBytes: body.host_ram_bytes,
         settings: { ...body.settings, ingress_url: body.ingress_url },
       };
-      if (!token || !(await registerHost(deps.db, token, registration))) throw new CapyError(apiErrors.unauthorized('host token'));
-      known.set(token, body.host_id);
+      const outcome = token ? await registerHost(deps.db, token, registration) : 'unknown_token';
+      if (outcome !== 'registered') {
+        request.log.warn({ hostId: body.host_id, outcome }, 'host registration refused');
+        throw new CapyError(refusals[outcome](body.host_id));
+      }
       const ingressSecret = await renewIngressSecret(deps.db, body.host_id);
       await deps.events.registered(body.host_id, body, ingressSecret);
       request.log.info({ hostId: body.host_id, gpus: body.gpus.length }, 'host registered');
@@ -107,9 +124,13 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
       { schema: { params: hostParams, body: samplesBody }, preHandler: requireHost, logLevel: 'warn' },
       async (request, reply) => {
         const { hostId } = request.params;
+        deps.events.heard?.(hostId);
         const sampledAtMs = Math.min(request.body.sampled_at_ms, Date.now());
+        // A sample of an instance that is not the host's is dropped, not refused: one that just
+        // moved to another host may still be in the last report of this one.
+        const own = request.body.instances.filter((i) => runsOn(hostId, i.deployment_id, i.instance_index));
         deps.board.record(
-          request.body.instances.map((i) => ({
+          own.map((i) => ({
             hostId,
             deploymentId: i.deployment_id,
             instanceIndex: i.instance_index,
@@ -129,9 +150,23 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
       { schema: { params: hostParams, body: engineExitBody }, preHandler: requireHost },
       async (request, reply) => {
         const exit = request.body;
+        const { hostId } = request.params;
+        if (!runsOn(hostId, exit.deployment_id, exit.instance_index)) {
+          throw new CapyError(apiErrors.notHostsInstance(hostId, `${exit.deployment_id}/${exit.instance_index}`));
+        }
         deps.board.forget(exit.deployment_id, exit.instance_index, exit.generation);
-        request.log.warn({ hostId: request.params.hostId, ...exit }, 'engine exited');
-        await deps.events.engineExited(request.params.hostId, exit);
+        request.log.warn({ hostId, ...exit }, 'engine exited');
+        await deps.events.engineExited(hostId, exit);
+        return reply.code(204).send();
+      },
+    );
+
+    routes.post(
+      '/management/v1/hosts/:hostId/stopping',
+      { schema: { params: hostParams }, preHandler: requireHost },
+      async (request, reply) => {
+        request.log.info({ hostId: request.params.hostId }, 'host stopping: nothing new is routed to it');
+        await deps.events.stopping?.(request.params.hostId);
         return reply.code(204).send();
       },
     );

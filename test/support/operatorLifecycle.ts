@@ -39,6 +39,7 @@ export function recordingLifecycle(db: Db, table: RoutingTable, hosts: readonly 
     async undrainHost(hostId) {
       calls.push(`${hostId} undrainHost`);
     },
+    hostLiveness: (host) => ({ state: host.draining ? 'draining' : 'ready', lastSeenAt: host.lastSeenAt }),
   };
   return lifecycle;
 }

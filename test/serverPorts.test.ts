@@ -1,0 +1,41 @@
+/**
+ * A second `capyctl start server` on the addresses (and the task queue) of one already running: it
+ * refuses to start, with one line, before it takes any of the first server's work.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CapyProcess, Cluster } from './support/cluster.js';
+import { simDeployment } from './support/lifecycle.js';
+
+describe('a second server on the same ports', () => {
+  let cluster: Cluster;
+  let second: CapyProcess | undefined;
+
+  beforeAll(async () => {
+    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }] });
+    await cluster.deploy(simDeployment('first-a'));
+    await cluster.deploy(simDeployment('first-b'));
+  }, 120_000);
+  afterAll(async () => {
+    await second?.stop('SIGKILL');
+    await cluster?.close();
+  }, 60_000);
+
+  it('exits non-zero with one line naming the address, and the first server still switches models', async () => {
+    const management = new URL(cluster.managementUrl).host;
+    const inference = new URL(cluster.inferenceUrl).host;
+    second = new CapyProcess(
+      ['start', 'server', '--set', `listen.management=${management}`, '--set', `listen.inference=${inference}`, '--set', `temporal.address=${cluster.services.temporalAddress}`],
+      cluster.serverEnv(),
+    );
+    const code = await Promise.race([second.exited, new Promise((r) => setTimeout(() => r('still running after 60 s'), 60_000))]);
+    expect(code, second.output().slice(-2_000)).toBe(1);
+    expect(second.output()).toMatch(new RegExp(`^capyctl: cannot listen on ${management.replace(/\./g, '\\.')}: address already in use$`, 'm'));
+    expect(second.output()).not.toMatch(/server started/);
+
+    // A switch on the first server: a start, then the other model parks the first to make room.
+    expect((await cluster.chat('first-a')).status).toBe(200);
+    expect((await cluster.chat('first-b')).status).toBe(200);
+    expect((await cluster.status('first-a')).state).toBe('parked');
+    expect((await cluster.status('first-b')).state).toBe('ready');
+  }, 120_000);
+});
