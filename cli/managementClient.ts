@@ -34,9 +34,12 @@ export class ConnectionSetupError extends Error {}
 /** The API said no: its code and message, printed as one line. */
 export class ApiRefusal extends Error {
   constructor(
+    /** The HTTP status; 0 when the refusal did not come as one (unreachable, a followed switch that failed). */
     readonly status: number,
     readonly code: ErrorCode | string,
     readonly apiMessage: string,
+    /** The same command may succeed later (the catalogue's `retryable`). */
+    readonly retryable = false,
   ) {
     super(`${code}: ${apiMessage}`);
     this.name = 'ApiRefusal';
@@ -58,7 +61,7 @@ function adminToken(flags: ConnectionFlags, env: NodeJS.ProcessEnv): string {
   );
 }
 
-// Commands wait as long as the lifecycle takes (a start waits for ready, or for memory).
+// Commands wait as long as the lifecycle takes (a drain waits for what it stops, a preinitialize for its park).
 const patient = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
 
 export interface ManagementClient {
@@ -83,8 +86,8 @@ export function managementClient(flags: ConnectionFlags, env: NodeJS.ProcessEnv 
       const text = await reply.body.text();
       const parsed = text ? (JSON.parse(text) as unknown) : undefined;
       if (reply.statusCode >= 400) {
-        const error = parsed as { code?: string; message?: string } | undefined;
-        throw new ApiRefusal(reply.statusCode, error?.code ?? `http_${reply.statusCode}`, error?.message ?? text);
+        const error = parsed as { code?: string; message?: string; retryable?: boolean } | undefined;
+        throw new ApiRefusal(reply.statusCode, error?.code ?? `http_${reply.statusCode}`, error?.message ?? text, error?.retryable === true);
       }
       return parsed as T;
     },

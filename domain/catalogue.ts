@@ -129,6 +129,22 @@ export const apiErrors = {
       false,
       `deployment ${deploymentId} needs memory held by ${holders.join(', ')}, which activation: explicit keeps loaded; stop one of them first`,
     ),
+  /** A start without --evict while other models hold the memory it needs: nothing was started, nothing waits. */
+  memoryHeld: (deploymentId: string, holders: readonly string[]) =>
+    error(
+      409,
+      'insufficient_capacity',
+      true,
+      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}; nothing was started: start it with --evict to park them, or with --wait to wait until the memory is free`,
+    ),
+  /** A start with --evict whose memory is held by models that may not yield it now (requests wait for them). */
+  memoryBusy: (deploymentId: string, holders: readonly string[]) =>
+    error(
+      409,
+      'insufficient_capacity',
+      true,
+      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}, which requests are waiting for; nothing was started: start it again shortly, or with --wait to wait until the memory is free`,
+    ),
   /** `failure`: why its measurement failed, when it did; a start cannot help until it is measured again. */
   checkpointUnmeasured: (deploymentName: string, failure: string | null) =>
     failure === null
@@ -173,6 +189,9 @@ export const apiErrors = {
   notHostsInstance: (hostId: string, instance: string) =>
     error(403, 'forbidden', false, `host ${hostId} may report only its own instances; instance ${instance} does not run on it`),
   invalidRequest: (detail: string) => error(400, 'invalid_request', false, detail),
+  /** `where`: as a validation failure names it, e.g. `params.ref`. */
+  controlCharacter: (where: string) => error(400, 'invalid_request', false, `${where}: must not contain control characters`),
+  repeatedHeader: (header: string) => error(400, 'invalid_request', false, `the ${header} header must be sent once`),
   payloadTooLarge: (limitBytes: number) =>
     error(413, 'payload_too_large', false, `the request body is larger than ${limitBytes} bytes`),
   engineUnreachable: (instance: string) =>
@@ -188,6 +207,15 @@ export const releaseLines = {
   parkedKvOnly: 'released: parked (weights kept)',
   stopped: 'released: stopped',
   stoppedNoRoom: 'released: stopped (no room to park)',
+} as const;
+
+/** The same, on the receipt of a start that answers as its switch begins: the victim is on its way out. */
+export const releasingLines = {
+  parkingHostRam: 'releasing: parking (host RAM)',
+  parkingDeep: 'releasing: parking (deep)',
+  parkingKvOnly: 'releasing: parking (weights kept)',
+  stopping: 'releasing: stopping',
+  stoppingNoRoom: 'releasing: stopping (no room to park)',
 } as const;
 
 export interface RenderedError {

@@ -8,7 +8,7 @@ import { type Client, WithStartWorkflowOperation, WorkflowNotFoundError, Workflo
 import type { UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
 import type { HostState } from '../domain/vocabulary.js';
-import { type CommandReceipt, type Demand, signals, updates, workflowIds } from '../workflows/definitions.js';
+import { type CommandReceipt, type Demand, signals, type SwitchResult, updates, workflowIds } from '../workflows/definitions.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { QueueSettings } from '../settings/queue.js';
 import type { SaveResult } from '../store/deployments.js';
@@ -16,6 +16,7 @@ import type { Host } from '../store/hosts.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import type { HostSchedulerInput, hostScheduler, SchedulerSettings } from '../workflows/hostScheduler.js';
 import type { MeasureInput, measureCheckpointWorkflow } from '../workflows/measure.js';
+import type { switchWorkflow } from '../workflows/switch.js';
 import { refusedWith } from '../workflows/refusal.js';
 
 /**
@@ -131,6 +132,21 @@ export async function awaitMeasurement(client: Client, deploymentId: string, rev
 }
 
 /**
+ * How a switch ended, or null while it runs; undefined when there is no such switch. A start's
+ * receipt answers as its switch begins: `start --wait` follows it here.
+ */
+export async function switchResult(client: Client, switchId: string): Promise<SwitchResult | null | undefined> {
+  const handle = client.workflow.getHandle<typeof switchWorkflow>(workflowIds.switch(switchId));
+  try {
+    const { status } = await handle.describe();
+    return status.name === 'RUNNING' ? null : await handle.result();
+  } catch (e) {
+    if (e instanceof WorkflowNotFoundError) return undefined;
+    throw e;
+  }
+}
+
+/**
  * What the operator's routes ask of the lifecycle. The server implements it over Temporal; a route
  * test can give its own.
  */
@@ -144,6 +160,8 @@ export interface OperatorLifecycle {
   drainHost(hostId: string): Promise<CommandReceipt[]>;
   /** Ends a drain: models may be placed on the host again. */
   undrainHost(hostId: string): Promise<void>;
+  /** How a switch ended; null while it runs, undefined when there is no such switch. */
+  switchResult(switchId: string): Promise<SwitchResult | null | undefined>;
   /** How a host stands now (`draining` as the store records it): its state and its last report. */
   hostLiveness(host: Pick<Host, 'id' | 'draining' | 'lastSeenAt'>): { state: HostState; lastSeenAt: Date };
 }

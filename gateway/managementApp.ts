@@ -8,8 +8,10 @@ import { deploymentRoutes } from './management/deployments.js';
 import { hostAdminRoutes } from './management/hostAdmin.js';
 import { type HostEventSink, hostRoutes } from './management/hosts.js';
 import { loadRoutes } from './management/load.js';
+import { switchRoutes } from './management/switches.js';
 import { adminAuth } from './plugins/adminAuth.js';
 import { apiErrorsPlugin } from './plugins/apiErrors.js';
+import { pathParamsPlugin } from './plugins/pathParams.js';
 import type { RouterFigures } from './routerFigures.js';
 import type { RoutingTable } from './routingTable.js';
 
@@ -37,6 +39,7 @@ function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
     await app.register(loadRoutes({ table: deps.table, board: deps.board, figures: deps.figures }));
     await app.register(deploymentRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
     await app.register(hostAdminRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
+    await app.register(switchRoutes({ table: deps.table, lifecycle: deps.lifecycle }));
   };
 }
 
@@ -45,6 +48,7 @@ export async function buildManagementApp(deps: ManagementDeps) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
+  await app.register(pathParamsPlugin);
   await app.register(hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents }));
   if (deps.admin) await app.register(adminRoutes({ ...deps.admin, board: deps.board, db: deps.db }));
   return app;

@@ -10,7 +10,17 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createStoreActivities } from '../activities/storeActivities.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
-import { configureScheduler, latestInOrder, type OperatorLifecycle, type SchedulerRef, reportDemand, schedulerSettings, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
+import {
+  configureScheduler,
+  latestInOrder,
+  type OperatorLifecycle,
+  type SchedulerRef,
+  reportDemand,
+  schedulerSettings,
+  sendCommand,
+  startMeasurement,
+  switchResult,
+} from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
@@ -273,6 +283,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       drainingHosts.delete(hostId);
       await measurePendingOn(hostId);
     },
+    switchResult: (switchId) => switchResult(client, switchId),
     hostLiveness: (host) => ({ state: liveness.stateOf(host.id, host.draining), lastSeenAt: liveness.lastSeenAt(host.id, host.lastSeenAt) }),
   };
 

@@ -48,7 +48,7 @@ async function rebindOwnHost(db: Db, hostId: string): Promise<string> {
 export async function startStandalone(settings: StandaloneSettings, logger: Logger): Promise<RunningStandalone> {
   const dataDir = resolve(settings.data_dir);
   mkdirSync(dataDir, { recursive: true });
-  const admin = adminTokenIn(dataDir);
+  const admin = adminTokenIn(dataDir, logger);
   const { namespace } = settings.server.temporal;
 
   // Each part started is stopped again, in reverse order, when a later one fails to start.

@@ -55,32 +55,49 @@ export interface SaveResult {
   measure: boolean;
 }
 
-/** Deploys a spec under its name: a new deployment, a new revision when the spec changed, or nothing. */
+/**
+ * The current revision of the deployment named in `spec`, its row locked, and whether `spec` is its
+ * spec. Locked first and read after: a look that waited for the lock reads the revision another
+ * deploy made meanwhile (one statement that locks and joins would still join the old revision).
+ */
+async function currentRevision(tx: Db, spec: DeploymentSpec) {
+  const [locked] = await tx.query<{ id: string }>('SELECT id FROM deployments WHERE name = $1 FOR UPDATE', [spec.name]);
+  if (!locked) return undefined;
+  const [current] = await tx.query<{ id: string; revision: number; same: boolean; failed: boolean }>(
+    `SELECT d.id, d.revision, r.spec = $2::jsonb AS same, r.measure_failure IS NOT NULL AS failed
+     FROM deployments d JOIN deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.revision
+     WHERE d.id = $1`,
+    [locked.id, JSON.stringify(spec)],
+  );
+  return current;
+}
+
+/**
+ * Deploys a spec under its name: a new deployment, a new revision when the spec changed, or nothing.
+ * Deploys of one name at the same moment are taken one after the other: one creates it, and each
+ * other is unchanged or a new revision, as if it had come second.
+ */
 export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<SaveResult> {
   return db.transaction(async (tx) => {
-    const [current] = await tx.query<{ id: string; revision: number; same: boolean; failed: boolean }>(
-      `SELECT d.id, d.revision, r.spec = $2::jsonb AS same, r.measure_failure IS NOT NULL AS failed
-       FROM deployments d JOIN deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.revision
-       WHERE d.name = $1 FOR UPDATE OF d`,
-      [spec.name, JSON.stringify(spec)],
-    );
-    let outcome: SaveResult['outcome'];
-    let id: string;
+    let current = await currentRevision(tx, spec);
     if (!current) {
-      id = newId();
-      outcome = 'created';
-      await tx.query('INSERT INTO deployments (id, name, revision) VALUES ($1, $2, 1)', [id, spec.name]);
-      await tx.query('INSERT INTO deployment_revisions (deployment_id, revision, spec) VALUES ($1, 1, $2::jsonb)', [
-        id,
-        JSON.stringify(spec),
-      ]);
-    } else if (current.same) {
-      id = current.id;
+      const id = newId();
+      // Another deploy of the name may have created it since the look above: then this one waits
+      // for it, and is deployed over it.
+      const [created] = await tx.query('INSERT INTO deployments (id, name, revision) VALUES ($1, $2, 1) ON CONFLICT (name) DO NOTHING RETURNING id', [id, spec.name]);
+      if (created) {
+        await tx.query('INSERT INTO deployment_revisions (deployment_id, revision, spec) VALUES ($1, 1, $2::jsonb)', [id, JSON.stringify(spec)]);
+        return { deployment: (await findDeployment(tx, id))!, outcome: 'created', measure: true };
+      }
+      current = (await currentRevision(tx, spec))!;
+    }
+    const { id } = current;
+    let outcome: SaveResult['outcome'];
+    if (current.same) {
       outcome = 'unchanged';
       // Deploying it again is how an operator asks for another try once the files are in place.
       if (current.failed) await recordMeasureFailure(tx, id, current.revision, null);
     } else {
-      id = current.id;
       outcome = 'revised';
       const revision = current.revision + 1;
       await tx.query('INSERT INTO deployment_revisions (deployment_id, revision, spec) VALUES ($1, $2, $3::jsonb)', [
@@ -92,7 +109,7 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
     }
     const deployment = await findDeployment(tx, id);
     // A new revision, or the same one deployed again after its measurement failed.
-    return { deployment: deployment!, outcome, measure: !current?.same || current.failed };
+    return { deployment: deployment!, outcome, measure: !current.same || current.failed };
   });
 }
 

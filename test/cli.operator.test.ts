@@ -195,7 +195,7 @@ describe('capyctl over the management API', () => {
     const inactive = apiErrors.deploymentInactive(pinnedId);
     expect(await ask('pinned-model')).toEqual({ status: 409, body: { code: inactive.code, message: inactive.message, retryable: false } });
 
-    const started = await cli('start', 'deployment', 'pinned-model', '--evict', '--json');
+    const started = await cli('start', 'deployment', 'pinned-model', '--evict', '--wait', '--json');
     expect(started.code).toBe(0);
     const receipt = JSON.parse(started.stdout);
     expect(receipt).toEqual({

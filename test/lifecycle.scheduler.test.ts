@@ -61,16 +61,19 @@ describe('the host scheduler', () => {
     expect(releases.map((x) => (x.detail as { deploymentId: string }).deploymentId)).toEqual([ids['chat-c'], ids['chat-d'], ids['chat-a']]);
   });
 
-  it('start without evict parks nothing and waits for memory; stop frees it and answers with its receipt', async () => {
+  it('start without evict parks nothing: refused while the memory is held, nothing waits to act later; stop frees it and answers with its receipt', async () => {
     await s.until(ids['chat-a']!, 'ready');
-    const start = s.command('start', { deploymentId: ids['chat-b']!, evict: false });
-    await sleep(1_000);
+    const before = await s.entry(ids['chat-b']!);
+    expect(await refusal(s.command('start', { deploymentId: ids['chat-b']!, evict: false }))).toEqual(apiErrors.memoryHeld(ids['chat-b']!, ['chat-a']));
     expect((await s.entry(ids['chat-a']!))?.state).toBe('ready');
 
     const stop = await s.command('stop', { deploymentId: ids['chat-a']! });
     expect(stop).toMatchObject({ deploymentId: ids['chat-a'], state: 'stopped', victims: [] });
     expect(stop.switchId).toEqual(expect.any(String));
-    expect(await start).toMatchObject({ deploymentId: ids['chat-b'], state: 'ready', victims: [] });
+    // The memory is free now, and the refused start did not stay behind to take it.
+    await sleep(1_000);
+    expect(await s.entry(ids['chat-b']!)).toEqual(before);
+    expect(await s.command('start', { deploymentId: ids['chat-b']!, evict: false })).toMatchObject({ deploymentId: ids['chat-b'], state: 'ready', victims: [] });
   });
 
   it('does not start a model an operator stopped on a request', async () => {

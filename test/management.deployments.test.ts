@@ -170,6 +170,40 @@ describe('the operator routes for deployments and hosts', () => {
     expect(await findHost(fresh.db, 'gpu-two')).toBeDefined();
   });
 
+  it('shows a switch: running, then how it ended, its target and victims by name and the error its target got', async () => {
+    const a = table.byModel('chat-a')!;
+    const b = table.byModel('chat-b')!;
+    const [running, ended, failed] = ['0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a01', '0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a02', '0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a03'];
+    const instance = { deploymentId: b.id, instanceIndex: 0, generation: 1 };
+    lifecycle.switches.set(running, null);
+    lifecycle.switches.set(ended, {
+      switchId: ended,
+      outcome: 'released',
+      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releaseLines.parkedHostRam, state: 'parked', tier: 'host_ram' }],
+      target: { instance, state: 'ready', tier: null },
+    });
+    const error = apiErrors.startFailed(b.id, 'the engine exited');
+    lifecycle.switches.set(failed, { switchId: failed, outcome: 'start_failed', victims: [], target: { instance, state: 'stopped', tier: null }, error });
+
+    expect((await call('GET', `/switches/${running}`)).json()).toEqual({ switch_id: running, outcome: 'running', victims: [] });
+    expect((await call('GET', `/switches/${ended}`)).json()).toEqual({
+      switch_id: ended,
+      outcome: 'released',
+      target: { deployment_id: b.id, name: 'chat-b', state: 'ready' },
+      victims: [{ deployment_id: a.id, name: 'chat-a', instance_index: 0, released: 'released: parked (host RAM)' }],
+    });
+    expect((await call('GET', `/switches/${failed}`)).json()).toEqual({
+      switch_id: failed,
+      outcome: 'start_failed',
+      target: { deployment_id: b.id, name: 'chat-b', state: 'stopped' },
+      victims: [],
+      error: { code: error.code, message: error.message, retryable: true },
+    });
+    const missing = '0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a04';
+    expect((await call('GET', `/switches/${missing}`)).json()).toEqual({ code: 'not_found', message: `switch ${missing} not found`, retryable: false });
+    expect((await call('GET', '/switches/not-a-switch')).statusCode).toBe(400);
+  });
+
   it('deletes a deployment through its host’s scheduler', async () => {
     const a = table.byModel('chat-a')!;
     lifecycle.next = () => ({ deploymentId: a.id, victims: [], state: 'stopped' });

@@ -38,4 +38,26 @@ describe('a second server on the same ports', () => {
     expect((await cluster.status('first-a')).state).toBe('parked');
     expect((await cluster.status('first-b')).state).toBe('ready');
   }, 120_000);
+
+  it('refuses a standalone the same way, with one line', async () => {
+    const inference = new URL(cluster.inferenceUrl).host;
+    const standalone = new CapyProcess(
+      [
+        'start',
+        'standalone',
+        '--set',
+        `server.listen.inference=${inference}`,
+        '--set',
+        'server.listen.management=127.0.0.1:0',
+        '--set',
+        `server.temporal.address=${cluster.services.temporalAddress}`,
+        '--set',
+        `data_dir=${cluster.dir}/standalone`,
+      ],
+      {},
+    );
+    const code = await Promise.race([standalone.exited, new Promise((r) => setTimeout(() => r('still running after 60 s'), 60_000))]);
+    expect(code, standalone.output().slice(-2_000)).toBe(1);
+    expect(standalone.output()).toMatch(new RegExp(`^capyctl: cannot listen on ${inference.replace(/\./g, '\\.')}: address already in use$`, 'm'));
+  }, 90_000);
 });

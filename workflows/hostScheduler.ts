@@ -17,7 +17,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { apiErrors } from '../domain/catalogue.js';
-import { type ParkPlan, parkPlan } from '../activities/engines/rules.js';
+import { type ParkPlan, parkPlan, releasingLine } from '../activities/engines/rules.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import {
@@ -103,7 +103,7 @@ interface Job {
   reject: (failure: unknown) => void;
 }
 
-/** A command that cannot run yet (a start without evict waiting for memory): it stays queued. */
+/** A command that cannot run yet (a preinitialize waiting for memory): it stays queued. */
 const WAIT = Symbol('wait');
 
 type Viewed = DeploymentView & { checkpoint: Checkpoint };
@@ -271,8 +271,18 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   /**
    * Makes `v` ready: wakes its parked instance or starts a new generation, parking `evict`-able
    * holders when it must. WAIT when memory is not there yet; throws a refusal for capacity.
+   * `beforeSwitch` runs once the switch is decided, `begun` as it begins.
    */
-  async function bringUp(v: Viewed, all: Array<Holder & { view: Viewed }>, opts: { evict: boolean; admissionWindowMs: number | null }): Promise<{ result?: SwitchResult } | typeof WAIT> {
+  async function bringUp(
+    v: Viewed,
+    all: Array<Holder & { view: Viewed }>,
+    opts: {
+      evict: boolean;
+      admissionWindowMs: number | null;
+      beforeSwitch?: () => Promise<void>;
+      begun?: (begun: { switchId: string; target: SwitchTarget; victims: SwitchVictim[] }) => void;
+    },
+  ): Promise<{ result?: SwitchResult } | typeof WAIT> {
     const existing = entryOf(v.id);
     if (existing?.state === 'ready') return {};
     const wake = existing?.state === 'parked';
@@ -304,8 +314,11 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       existing.gpuIndex = gpuIndex;
     }
     const checkpoints = Object.fromEntries([[v.id, v.checkpoint], ...victims.map((h) => [h.entry.deploymentId, h.view.checkpoint])]);
+    const released = switchVictims(victims);
+    await opts.beforeSwitch?.();
+    const begun = opts.begun && ((switchId: string) => opts.begun!({ switchId, target, victims: released }));
     // A victim ready elsewhere has no window; on one host there is no elsewhere, so the window applies.
-    const result = await runSwitch(target, switchVictims(victims), victims.length > 0 ? opts.admissionWindowMs : null, checkpoints);
+    const result = await runSwitch(target, released, victims.length > 0 ? opts.admissionWindowMs : null, checkpoints, begun);
     return { result };
   }
 
@@ -360,9 +373,31 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     switch (command.kind) {
       case 'start': {
         const [v, all] = await Promise.all([viewMeasured(deploymentId), holders()]);
-        const up = await bringUp(v, all, { evict: command.evict, admissionWindowMs: null });
-        if (up === WAIT) return WAIT;
-        await store.setOperatorStopped({ deploymentId: v.id, stopped: false });
+        // Un-stopped before its switch begins: a request sent once the switch has ended finds it startable.
+        const unstop = () => store.setOperatorStopped({ deploymentId: v.id, stopped: false });
+        // The receipt answers as the switch begins, naming it and its victims, after every refusal
+        // was decided: whatever the start does, its caller has seen it begin, and `--wait` follows it.
+        const up = await bringUp(v, all, {
+          evict: command.evict,
+          admissionWindowMs: null,
+          beforeSwitch: unstop,
+          begun: ({ switchId, target, victims }) =>
+            answer([
+              {
+                deploymentId: v.id,
+                switchId,
+                victims: victims.map(({ instance, release: how }) => ({ deploymentId: instance.deploymentId, instanceIndex: instance.instanceIndex, released: releasingLine(how) })),
+                state: target.action === 'wake' ? 'waking' : 'starting',
+              },
+            ]),
+        });
+        // A start does not wait here for memory: it would act later for a caller that may be gone.
+        // It is refused, retryably; `start --wait` asks again until the memory is free.
+        if (up === WAIT) {
+          const holding = all.filter((h) => h.entry.deploymentId !== v.id).map((h) => h.name);
+          throw refusal((command.evict ? apiErrors.memoryBusy : apiErrors.memoryHeld)(v.id, holding));
+        }
+        if (!up.result) await unstop();
         const failed = targetFailed(up.result, v.id);
         if (failed) throw failed;
         return [receipt(v.id, up.result)];

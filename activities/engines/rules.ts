@@ -4,7 +4,7 @@
  * `max_running` figure comes from ("Reading load"). The host scheduler, the management API and the
  * adapters call them; nothing here does I/O.
  */
-import { type ApiError, apiErrors, releaseLines } from '../../domain/catalogue.js';
+import { type ApiError, apiErrors, releaseLines, releasingLines } from '../../domain/catalogue.js';
 import type { MemoryKind, ParkTier } from '../../domain/vocabulary.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { MaxRunning, MaxRunningContext } from './engine.js';
@@ -156,6 +156,13 @@ export function releaseLine(plan: Exclude<ParkPlan, { kind: 'refused' }>): strin
   if (plan.kind === 'stop') return plan.reason === 'no_room' ? releaseLines.stoppedNoRoom : releaseLines.stopped;
   const lines = { host_ram: releaseLines.parkedHostRam, deep: releaseLines.parkedDeep, kv_only: releaseLines.parkedKvOnly };
   return lines[plan.tier];
+}
+
+/** The line of a victim whose release has begun: a start's receipt answers before it ends. */
+export function releasingLine(release: { kind: 'park'; tier: ParkTier } | { kind: 'stop'; reason: string }): string {
+  if (release.kind === 'stop') return release.reason === 'no_room' ? releasingLines.stoppingNoRoom : releasingLines.stopping;
+  const lines = { host_ram: releasingLines.parkingHostRam, deep: releasingLines.parkingDeep, kv_only: releasingLines.parkingKvOnly };
+  return lines[release.tier];
 }
 
 // ─── Requests run at once ───────────────────────────────────────────────────────────────────────

@@ -1,15 +1,24 @@
 /**
- * `capyctl start deployment NAME [--evict] [--wait]`. Without `--evict` a start never parks anything:
- * it waits for memory. `--wait` first waits for the checkpoint measurement (without it, an unmeasured
- * checkpoint is refused), then for ready, saying what it waits for and for how long.
+ * `capyctl start deployment NAME [--evict] [--wait]`. The API answers as the start's switch begins,
+ * with the switch and its victims; the start runs in the background. Without `--evict` a start never
+ * parks anything: while other models hold its memory it is refused, and `--wait` asks again until
+ * the memory is free. `--wait` first waits for the checkpoint measurement (without it, an unmeasured
+ * checkpoint is refused), then follows the switch until the model is ready, saying what it waits for
+ * and for how long, and prints the receipt as the switch ended.
  */
 import type { DeploymentBody, ReceiptBody } from '../../gateway/management/deployments.js';
+import type { SwitchBody } from '../../gateway/management/switches.js';
 import { exitCodes } from '../command.js';
-import type { ManagementClient } from '../managementClient.js';
+import { ApiRefusal, type ManagementClient } from '../managementClient.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 import { receiptText } from '../receipt.js';
 
 const MEASUREMENT_POLL_MS = 250;
+const SWITCH_POLL_MS = 250;
+/** How often `--wait` asks again while other models hold the memory. */
+const MEMORY_POLL_MS = 1_000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 
@@ -37,8 +46,34 @@ async function waitingFor<T>(what: string, work: () => Promise<T>): Promise<T> {
 /** Until it is measured, or its measurement failed: the start then says why it is refused. */
 async function untilMeasured(api: ManagementClient, ref: string): Promise<void> {
   while ((await api.call<DeploymentBody>('GET', `/deployments/${ref}`)).checkpoint === 'measuring') {
-    await new Promise((r) => setTimeout(r, MEASUREMENT_POLL_MS));
+    await sleep(MEASUREMENT_POLL_MS);
   }
+}
+
+/** A start refused while other models hold the memory it needs: it may go once they free it. */
+const memoryHeld = (e: unknown) => e instanceof ApiRefusal && e.code === 'insufficient_capacity' && e.retryable;
+
+/** Until the start is taken: asked again while its memory is held. */
+async function startTaken(start: () => Promise<ReceiptBody>): Promise<ReceiptBody> {
+  for (;;) {
+    try {
+      return await start();
+    } catch (e) {
+      if (!memoryHeld(e)) throw e;
+      await sleep(MEMORY_POLL_MS);
+    }
+  }
+}
+
+/** Follows the start's switch until it ends: the receipt as it ended, or the error its target got. */
+async function untilSwitched(api: ManagementClient, receipt: ReceiptBody): Promise<ReceiptBody> {
+  if (receipt.switch_id === undefined || receipt.state === 'ready') return receipt;
+  let switched: SwitchBody;
+  while ((switched = await api.call<SwitchBody>('GET', `/switches/${receipt.switch_id}`)).outcome === 'running') await sleep(SWITCH_POLL_MS);
+  const { error, target } = switched;
+  if (error && target?.state !== 'ready') throw new ApiRefusal(0, error.code, error.message, error.retryable);
+  const victims = switched.victims.filter((v) => v.deployment_id !== receipt.deployment_id);
+  return { ...receipt, victims, state: target?.state ?? receipt.state };
 }
 
 export const startDeployment = operatorCommand({
@@ -55,10 +90,13 @@ export const startDeployment = operatorCommand({
     if (flags.wait === true) {
       const d = await api.call<DeploymentBody>('GET', `/deployments/${ref}`);
       if (d.checkpoint === 'measuring') await waitingFor(`the checkpoint measurement of ${name}`, () => untilMeasured(api, ref));
-      receipt = await waitingFor(`${name} to be ready`, start);
+      receipt = await waitingFor(`${name} to be ready`, async () => untilSwitched(api, await startTaken(start)));
     } else receipt = await start();
     if (json) printJson(receipt);
-    else process.stdout.write(receiptText(receipt));
+    else {
+      process.stdout.write(receiptText(receipt));
+      if (receipt.state !== 'ready') process.stdout.write(`the ${receipt.state === 'waking' ? 'wake' : 'start'} runs in the background; run \`capyctl list deployments\` until it shows ready\n`);
+    }
     return exitCodes.ok;
   },
 });

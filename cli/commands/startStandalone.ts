@@ -17,9 +17,17 @@ export const startStandalone: Command = {
     const settings = processSettings('standalone', args, embeddedStandaloneDocument());
     if (!settings) return exitCodes.usage;
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
-    const { startStandalone: start } = await import('../../standalone/standalone.js');
+    const [{ startStandalone: start }, { ListenRefused }] = await Promise.all([import('../../standalone/standalone.js'), import('../../server/server.js')]);
     const logger = createLogger('capyctl-standalone');
-    const standalone = await start(settings, logger);
+    let standalone;
+    try {
+      standalone = await start(settings, logger);
+    } catch (e) {
+      // Another standalone (or anything else) has its ports: one line, not a stack.
+      if (!(e instanceof ListenRefused)) throw e;
+      process.stderr.write(`capyctl: ${e.message}\n`);
+      return exitCodes.refused;
+    }
     const signal = await untilStopSignal();
     logger.info({ signal }, 'stopping: running answers finish first, up to the drain bound');
     await standalone.stop();

@@ -6,19 +6,22 @@ import type { CommandArgs, Commands, OperatorLifecycle } from '../../gateway/lif
 import type { RoutingTable } from '../../gateway/routingTable.js';
 import type { Db } from '../../store/db.js';
 import { saveDeployment } from '../../store/deployments.js';
-import type { CommandReceipt } from '../../workflows/definitions.js';
+import type { CommandReceipt, SwitchResult } from '../../workflows/definitions.js';
 
 export interface RecordingLifecycle extends OperatorLifecycle {
   /** Each command as `hostId update args`, and each deploy as `deploy name outcome revision`. */
   calls: string[];
   /** What the next command answers (or throws); by default a receipt in state `ready`. */
   next?: (update: keyof Commands, args: unknown[]) => CommandReceipt | CommandReceipt[];
+  /** The switches `switchResult` knows: a result, or null while one runs. */
+  switches: Map<string, SwitchResult | null>;
 }
 
 export function recordingLifecycle(db: Db, table: RoutingTable, hosts: readonly string[] = ['gpu-box']): RecordingLifecycle {
   const calls: string[] = [];
   const lifecycle: RecordingLifecycle = {
     calls,
+    switches: new Map(),
     hosts: () => hosts,
     async command<K extends keyof Commands>(hostId: string, update: K, ...args: CommandArgs<K>) {
       calls.push(`${hostId} ${update} ${JSON.stringify(args)}`);
@@ -38,6 +41,9 @@ export function recordingLifecycle(db: Db, table: RoutingTable, hosts: readonly 
     },
     async undrainHost(hostId) {
       calls.push(`${hostId} undrainHost`);
+    },
+    async switchResult(switchId) {
+      return lifecycle.switches.get(switchId);
     },
     hostLiveness: (host) => ({ state: host.draining ? 'draining' : 'ready', lastSeenAt: host.lastSeenAt }),
   };

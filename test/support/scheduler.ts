@@ -4,7 +4,7 @@
  */
 import { CapyError } from '../../domain/catalogue.js';
 import { type CommandArgs, type CommandResult, type Commands, latestInOrder, reportDemand, type SchedulerRef, sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
-import { type CommandReceipt, type HostLedger, type LedgerEntry, queries, workflowIds } from '../../workflows/definitions.js';
+import { type CommandReceipt, type HostLedger, type LedgerEntry, queries, type SwitchResult, workflowIds } from '../../workflows/definitions.js';
 import type { SchedulerSettings } from '../../workflows/hostScheduler.js';
 import { type Lifecycle, type LifecycleOptions, simDeployment, startLifecycle } from './lifecycle.js';
 
@@ -23,6 +23,7 @@ export interface SchedulerBench {
   ref: SchedulerRef;
   /** Deploys a simulator model (`extra`: more simulator flags) and waits for its checkpoint's measurement; returns its ID. */
   deployMeasured(name: string, more?: string, extra?: string[]): Promise<string>;
+  /** A command as the management API sends it; a start is followed to the end of its switch, as `start --wait` does. */
   command<K extends keyof Commands>(update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>>;
   ledger(): Promise<HostLedger>;
   entry(deploymentId: string): Promise<LedgerEntry | undefined>;
@@ -46,6 +47,16 @@ export async function startSchedulerBench(options: LifecycleOptions & { settings
   const ledger = () => handle().query(queries.ledger);
   const entry = async (id: string) => (await ledger()).entries.find((e) => e.deploymentId === id);
 
+  /** A start's receipt as its switch ended, once the scheduler has taken the result into its ledger. */
+  async function switched(receipt: CommandReceipt): Promise<CommandReceipt> {
+    if (receipt.switchId === undefined || receipt.state === 'ready') return receipt;
+    const result: SwitchResult = await lc.client.workflow.getHandle(workflowIds.switch(receipt.switchId)).result();
+    while ((await ledger()).runningSwitchId === receipt.switchId) await new Promise((r) => setTimeout(r, 50));
+    if (result.error && result.target?.state !== 'ready') throw new CapyError(result.error);
+    const victims = result.victims.filter((v) => v.deploymentId !== receipt.deploymentId).map(({ deploymentId, instanceIndex, released }) => ({ deploymentId, instanceIndex, released }));
+    return { ...receipt, victims, state: result.target?.state ?? receipt.state };
+  }
+
   return {
     lc,
     ref,
@@ -55,7 +66,11 @@ export async function startSchedulerBench(options: LifecycleOptions & { settings
       await measuring.result();
       return d.id;
     },
-    command: (update, ...args) => sendCommand(lc.client, ref, update, ...args),
+    async command(update, ...args) {
+      const receipt = await sendCommand(lc.client, ref, update, ...args);
+      // CommandResult<'start'> is a CommandReceipt; TypeScript does not narrow K by the comparison.
+      return (update === 'start' ? await switched(receipt as CommandReceipt) : receipt) as typeof receipt;
+    },
     ledger,
     entry,
     async settledLedger() {

@@ -1,0 +1,112 @@
+/**
+ * The operator's start over real processes (a server and a host agent, one card that holds one
+ * model): it answers as its switch begins, naming it, so nothing it does goes unseen by a caller
+ * that stops listening; `--wait` follows the switch to the end and prints the receipt as before;
+ * and a start whose memory is held is refused rather than left to act later.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiErrors } from '../domain/catalogue.js';
+import { Cluster } from './support/cluster.js';
+import { simDeployment } from './support/lifecycle.js';
+import { until } from './support/until.js';
+
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+/** Far longer than an answer takes: a start that waited for it could not answer in time. */
+const LOAD_MS = 12_000;
+
+describe('start, with a server and a host agent as processes', () => {
+  let cluster: Cluster;
+  let slow: { deployment_id: string; name: string };
+  let quick: { deployment_id: string; name: string };
+
+  beforeAll(async () => {
+    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }] });
+    slow = await cluster.deploy(simDeployment('slow-model', 'vllm', ['--sim-load-ms', String(LOAD_MS)]));
+    quick = await cluster.deploy(simDeployment('quick-model'));
+  }, 120_000);
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  const stateOf = async (name: string) => (await cluster.status(name)).state as string;
+
+  it('answers at once with the switch it began while the model loads; the switch and the model show it until it is ready', async () => {
+    const sentAt = Date.now();
+    const started = await cluster.api('POST', `/management/v1/deployments/${slow.name}/start`, { evict: false });
+    const answeredMs = Date.now() - sentAt;
+    expect(started.status).toBe(200);
+    expect(started.body).toEqual({ deployment_id: slow.deployment_id, name: slow.name, switch_id: expect.stringMatching(new RegExp(`^${UUID}$`)), victims: [], state: 'starting' });
+    expect(answeredMs).toBeLessThan(LOAD_MS / 2);
+
+    // Whoever sent it, and whether or not they still listen: the switch it named runs, and the model says so.
+    const switchId = started.body.switch_id as string;
+    expect(await cluster.api('GET', `/management/v1/switches/${switchId}`)).toMatchObject({ status: 200, body: { switch_id: switchId, outcome: 'running', victims: [] } });
+    await until('the model to show starting', async () => ((await stateOf(slow.name)) === 'starting' ? true : undefined), 10_000);
+
+    const ended = await until(
+      'the switch to end',
+      async () => {
+        const s = (await cluster.api('GET', `/management/v1/switches/${switchId}`)).body;
+        return s.outcome === 'running' ? undefined : s;
+      },
+      LOAD_MS * 4,
+    );
+    expect(Date.now() - sentAt).toBeGreaterThanOrEqual(LOAD_MS);
+    expect(ended).toEqual({
+      switch_id: switchId,
+      outcome: 'released',
+      target: { deployment_id: slow.deployment_id, name: slow.name, state: 'ready' },
+      victims: [],
+    });
+    expect((await cluster.chat(slow.name)).status).toBe(200);
+  }, 120_000);
+
+  it('start --evict --wait follows the switch and prints the receipt as it ended: the victim released, the model ready', async () => {
+    const r = await cluster.capyctl(['start', 'deployment', quick.name, '--evict', '--wait']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^quick-model: ready\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\nvictim: slow-model \\(deployment ${slow.deployment_id}, instance 0\\) released: parked \\(host RAM\\)\\n$`,
+      ),
+    );
+    expect(r.stderr).toMatch(/^waiting for quick-model to be ready\nwaited \d+\.\ds for quick-model to be ready\n$/);
+    expect([await stateOf(quick.name), await stateOf(slow.name)]).toEqual(['ready', 'parked']);
+    expect((await cluster.chat(quick.name)).status).toBe(200);
+  }, 60_000);
+
+  it('without --wait, names the victims on their way out and says the start goes on', async () => {
+    const r = await cluster.capyctl(['start', 'deployment', slow.name, '--evict']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^slow-model: waking\\nswitch_id: ${UUID} \\(.*\\)\\nvictim: quick-model \\(deployment ${quick.deployment_id}, instance 0\\) releasing: parking \\(host RAM\\)\\nthe wake runs in the background; run \`capyctl list deployments\` until it shows ready\\n$`,
+      ),
+    );
+    await until('the model to be ready', async () => ((await stateOf(slow.name)) === 'ready' ? true : undefined), 30_000);
+  }, 60_000);
+
+  it('refuses a start whose memory another model holds, and does not start it later when the memory comes free; --wait waits for it', async () => {
+    const refused = await cluster.capyctl(['start', 'deployment', quick.name]);
+    const error = apiErrors.memoryHeld(quick.deployment_id, [slow.name]);
+    expect(refused).toEqual({ code: 1, stdout: '', stderr: `capyctl: ${error.code}: ${error.message}\n` });
+    expect(await stateOf(slow.name)).toBe('ready');
+
+    // The memory comes free: nothing the refused start asked for acts now.
+    expect((await cluster.capyctl(['park', 'deployment', slow.name])).code).toBe(0);
+    await until('the model to park', async () => ((await stateOf(slow.name)) === 'parked' ? true : undefined), 30_000);
+    await sleep(3_000);
+    expect([await stateOf(quick.name), await stateOf(slow.name)]).toEqual(['parked', 'parked']);
+
+    // --wait asks again until the memory is free, then follows the start to ready.
+    expect((await cluster.capyctl(['start', 'deployment', slow.name, '--wait'])).code).toBe(0);
+    const waiting = cluster.capyctl(['start', 'deployment', quick.name, '--wait']);
+    await sleep(3_000);
+    expect([await stateOf(quick.name), await stateOf(slow.name)]).toEqual(['parked', 'ready']);
+    expect((await cluster.capyctl(['park', 'deployment', slow.name])).code).toBe(0);
+    const r = await waiting;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^quick-model: ready\\nswitch_id: ${UUID} \\(.*\\)\\n$`));
+    expect([await stateOf(quick.name), await stateOf(slow.name)]).toEqual(['ready', 'parked']);
+  }, 120_000);
+});

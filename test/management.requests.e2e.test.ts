@@ -1,0 +1,80 @@
+/**
+ * Requests the management API must answer as themselves, over real sockets to a `capyctl start
+ * server` process: concurrent deploys of one new name, control characters in a path, two
+ * Authorization headers. Each is a 4xx from the catalogue or a success, never a 500.
+ */
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiErrors } from '../domain/catalogue.js';
+import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
+
+const doc = (name: string, model = 'sim/one') => ({ name, engine: 'vllm', model });
+const body = (e: { code: string; message: string; retryable: boolean }) => ({ code: e.code, message: e.message, retryable: e.retryable });
+
+describe('the management API, over a socket to a server process', () => {
+  let cluster: Cluster;
+
+  beforeAll(async () => {
+    cluster = await Cluster.start();
+  }, 120_000);
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  it('takes concurrent deploys of one new name one after the other: one creates it, the same document again is unchanged', async () => {
+    const replies = await Promise.all(Array.from({ length: 8 }, () => cluster.api('POST', '/management/v1/deployments', doc('same-doc'))));
+    expect(replies.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
+    expect(replies.map((r) => r.body.outcome).sort()).toEqual(['created', ...Array(7).fill('unchanged')]);
+    expect(new Set(replies.map((r) => r.body.deployment.deployment_id)).size).toBe(1);
+    expect((await cluster.status('same-doc')).revision).toBe(1);
+  });
+
+  it('takes concurrent deploys of one new name with different documents as one creation and a revision each', async () => {
+    const replies = await Promise.all(Array.from({ length: 8 }, (_, i) => cluster.api('POST', '/management/v1/deployments', doc('many-docs', `sim/model-${i}`))));
+    expect(replies.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
+    expect(replies.map((r) => r.body.outcome).sort()).toEqual(['created', ...Array(7).fill('revised')]);
+    expect(replies.map((r) => r.body.deployment.revision).sort()).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect((await cluster.status('many-docs')).revision).toBe(8);
+  });
+
+  it('refuses a control character in any path parameter 400, naming the parameter', async () => {
+    const cases = [
+      ['GET', '/management/v1/deployments/same%00doc', 'params.ref'],
+      ['POST', '/management/v1/deployments/%00/start', 'params.ref'],
+      ['DELETE', '/management/v1/deployments/same-doc%0A', 'params.ref'],
+      ['POST', '/management/v1/hosts/gpu%00box/drain', 'params.hostId'],
+      ['DELETE', '/management/v1/hosts/gpu%1Bbox/token', 'params.hostId'],
+    ] as const;
+    for (const [method, path, where] of cases) {
+      const reply = await cluster.api(method, path, method === 'POST' ? {} : undefined);
+      expect({ path, status: reply.status, body: reply.body }).toEqual({ path, status: 400, body: body(apiErrors.controlCharacter(where)) });
+    }
+    // The deployment is still there to read by its name.
+    expect((await cluster.api('GET', '/management/v1/deployments/same-doc')).status).toBe(200);
+  });
+
+  it('refuses a request with two Authorization headers 400, whichever of them holds the token', async () => {
+    const send = (authorization: string[]) =>
+      new Promise<{ status: number; body: unknown }>((resolve, reject) => {
+        // As raw pairs, each Authorization its own header line (the raw form sends no Host of its own).
+        const url = new URL('/management/v1/deployments', cluster.managementUrl);
+        const headers = ['host', url.host, ...authorization.flatMap((value) => ['authorization', value])];
+        const req = httpRequest(url, { headers }, (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    const admin = `Bearer ${CLUSTER_ADMIN_TOKEN}`;
+    expect((await send([admin])).status).toBe(200);
+    for (const pair of [
+      [admin, 'Bearer wrong'],
+      ['Bearer wrong', admin],
+      [admin, admin],
+    ]) {
+      expect(await send(pair)).toEqual({ status: 400, body: body(apiErrors.repeatedHeader('Authorization')) });
+    }
+  });
+});
