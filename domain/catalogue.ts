@@ -3,6 +3,7 @@
  * an entry and pass its facts; no error text is written anywhere else.
  */
 import { z } from 'zod';
+import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
 import { RETRY_AFTER_SECONDS } from './limits.js';
 
 export const errorCodes = z.enum([
@@ -166,6 +167,9 @@ export const apiErrors = {
   notFound: (what: Missing, ref: string) => error(404, 'not_found', false, `${what} ${ref} not found`),
   unauthorized: (token: 'admin token' | 'host token') =>
     error(401, 'unauthorized', false, `a valid ${token} is required: send Authorization: Bearer <${token}>`),
+  /** A host's ingress takes requests from the server alone, which it knows by the secret it gave at registration. */
+  ingressUnauthorized: () =>
+    error(401, 'unauthorized', false, `a valid ingress secret is required: send ${INGRESS_SECRET_HEADER}: <the secret the server gave this host when it registered>`),
   /** Another token registering a host ID that is bound to its first token: the take-over the binding stops. */
   hostBoundToAnotherToken: (hostId: string) =>
     error(

@@ -51,11 +51,11 @@ const STOP_POLL_MS = 50;
 export const hostIdOf = (settings: Pick<HostSettings, 'id'>) =>
   settings.id ?? (hostname().toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63) || 'host');
 
-async function registerUntilAccepted(server: ServerClient, body: Parameters<ServerClient['register']>[0], logger: Logger) {
+/** Registers; returns the ingress secret the server gave. */
+async function registerUntilAccepted(server: ServerClient, body: Parameters<ServerClient['register']>[0], logger: Logger): Promise<string> {
   for (;;) {
     try {
-      await server.register(body);
-      return;
+      return await server.register(body);
     } catch (e) {
       if (e instanceof RegistrationRefused) throw e;
       logger.warn({ err: (e as Error).message }, 'server not reachable yet; retrying registration');
@@ -97,7 +97,7 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
   const { port } = await ingress.listen(listenHost, listenPort);
   const ingressUrl = settings.ingress.url ?? `http://${listenHost === '0.0.0.0' ? '127.0.0.1' : listenHost}:${port}`;
 
-  await registerUntilAccepted(
+  const ingressSecret = await registerUntilAccepted(
     server,
     {
       host_id: hostId,
@@ -111,6 +111,7 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
     await ingress.close();
     throw e;
   });
+  ingress.acceptSecret(ingressSecret);
   log.info({ gpus: gpus.length, simulated, ingressUrl }, 'host registered');
 
   installTemporalRuntime(log);

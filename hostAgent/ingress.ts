@@ -2,12 +2,19 @@
  * The host's ingress: the server's requests for `/instances/<deploymentId>/<index>/<engine path>`
  * are forwarded to that instance's local engine, bytes as they come, and counted while in flight.
  * A client that goes away closes the engine's connection, which makes vLLM and SGLang abort.
+ *
+ * It takes requests from the server alone, known by the secret the server gave at registration
+ * (refused 401 otherwise), and forwards only the inference routes the gateway sends (404 otherwise):
+ * a request here skips the gateway's queue limits, and an engine's control routes (vLLM's `/sleep`,
+ * …) are the host's own activities' alone, which reach the engine directly.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { Agent, request } from 'undici';
-import { apiErrors, renderApiError } from '../domain/catalogue.js';
+import { type ApiError, apiErrors, renderApiError } from '../domain/catalogue.js';
 import { forwardableHeaders } from '../net/forwarding.js';
+import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
+import { secretMatcher } from '../net/secretMatcher.js';
 import type { EngineSupervisor, InstanceSlot } from './supervisor.js';
 
 const ROUTE = /^\/instances\/([^/]+)\/(\d+)(\/.*)$/;
@@ -16,8 +23,15 @@ export class Ingress {
   private readonly inFlight = new Map<string, number>();
   private readonly agent = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
   private server: Server | undefined;
+  /** Refuses every request until the host has registered and holds its secret. */
+  private isSecret: (sent: string | undefined) => boolean = () => false;
 
   constructor(private readonly supervisor: EngineSupervisor) {}
+
+  /** The secret of the host's latest registration: the only one taken from now on. */
+  acceptSecret(secret: string): void {
+    this.isSecret = secretMatcher(secret);
+  }
 
   /** Requests being forwarded to an instance now (`ingress_in_flight`). */
   inFlightOf(key: InstanceSlot): number {
@@ -46,23 +60,25 @@ export class Ingress {
   }
 
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const match = ROUTE.exec(req.url ?? '');
-    const engine = match && this.supervisor.live({ deploymentId: match[1]!, instanceIndex: Number(match[2]) });
-    if (!match || !engine) {
-      const reply = renderApiError(apiErrors.notFound('instance', (req.url ?? '').split('/').slice(2, 4).join('/')));
-      res.writeHead(reply.status, reply.headers).end(JSON.stringify(reply.body));
-      req.resume();
-      return;
-    }
+    const sent = req.headers[INGRESS_SECRET_HEADER];
+    if (!this.isSecret(typeof sent === 'string' ? sent : undefined)) return answerError(req, res, apiErrors.ingressUnauthorized());
+    const url = req.url ?? '';
+    const [path = ''] = url.split('?', 1);
+    const match = ROUTE.exec(path);
+    if (!match || req.method !== 'POST' || !INGRESS_PATHS.has(match[3]!)) return answerError(req, res, apiErrors.notFound('route', `${req.method} ${path}`));
+    const engine = this.supervisor.live({ deploymentId: match[1]!, instanceIndex: Number(match[2]) });
     const key = `${match[1]}/${match[2]}`;
+    if (!engine) return answerError(req, res, apiErrors.notFound('instance', key));
     this.inFlight.set(key, (this.inFlight.get(key) ?? 0) + 1);
     const abort = new AbortController();
     res.once('close', () => abort.abort());
     try {
-      const upstream = await request(`${engine.endpoint.baseUrl}${match[3]}`, {
-        method: req.method as 'POST',
-        headers: forwardableHeaders(req.headers),
-        body: req.method === 'GET' || req.method === 'HEAD' ? null : req,
+      // The engine path with the request's query, as the gateway sent it.
+      const upstream = await request(`${engine.endpoint.baseUrl}${url.slice(path.length - match[3]!.length)}`, {
+        method: 'POST',
+        // The secret is the ingress's, not the engine's.
+        headers: forwardableHeaders(req.headers, [INGRESS_SECRET_HEADER]),
+        body: req,
         dispatcher: this.agent,
         signal: abort.signal,
       });
@@ -70,14 +86,17 @@ export class Ingress {
       res.flushHeaders();
       await pipeline(upstream.body, res);
     } catch {
-      if (!res.headersSent) {
-        const reply = renderApiError(apiErrors.engineUnreachable(key));
-        res.writeHead(reply.status, reply.headers).end(JSON.stringify(reply.body));
-      } else {
-        res.destroy();
-      }
+      if (!res.headersSent) answerError(req, res, apiErrors.engineUnreachable(key));
+      else res.destroy();
     } finally {
       this.inFlight.set(key, (this.inFlight.get(key) ?? 1) - 1);
     }
   }
+}
+
+/** Answers with the error; what is left of the request's body is read and dropped. */
+function answerError(req: IncomingMessage, res: ServerResponse, error: ApiError): void {
+  const reply = renderApiError(error);
+  res.writeHead(reply.status, reply.headers).end(JSON.stringify(reply.body));
+  req.resume();
 }

@@ -1,6 +1,6 @@
 /** The host agent's calls to the server's management listener, with its host token. */
 import { request } from 'undici';
-import type { EngineExitBody, RegistrationBody, SamplesBody } from '../gateway/management/hosts.js';
+import { type EngineExitBody, type RegistrationBody, registrationReply, type SamplesBody } from '../gateway/management/hosts.js';
 
 /** The server refused the host token: retrying will not help. */
 export class RegistrationRefused extends Error {}
@@ -12,7 +12,8 @@ export class ServerClient {
     private readonly hostId: string,
   ) {}
 
-  private async post(path: string, body: unknown): Promise<number> {
+  /** The reply's body, as text. */
+  private async post(path: string, body: unknown): Promise<string> {
     const response = await request(new URL(path, this.serverUrl), {
       method: 'POST',
       headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
@@ -23,11 +24,12 @@ export class ServerClient {
     const text = await response.body.text();
     if (response.statusCode === 401) throw new RegistrationRefused(`the server at ${this.serverUrl} refused the host token: ${text}`);
     if (response.statusCode >= 300) throw new Error(`POST ${path} answered ${response.statusCode}: ${text}`);
-    return response.statusCode;
+    return text;
   }
 
-  async register(body: RegistrationBody): Promise<void> {
-    await this.post('/management/v1/hosts/register', body);
+  /** Registers the host; returns the secret the server will send with its requests to the ingress. */
+  async register(body: RegistrationBody): Promise<string> {
+    return registrationReply.parse(JSON.parse(await this.post('/management/v1/hosts/register', body))).ingress_secret;
   }
 
   async reportSamples(body: SamplesBody): Promise<void> {

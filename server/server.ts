@@ -28,12 +28,13 @@ import { buildManagementApp } from '../gateway/managementApp.js';
 import { RequestQueue } from '../gateway/requestQueue.js';
 import { type RoutedDeployment, type RoutedInstance, RoutingTable } from '../gateway/routingTable.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
+import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
 import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Db } from '../store/db.js';
 import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment } from '../store/deployments.js';
-import { listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
+import { ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { type Demand, type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
 import type { InstanceState } from '../domain/vocabulary.js';
@@ -124,13 +125,16 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
 
   // Each host's own queue settings: the waiting limits are the tightest of them, the window its own.
   const hostQueues = new Map<string, QueueSettings>();
-  // Where each host's ingress takes the requests for its engines.
-  const hostIngress = new Map<string, string>();
+  // Where each host's ingress takes the requests for its engines, and the secret it takes them with.
+  const hostIngress = new Map<string, { url: string; headers: Record<string, string> }>();
+  const ingressOf = (url: string, secret: string) => ({ url, headers: { [INGRESS_SECRET_HEADER]: secret } });
   // Hosts an operator drained: nothing is placed on them any more.
   const drainingHosts = new Set<string>();
+  const secrets = await ingressSecrets(db);
   for (const host of await listHosts(db)) {
     hostQueues.set(host.id, (host.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
-    if (typeof host.settings.ingress_url === 'string') hostIngress.set(host.id, host.settings.ingress_url);
+    const secret = secrets.get(host.id);
+    if (typeof host.settings.ingress_url === 'string' && secret !== undefined) hostIngress.set(host.id, ingressOf(host.settings.ingress_url, secret));
     if (host.draining) drainingHosts.add(host.id);
   }
   // Hosts that report, and whose agent is not stopping: only they are routed and placed on.
@@ -327,10 +331,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     board,
     logger,
     hostEvents: {
-      async registered(hostId, body) {
+      async registered(hostId, body, ingressSecret) {
         liveness.registered(hostId);
         hostQueues.set(hostId, (body.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
-        hostIngress.set(hostId, body.ingress_url);
+        hostIngress.set(hostId, ingressOf(body.ingress_url, ingressSecret));
         table.setHostActivation(hostId, body.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
         await configureScheduler(client, schedulerRef(hostId));
         // A host agent registers when it starts, and a starting agent runs no engine: whatever the
@@ -370,7 +374,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       if (local !== undefined) return { url: local, streamIdleMs };
       const ingress = hostId && hostIngress.get(hostId);
       if (!ingress) throw new Error(`no host is known to run instance ${deploymentId}/${instanceIndex}`);
-      return { url: `${ingress}/instances/${deploymentId}/${instanceIndex}`, streamIdleMs };
+      return { url: `${ingress.url}/instances/${deploymentId}/${instanceIndex}`, streamIdleMs, headers: ingress.headers };
     },
   });
 

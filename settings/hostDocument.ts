@@ -54,10 +54,13 @@ export const hostDocument = hostSection(REQUEST_DEADLINE_DEFAULT_MS.server).exte
       token: z.string().min(1, 'is required: the host token the server issued'),
     }),
   temporal: temporalSettings('127.0.0.1:7233').prefault({}),
-  /** Where the server's requests come in, forwarded to the local engines. */
+  /**
+   * Where the server's requests come in, forwarded to the local engines. Loopback unless set: a
+   * server on another machine needs an address it can reach (and `url`, when it reaches it by another name).
+   */
   ingress: z
     .strictObject({
-      listen: address.default('0.0.0.0:7080'),
+      listen: address.default('127.0.0.1:7080'),
       /** How the server reaches it; defaults to the listen address (with 127.0.0.1 for 0.0.0.0). */
       url: z.url().optional(),
     })

@@ -98,6 +98,22 @@ export async function revokeHostToken(db: Db, hostId: string): Promise<number> {
   return (await db.query('DELETE FROM host_tokens WHERE host_id = $1 RETURNING 1', [hostId])).length;
 }
 
+/**
+ * A new secret for the host's ingress, replacing the one before: a host agent gets one at each
+ * registration. Not part of `Host`, which workflows read (Temporal's history would keep it).
+ */
+export async function renewIngressSecret(db: Db, hostId: string): Promise<string> {
+  const secret = randomBytes(32).toString('base64url');
+  await db.query('UPDATE hosts SET ingress_secret = $2 WHERE id = $1', [hostId, secret]);
+  return secret;
+}
+
+/** Each host's ingress secret, by host ID; a host that has not registered since secrets came has none. */
+export async function ingressSecrets(db: Db): Promise<Map<string, string>> {
+  const rows = await db.query<{ id: string; ingress_secret: string }>('SELECT id, ingress_secret FROM hosts WHERE ingress_secret IS NOT NULL');
+  return new Map(rows.map((r) => [r.id, r.ingress_secret]));
+}
+
 /** The host a token is bound to; undefined for an unknown token or one no host registered with yet. */
 export async function hostForToken(db: Db, token: string): Promise<string | undefined> {
   const [row] = await db.query<{ host_id: string | null }>('SELECT host_id FROM host_tokens WHERE token_sha256 = $1', [

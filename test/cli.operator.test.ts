@@ -289,7 +289,7 @@ describe('capyctl over the management API', () => {
       body: JSON.stringify({ host_id: 'spare-box', gpus: [], host_ram_bytes: 2 ** 30, settings: {}, ingress_url: 'http://127.0.0.1:9' }),
     });
     expect(registered.statusCode).toBe(200);
-    expect(await registered.body.json()).toEqual({ host_id: 'spare-box' });
+    expect(await registered.body.json()).toEqual({ host_id: 'spare-box', ingress_secret: expect.any(String) });
   });
 
   it('explains each command with an example', async () => {

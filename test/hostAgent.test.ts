@@ -16,7 +16,8 @@ import { buildManagementApp } from '../gateway/managementApp.js';
 import type { EngineExitBody } from '../gateway/management/hosts.js';
 import { loadSettings } from '../settings/load.js';
 import { gpuUsage } from '../simulator/gpuLedger.js';
-import { findHost, issueHostToken } from '../store/hosts.js';
+import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
+import { findHost, ingressSecrets, issueHostToken } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { launchAndAwaitReady, measure, parkAndWake, stopEngine } from './fixtures/engineLifecycleWorkflow.js';
 import { CAPYCTL } from './support/capyctl.js';
@@ -53,6 +54,8 @@ describe('the host agent, a real process on the real dev server', () => {
   const received: Array<{ atMs: number; samples: InstanceSample[] }> = [];
   const exits: EngineExitBody[] = [];
   const board = new LoadBoard();
+  /** The engine of `input` as its launch answered: the test reaches it directly, as the host's activities do. */
+  let engineUrl: string;
 
   const spec = loadSettings('deployment', {
     text: [
@@ -133,7 +136,7 @@ describe('the host agent, a real process on the real dev server', () => {
   });
 
   it('launches an engine, parks it in host RAM and wakes it with the same answer', async () => {
-    await run(launchAndAwaitReady, hostId, input);
+    engineUrl = await run(launchAndAwaitReady, hostId, input);
     const gpuDir = join(dir, 'host', 'sim-gpus');
     expect((await gpuUsage(gpuDir, 0)).usedBytes).toBe(5 * GiB);
     const probe = { kind: 'prompt' as const, prompt: 'The capital of France is', maxTokens: 8 };
@@ -146,9 +149,11 @@ describe('the host agent, a real process on the real dev server', () => {
   it('reports load about once a second, counting what its ingress forwards', async () => {
     const ingressUrl = await until('the ingress URL', () => agent.output().match(/"ingressUrl":"([^"]+)"/)?.[1]);
     const from = Date.now();
+    // The server's secret for this host, as the gateway sends it.
+    const secret = (await ingressSecrets(fresh.db)).get(hostId)!;
     const reply = await request(`${ingressUrl}/instances/${input.key.deploymentId}/0/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', [INGRESS_SECRET_HEADER]: secret },
       body: JSON.stringify({ model: 'chat-a', messages: [{ role: 'user', content: 'count slowly' }], max_tokens: 400, stream: true }),
     });
     expect(reply.statusCode).toBe(200);
@@ -177,8 +182,7 @@ describe('the host agent, a real process on the real dev server', () => {
   });
 
   it('reports an engine that exits without being asked to', async () => {
-    const ingressUrl = agent.output().match(/"ingressUrl":"([^"]+)"/)![1]!;
-    const crash = await request(`${ingressUrl}/instances/${input.key.deploymentId}/0/sim/faults`, {
+    const crash = await request(`${engineUrl}/sim/faults`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ crash: true }),

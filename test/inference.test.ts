@@ -5,7 +5,7 @@
  * tiny upstream written here stands in for the engine, since no engine is asked to misbehave so.
  */
 import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
@@ -17,6 +17,7 @@ import { apiErrors } from '../domain/catalogue.js';
 import { CLIENT_READ_IDLE_MS } from '../domain/limits.js';
 import type { EngineName } from '../domain/vocabulary.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
+import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
 import { type Admission, RequestQueue } from '../gateway/requestQueue.js';
 import { RoutingTable } from '../gateway/routingTable.js';
 import { loadSettings } from '../settings/load.js';
@@ -52,7 +53,10 @@ afterEach(async () => {
 });
 afterAll(stopSimulators);
 
-async function gateway(models: Record<string, ModelAt>, options: { limits?: Partial<SharedQueueLimits>; streamIdleMs?: number; bodyLimitBytes?: number } = {}): Promise<Bench> {
+async function gateway(
+  models: Record<string, ModelAt>,
+  options: { limits?: Partial<SharedQueueLimits>; streamIdleMs?: number; bodyLimitBytes?: number; routeHeaders?: Record<string, string> } = {},
+): Promise<Bench> {
   const table = new RoutingTable();
   const ids: Record<string, string> = {};
   const baseUrls = new Map<string, string | null>();
@@ -87,7 +91,7 @@ async function gateway(models: Record<string, ModelAt>, options: { limits?: Part
     routeTo: (instance) => {
       const url = baseUrls.get(instance.deploymentId);
       if (!url) throw new Error(`no route to ${instance.deploymentId}`);
-      return { url, streamIdleMs: options.streamIdleMs ?? 120_000 };
+      return { url, streamIdleMs: options.streamIdleMs ?? 120_000, headers: options.routeHeaders };
     },
     logger: pino({ level: 'silent' }),
     bodyLimitBytes: options.bodyLimitBytes,
@@ -322,7 +326,9 @@ async function upstream(answer: (res: ServerResponse) => void) {
   let cut!: () => void;
   const closed = new Promise<number>((resolve) => (cut = () => resolve(Date.now())));
   const bodies: Buffer[] = [];
+  const heads: IncomingHttpHeaders[] = [];
   const server: Server = createServer(async (req: IncomingMessage, res) => {
+    heads.push(req.headers);
     const parts: Buffer[] = [];
     for await (const part of req) parts.push(part as Buffer);
     bodies.push(Buffer.concat(parts));
@@ -339,7 +345,7 @@ async function upstream(answer: (res: ServerResponse) => void) {
     await new Promise((r) => server.close(r));
   };
   upstreams.push(close);
-  return { baseUrl: `http://127.0.0.1:${(server.address() as { port: number }).port}`, closed, bodies };
+  return { baseUrl: `http://127.0.0.1:${(server.address() as { port: number }).port}`, closed, bodies, heads };
 }
 const upstreams: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -352,8 +358,8 @@ describe('the request as the engine gets it', () => {
   const done = (res: ServerResponse) => res.end(event({ content: 'hi' }) + 'data: [DONE]\n\n');
   // Spacing and key order a re-encoding would not keep.
   const written = '{ "max_tokens":8,  "model": "chat-a", "messages":[{"role":"user","content":"hi"}] }';
-  const send = (bench: Bench) =>
-    request(`${bench.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer client-key' }, body: written });
+  const send = (bench: Bench, headers: Record<string, string> = {}) =>
+    request(`${bench.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer client-key', ...headers }, body: written });
 
   it('is the client’s body byte for byte, without the client’s credentials', async () => {
     const engine = await upstream(done);
@@ -361,6 +367,18 @@ describe('the request as the engine gets it', () => {
     const res = await send(bench);
     expect(await res.body.text()).toBe(event({ content: 'hi' }) + 'data: [DONE]\n\n');
     expect(engine.bodies.map(String)).toEqual([written]);
+  });
+
+  it('carries the host ingress’s secret when its route asks for it, and never a client’s copy of it', async () => {
+    const clientCopy = { [INGRESS_SECRET_HEADER]: 'a-client-copy' };
+    const ingress = await upstream(done);
+    await (await send(await gateway({ 'chat-a': { engine: 'vllm', baseUrl: ingress.baseUrl } }, { routeHeaders: { [INGRESS_SECRET_HEADER]: 'the-host-secret' } }), clientCopy)).body.text();
+    // A standalone's route to its own engine asks for none.
+    const engine = await upstream(done);
+    await (await send(await gateway({ 'chat-a': { engine: 'vllm', baseUrl: engine.baseUrl } }), clientCopy)).body.text();
+    expect(ingress.heads[0]?.[INGRESS_SECRET_HEADER]).toBe('the-host-secret');
+    expect(engine.heads[0]).not.toHaveProperty(INGRESS_SECRET_HEADER);
+    expect([ingress.heads[0], engine.heads[0]]).not.toContainEqual(expect.objectContaining({ authorization: expect.anything() }));
   });
 
   it('names the request with `rid` for SGLang, so an abort can find it', async () => {

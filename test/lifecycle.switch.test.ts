@@ -92,7 +92,7 @@ async function stop(models: Model[], generation = 1): Promise<string> {
 const park = (tier: ParkTier): Release => ({ kind: 'park', tier });
 
 async function fault(m: Model, faults: Record<string, boolean | undefined>): Promise<void> {
-  const reply = await request(`${lc.host.ingressUrl}/instances/${m.id}/0/sim/faults`, {
+  const reply = await request(`${lc.host.engineUrl({ deploymentId: m.id, instanceIndex: 0 })}/sim/faults`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(faults),
@@ -250,7 +250,7 @@ describe('the drain', () => {
     await ready(a);
     // A request the gateway does not count (it reached the engine another way) that never finishes.
     await fault(a, { requests_never_finish: true });
-    const stream = await request(`${lc.host.ingressUrl}/instances/${a.id}/0/v1/chat/completions`, {
+    const stream = await request(`${lc.host.engineUrl({ deploymentId: a.id, instanceIndex: 0 })}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: a.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 50, stream: true }),

@@ -3,7 +3,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
-import { issueHostToken } from '../store/hosts.js';
+import { ingressSecrets, issueHostToken } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 
@@ -73,7 +73,7 @@ describe('the host routes of the management listener', () => {
     const headers = { authorization: `Bearer ${token}` };
     const registered = await app.inject({ method: 'POST', url: '/management/v1/hosts/register', headers, payload: registration('gpu-box') });
     expect(registered.statusCode).toBe(200);
-    expect(registered.json()).toEqual({ host_id: 'gpu-box' });
+    expect(registered.json()).toEqual({ host_id: 'gpu-box', ingress_secret: expect.any(String) });
 
     const sample = {
       sampled_at_ms: Date.now(),
@@ -100,6 +100,18 @@ describe('the host routes of the management listener', () => {
       maxRunning: { count: 8, source: 'engine' },
       fresh: true,
     });
+  });
+
+  it('gives a new ingress secret at each registration, and keeps the latest for a restarted server', async () => {
+    const headers = { authorization: `Bearer ${token}` };
+    const register = async () =>
+      (await app.inject({ method: 'POST', url: '/management/v1/hosts/register', headers, payload: registration('gpu-box') })).json().ingress_secret;
+    const first = await register();
+    const second = await register();
+    // 32 random bytes, base64url.
+    expect(second).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(second).not.toBe(first);
+    expect((await ingressSecrets(fresh.db)).get('gpu-box')).toBe(second);
   });
 
   it('answers an unknown route with a not_found body', async () => {

@@ -73,7 +73,7 @@ describe('the server with a host agent: a request starts its model, and another 
   });
 
   it('restarts a model whose engine crashed for its next request, as a new generation', async () => {
-    const crash = await request(`${bench.host.ingressUrl}/instances/${a.id}/0/sim/faults`, {
+    const crash = await request(`${bench.host.engineUrl({ deploymentId: a.id, instanceIndex: 0 })}/sim/faults`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ crash: true }),
@@ -163,7 +163,7 @@ describe('a host that registers after the server started', () => {
       const a = await bench.deploy('chat-a');
       // The model starts (its wake check answered as usual), then its engine goes silent mid-answer.
       expect((await bench.chat(a)).status).toBe(200);
-      const faulted = await request(`${bench.host.ingressUrl}/instances/${a.id}/0/sim/faults`, {
+      const faulted = await request(`${bench.host.engineUrl({ deploymentId: a.id, instanceIndex: 0 })}/sim/faults`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ streams_go_silent: true }),

@@ -53,6 +53,10 @@ describe('defaults (spec, "Settings")', () => {
     expect(server.listen.management).toBe('127.0.0.1:7443');
   });
 
+  it("listens for the server's requests to a host's engines on loopback unless told otherwise", () => {
+    expect(loadSettings('host', { text: HOST_TOKEN, env: {} }).ingress).toEqual({ listen: '127.0.0.1:7080' });
+  });
+
   it('reads a deployment with its lifecycle defaults', () => {
     const d = loadSettings('deployment', { text: 'name: my-model\nengine: vllm\nmodel: Qwen3-4B\n' });
     expect(d).toEqual({

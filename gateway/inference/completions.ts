@@ -8,6 +8,7 @@ import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { forwardableHeaders } from '../../net/forwarding.js';
+import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../../net/hostIngress.js';
 import type { InstanceRef } from '../../workflows/definitions.js';
 import { replyWith } from '../plugins/apiErrors.js';
 import { rawBodyOf } from '../plugins/rawJsonBody.js';
@@ -31,6 +32,8 @@ export interface EngineRoute {
   url: string;
   /** The longest silence in a reply after its first output: its host's stream_idle_timeout, in ms. */
   streamIdleMs: number;
+  /** Headers the way in asks for besides the client's: the host ingress's secret. */
+  headers?: Record<string, string>;
 }
 
 /**
@@ -56,7 +59,8 @@ function hangUpOf(reply: FastifyReply): AbortSignal {
 export function completionRoutes(deps: CompletionDeps) {
   return async (app: FastifyInstance) => {
     const route = app.withTypeProvider<ZodTypeProvider>();
-    for (const path of ['/v1/chat/completions', '/v1/completions']) {
+    // The routes a host's ingress forwards are these.
+    for (const path of INGRESS_PATHS) {
       route.post(path, { schema: { body: completionBody } }, async (request, reply) => {
         const deployment = deps.table.byModel(request.body.model);
         if (!deployment) throw new CapyError(apiErrors.notFound('model', request.body.model));
@@ -86,9 +90,10 @@ export function completionRoutes(deps: CompletionDeps) {
         await relay({
           ticket: admission.ticket,
           url: `${engine.url}${request.url}`,
-          // The client's credentials are for this listener, not the engine; the length is the body's own;
-          // and the answer must come uncompressed for its events to be read as they pass.
-          headers: forwardableHeaders(request.headers, ['authorization', 'content-length', 'accept-encoding']),
+          // The client's credentials are for this listener, not the engine (nor the ingress: a client
+          // cannot send its secret); the length is the body's own; and the answer must come
+          // uncompressed for its events to be read as they pass.
+          headers: { ...forwardableHeaders(request.headers, ['authorization', 'content-length', 'accept-encoding', INGRESS_SECRET_HEADER]), ...engine.headers },
           body,
           res: reply.raw,
           hangUp,

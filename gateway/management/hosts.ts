@@ -7,7 +7,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { type ApiError, apiErrors, CapyError } from '../../domain/catalogue.js';
 import { maxRunningSources, memoryKinds } from '../../domain/vocabulary.js';
-import { hostForToken, type RegistrationOutcome, registerHost } from '../../store/hosts.js';
+import { hostForToken, type RegistrationOutcome, registerHost, renewIngressSecret } from '../../store/hosts.js';
 import type { Db } from '../../store/db.js';
 import type { LoadBoard } from '../loadBoard.js';
 import { bearerToken } from '../plugins/bearerToken.js';
@@ -29,6 +29,12 @@ export const registrationBody = z.strictObject({
   ingress_url: z.url(),
 });
 export type RegistrationBody = z.infer<typeof registrationBody>;
+
+export const registrationReply = z.strictObject({
+  host_id: z.string(),
+  /** What the server sends with every request to the host's ingress; a new one at each registration. */
+  ingress_secret: z.string().min(1),
+});
 
 export const samplesBody = z.strictObject({
   sampled_at_ms: z.number().int().positive(),
@@ -58,7 +64,7 @@ export type EngineExitBody = z.infer<typeof engineExitBody>;
 
 /** What the server does when a host reports; the lifecycle hooks in here. */
 export interface HostEventSink {
-  registered(hostId: string, body: RegistrationBody): Promise<void>;
+  registered(hostId: string, body: RegistrationBody, ingressSecret: string): Promise<void>;
   engineExited(hostId: string, exit: EngineExitBody): Promise<void>;
   /**
    * Whether the catalogue places this instance on the host: a host reports only its own. Absent in
@@ -92,7 +98,7 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
-    routes.post('/management/v1/hosts/register', { schema: { body: registrationBody } }, async (request) => {
+    routes.post('/management/v1/hosts/register', { schema: { body: registrationBody, response: { 200: registrationReply } } }, async (request) => {
       const token = bearerToken(request);
       const { body } = request;
       const registration = {
@@ -106,9 +112,10 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
         request.log.warn({ hostId: body.host_id, outcome }, 'host registration refused');
         throw new CapyError(refusals[outcome](body.host_id));
       }
-      await deps.events.registered(body.host_id, body);
+      const ingressSecret = await renewIngressSecret(deps.db, body.host_id);
+      await deps.events.registered(body.host_id, body, ingressSecret);
       request.log.info({ hostId: body.host_id, gpus: body.gpus.length }, 'host registered');
-      return { host_id: body.host_id };
+      return { host_id: body.host_id, ingress_secret: ingressSecret };
     });
 
     routes.post(

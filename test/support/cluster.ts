@@ -157,6 +157,11 @@ export class Cluster {
     return host;
   }
 
+  /** Where the server reaches the host's ingress, as its agent's start line names it. */
+  ingressUrl(host: ClusterHost): Promise<string> {
+    return host.process.awaitOutput(`${host.hostId}'s ingress URL`, /"ingressUrl":"([^"]+)"/);
+  }
+
   startAgent(file: string): CapyProcess {
     return new CapyProcess(['start', 'host', '--file', file], {});
   }

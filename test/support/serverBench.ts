@@ -68,7 +68,7 @@ export interface ServerBench {
   stream(d: Deployment, more?: Record<string, unknown>): Promise<OpenStream>;
   /** `GET /management/v1/metrics/load` with the admin token. */
   load(query?: string): Promise<LoadReply>;
-  /** The simulator engine of the deployment's first instance, read through the host's ingress. */
+  /** The simulator engine of the deployment's first instance, read from the engine itself. */
   engine(d: Deployment): Promise<SimState>;
   /** Sends an operator command to the host's scheduler. */
   command(update: 'start' | 'stop' | 'park', deploymentId: string): Promise<unknown>;
@@ -156,7 +156,7 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
       return (await res.body.json()) as LoadReply;
     },
     async engine(d) {
-      const res = await request(`${host.ingressUrl}/instances/${d.id}/0/sim/state`);
+      const res = await request(`${host.engineUrl({ deploymentId: d.id, instanceIndex: 0 })}/sim/state`);
       return (await res.body.json()) as SimState;
     },
     command: (update, deploymentId) =>
