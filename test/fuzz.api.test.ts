@@ -12,7 +12,7 @@ import { errorCodes } from '../domain/catalogue.js';
 import { type DocumentKind, loadSettings, SettingsError } from '../settings/load.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 
-const RUNS = 150;
+const RUNS = 400;
 /** A request answered after this has hung, as far as a client can tell. */
 const HANG_MS = 10_000;
 const KEPT = ['kept-a', 'kept-b'];

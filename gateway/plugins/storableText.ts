@@ -11,14 +11,17 @@ import { apiErrors, CapyError } from '../../domain/catalogue.js';
 
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 
-/** The path (`body.a.0.b`) of the first string or key in `value` that holds a NUL. */
+/** The path (`body.a.0.b`) of a string or key in `value` that holds a NUL. Iterative: a body may nest deep. */
 function nulAt(value: unknown, path: string): string | undefined {
-  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
-  if (typeof value !== 'object' || value === null) return undefined;
-  for (const [key, inner] of Object.entries(value)) {
-    if (key.includes('\u0000')) return path;
-    const found = nulAt(inner, `${path}.${key}`);
-    if (found !== undefined) return found;
+  const pending: Array<[unknown, string]> = [[value, path]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [item, where] = next;
+    if (typeof item === 'string' && item.includes('\u0000')) return where;
+    if (typeof item !== 'object' || item === null) continue;
+    for (const [key, inner] of Object.entries(item)) {
+      if (key.includes('\u0000')) return where;
+      pending.push([inner, `${where}.${key}`]);
+    }
   }
   return undefined;
 }
