@@ -2,7 +2,8 @@
  * The operator's start over real processes (a server and a host agent, one card that holds one
  * model): it answers as its switch begins, naming it, so nothing it does goes unseen by a caller
  * that stops listening; `--wait` follows the switch to the end and prints the receipt as before;
- * and a start whose memory is held is refused rather than left to act later.
+ * and a start whose memory is held is refused by the API rather than left to act later, while the
+ * command waits for the memory where its operator sees it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -86,10 +87,10 @@ describe('start, with a server and a host agent as processes', () => {
     await until('the model to be ready', async () => ((await stateOf(slow.name)) === 'ready' ? true : undefined), 30_000);
   }, 60_000);
 
-  it('refuses a start whose memory another model holds, and does not start it later when the memory comes free; --wait waits for it', async () => {
-    const refused = await cluster.capyctl(['start', 'deployment', quick.name]);
+  it('refuses a start whose memory another model holds, and does not start it later when the memory comes free; the command waits for it', async () => {
+    const refused = await cluster.api('POST', `/management/v1/deployments/${quick.name}/start`, { evict: false });
     const error = apiErrors.memoryHeld(quick.deployment_id, [slow.name]);
-    expect(refused).toEqual({ code: 1, stdout: '', stderr: `capyctl: ${error.code}: ${error.message}\n` });
+    expect(refused).toMatchObject({ status: 409, body: { code: error.code, message: error.message, retryable: true } });
     expect(await stateOf(slow.name)).toBe('ready');
 
     // The memory comes free: nothing the refused start asked for acts now.
@@ -98,7 +99,21 @@ describe('start, with a server and a host agent as processes', () => {
     await sleep(3_000);
     expect([await stateOf(quick.name), await stateOf(slow.name)]).toEqual(['parked', 'parked']);
 
-    // --wait asks again until the memory is free, then follows the start to ready.
+    // The command, without --wait, waits for the memory (the spec's "it waits for memory instead"),
+    // then answers as the start begins; with --wait it then follows the start to ready.
+    expect((await cluster.capyctl(['start', 'deployment', slow.name, '--wait'])).code).toBe(0);
+    const plain = cluster.capyctl(['start', 'deployment', quick.name]);
+    await sleep(3_000);
+    expect([await stateOf(quick.name), await stateOf(slow.name)]).toEqual(['parked', 'ready']);
+    expect((await cluster.capyctl(['park', 'deployment', slow.name])).code).toBe(0);
+    const started = await plain;
+    expect(started.code, started.stderr).toBe(0);
+    expect(started.stderr).toMatch(new RegExp(`^waiting for GPU memory for quick-model \\(deployment ${quick.deployment_id} needs GPU memory held by slow-model\\)\\nwaited \\d+\\.\\ds for GPU memory`));
+    expect(started.stdout).toMatch(new RegExp(`^quick-model: waking\\nswitch_id: ${UUID} \\(.*\\)\\n`));
+    await until('quick-model to be ready', async () => ((await stateOf(quick.name)) === 'ready' ? true : undefined), 30_000);
+
+    expect((await cluster.capyctl(['park', 'deployment', quick.name])).code).toBe(0);
+    await until('quick-model to park', async () => ((await stateOf(quick.name)) === 'parked' ? true : undefined), 30_000);
     expect((await cluster.capyctl(['start', 'deployment', slow.name, '--wait'])).code).toBe(0);
     const waiting = cluster.capyctl(['start', 'deployment', quick.name, '--wait']);
     await sleep(3_000);
@@ -108,5 +123,5 @@ describe('start, with a server and a host agent as processes', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(new RegExp(`^quick-model: ready\\nswitch_id: ${UUID} \\(.*\\)\\n$`));
     expect([await stateOf(quick.name), await stateOf(slow.name)]).toEqual(['ready', 'parked']);
-  }, 120_000);
+  }, 180_000);
 });

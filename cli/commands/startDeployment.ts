@@ -1,8 +1,8 @@
 /**
  * `capyctl start deployment NAME [--evict] [--wait]`. The API answers as the start's switch begins,
  * with the switch and its victims; the start runs in the background. Without `--evict` a start never
- * parks anything: while other models hold its memory it is refused, and `--wait` asks again until
- * the memory is free. `--wait` first waits for the checkpoint measurement (without it, an unmeasured
+ * parks anything: while other models hold its memory the API refuses it, and the command asks again
+ * until the memory is free (it waits for memory, and nothing acts once it is ended). `--wait` first waits for the checkpoint measurement (without it, an unmeasured
  * checkpoint is refused), then follows the switch until the model is ready, saying what it waits for
  * and for how long, and prints the receipt as the switch ended.
  */
@@ -91,7 +91,14 @@ export const startDeployment = operatorCommand({
       const d = await api.call<DeploymentBody>('GET', `/deployments/${ref}`);
       if (d.checkpoint === 'measuring') await waitingFor(`the checkpoint measurement of ${name}`, () => untilMeasured(api, ref));
       receipt = await waitingFor(`${name} to be ready`, async () => untilSwitched(api, await startTaken(start)));
-    } else receipt = await start();
+    } else {
+      // Without --evict a start waits for memory (spec): here, where the operator sees it and can
+      // end it, not queued in the server to act after its caller is gone.
+      receipt = await start().catch((e: unknown) => {
+        if (!memoryHeld(e)) throw e;
+        return waitingFor(`GPU memory for ${name} (${(e as ApiRefusal).apiMessage.split(';')[0]})`, () => startTaken(start));
+      });
+    }
     if (json) printJson(receipt);
     else {
       process.stdout.write(receiptText(receipt));
