@@ -6,10 +6,12 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { Agent } from 'undici';
+import { apiErrors } from '../domain/catalogue.js';
 import type { InstanceRef } from '../workflows/definitions.js';
 import { completionRoutes, type EngineRoute } from './inference/completions.js';
 import { modelRoutes } from './inference/models.js';
 import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
+import { bearerAuth } from './plugins/bearerAuth.js';
 import { rawJsonBody } from './plugins/rawJsonBody.js';
 import type { RequestQueue } from './requestQueue.js';
 import type { RoutingTable } from './routingTable.js';
@@ -30,6 +32,8 @@ export interface InferenceDeps {
   routeTo: (instance: InstanceRef) => EngineRoute;
   logger: FastifyBaseLogger;
   bodyLimitBytes?: number;
+  /** When set, every request sends `Authorization: Bearer <token>` (for a listener beyond loopback). */
+  token?: string;
 }
 
 export async function buildInferenceApp(deps: InferenceDeps) {
@@ -50,6 +54,7 @@ export async function buildInferenceApp(deps: InferenceDeps) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
+  if (deps.token !== undefined) await app.register(bearerAuth, { token: deps.token, refusal: apiErrors.unauthorized('inference token') });
   await app.register(rawJsonBody);
   await app.register(completionRoutes({ table: deps.table, queue: deps.queue, routeTo: deps.routeTo, dispatcher }));
   await app.register(modelRoutes({ table: deps.table }));

@@ -1,5 +1,6 @@
 /** The management listener (default 127.0.0.1:7443): host agents and, with the admin token, operators. */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { apiErrors } from '../domain/catalogue.js';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Db } from '../store/db.js';
 import type { LoadBoard } from './loadBoard.js';
@@ -9,7 +10,7 @@ import { hostAdminRoutes } from './management/hostAdmin.js';
 import { type HostEventSink, hostRoutes } from './management/hosts.js';
 import { loadRoutes } from './management/load.js';
 import { switchRoutes } from './management/switches.js';
-import { adminAuth } from './plugins/adminAuth.js';
+import { bearerAuth } from './plugins/bearerAuth.js';
 import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
 import { storableTextPlugin } from './plugins/storableText.js';
 import type { RouterFigures } from './routerFigures.js';
@@ -35,7 +36,7 @@ export interface ManagementDeps {
 /** Every operator route sits in this one scope, behind the admin token. */
 function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
   return async (app: FastifyInstance) => {
-    await app.register(adminAuth, { adminToken: deps.adminToken });
+    await app.register(bearerAuth, { token: deps.adminToken, refusal: apiErrors.unauthorized('admin token') });
     await app.register(loadRoutes({ table: deps.table, board: deps.board, figures: deps.figures }));
     await app.register(deploymentRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
     await app.register(hostAdminRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));

@@ -42,6 +42,8 @@ import { HostLiveness } from './hostLiveness.js';
 import { heldOn, mayRunOn, placeByLoad } from './placement.js';
 import { workflowBundle } from './workflowBundle.js';
 
+const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host === '[::1]' || host.startsWith('127.');
+
 const listenOn = (address: string) => ({ host: address.replace(/:\d+$/, ''), port: Number(address.split(':').pop()) });
 
 /** A listener's address is taken (another server runs there) or not this machine's: the server does not start. */
@@ -86,6 +88,8 @@ export interface ServerDeps {
    * ingress. An instance it does not know goes through the ingress as on any host.
    */
   localEngines?: { urlOf(instance: InstanceRef): string | undefined };
+  /** The inference listener's own bearer token (CAPYCTL_INFERENCE_TOKEN); none by default. */
+  inferenceToken?: string;
 }
 
 export interface RunningServer {
@@ -113,7 +117,7 @@ async function closeWithin(app: FastifyInstance, ms: number): Promise<void> {
   }
 }
 
-export async function startServer({ settings, serverId, adminToken, db, logger, localEngines }: ServerDeps): Promise<RunningServer> {
+export async function startServer({ settings, serverId, adminToken, db, logger, localEngines, inferenceToken }: ServerDeps): Promise<RunningServer> {
   await migrate(db);
   const table = new RoutingTable();
   await table.loadFrom(db);
@@ -364,6 +368,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     table,
     queue,
     logger,
+    token: inferenceToken,
     routeTo: (instance) => {
       const { deploymentId, instanceIndex } = instance;
       // The release told the table which host the instance runs on before any request was let through.
@@ -385,6 +390,9 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   try {
     managementUrl = await listen(management, settings.listen.management);
     inferenceUrl = await listen(inference, settings.listen.inference);
+    if (inferenceToken === undefined && !isLoopback(listenOn(settings.listen.inference).host)) {
+      logger.warn({ inferenceUrl }, 'the inference listener is reachable beyond this machine and asks for no token: set CAPYCTL_INFERENCE_TOKEN');
+    }
   } catch (e) {
     await Promise.all([management.close(), inference.close()]);
     await client.connection.close();

@@ -82,6 +82,7 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
       db,
       logger,
       localEngines: { urlOf: (instance) => local?.engineUrl(instance) },
+      inferenceToken: process.env.CAPYCTL_INFERENCE_TOKEN || undefined,
     });
     started.push(() => server.stop());
 

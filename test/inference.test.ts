@@ -55,7 +55,7 @@ afterAll(stopSimulators);
 
 async function gateway(
   models: Record<string, ModelAt>,
-  options: { limits?: Partial<SharedQueueLimits>; streamIdleMs?: number; bodyLimitBytes?: number; routeHeaders?: Record<string, string> } = {},
+  options: { limits?: Partial<SharedQueueLimits>; streamIdleMs?: number; bodyLimitBytes?: number; routeHeaders?: Record<string, string>; token?: string } = {},
 ): Promise<Bench> {
   const table = new RoutingTable();
   const ids: Record<string, string> = {};
@@ -95,6 +95,7 @@ async function gateway(
     },
     logger: pino({ level: 'silent' }),
     bodyLimitBytes: options.bodyLimitBytes,
+    token: options.token,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const port = (app.server.address() as { port: number }).port;
@@ -379,6 +380,24 @@ describe('the request as the engine gets it', () => {
     expect(ingress.heads[0]?.[INGRESS_SECRET_HEADER]).toBe('the-host-secret');
     expect(engine.heads[0]).not.toHaveProperty(INGRESS_SECRET_HEADER);
     expect([ingress.heads[0], engine.heads[0]]).not.toContainEqual(expect.objectContaining({ authorization: expect.anything() }));
+  });
+
+  it('asks for the listener’s own token when it has one, and passes it on to no engine', async () => {
+    const engine = await upstream(done);
+    const bench = await gateway({ 'chat-a': { engine: 'vllm', baseUrl: engine.baseUrl } }, { token: 'inference-key' });
+    const refused = apiErrors.unauthorized('inference token');
+    for (const headers of [{}, { authorization: 'Bearer wrong-key' }, { authorization: 'Basic inference-key' }]) {
+      const res = await request(`${bench.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: written });
+      expect(res.statusCode).toBe(401);
+      expect(await res.body.json()).toEqual({ code: 'unauthorized', message: refused.message, retryable: false });
+    }
+    expect((await request(`${bench.url}/v1/models`)).statusCode).toBe(401);
+    expect(engine.bodies).toEqual([]);
+
+    const res = await send(bench, { authorization: 'Bearer inference-key' });
+    expect(res.statusCode).toBe(200);
+    expect(await res.body.text()).toBe(event({ content: 'hi' }) + 'data: [DONE]\n\n');
+    expect(engine.heads[0]).not.toHaveProperty('authorization');
   });
 
   it('names the request with `rid` for SGLang, so an abort can find it', async () => {

@@ -1,6 +1,7 @@
 /**
  * `capyctl start server --file server.yaml [--set k=v …]`: runs the server until SIGTERM or SIGINT.
- * The database comes from `database_url` or DATABASE_URL; the admin token from CAPYCTL_ADMIN_TOKEN.
+ * The database comes from `database_url` or DATABASE_URL; the admin token from CAPYCTL_ADMIN_TOKEN;
+ * the inference listener's own token, if it is to ask for one, from CAPYCTL_INFERENCE_TOKEN.
  */
 import { createLogger } from '../../logging/logger.js';
 import { type Command, exitCodes } from '../command.js';
@@ -27,7 +28,7 @@ export const startServer: Command = {
     const db = postgresDb(databaseUrl!);
     let server;
     try {
-      server = await start({ settings, serverId: process.env.CAPYCTL_SERVER_ID ?? 'main', adminToken: adminToken!, db, logger });
+      server = await start({ settings, serverId: process.env.CAPYCTL_SERVER_ID ?? 'main', adminToken: adminToken!, db, logger, inferenceToken: process.env.CAPYCTL_INFERENCE_TOKEN || undefined });
     } catch (e) {
       await db.close();
       if (!(e instanceof ListenRefused)) throw e;
