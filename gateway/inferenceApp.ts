@@ -42,7 +42,7 @@ export async function buildInferenceApp(deps: InferenceDeps) {
     bodyLimit: deps.bodyLimitBytes ?? INFERENCE_BODY_LIMIT_BYTES,
     // Unique beyond this process: SGLang's abort names a request by it.
     genReqId: () => randomUUID(),
-    maxParamLength: MAX_PARAM_LENGTH,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors,
     // Fastify's two lines a request (incoming, completed) cost two synchronous log writes on the
     // answer's path; they show only at debug. apiErrorsPlugin logs errors regardless.

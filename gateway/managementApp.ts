@@ -45,7 +45,7 @@ function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
 }
 
 export async function buildManagementApp(deps: ManagementDeps) {
-  const app = Fastify({ loggerInstance: deps.logger, bodyLimit: 1024 * 1024, maxParamLength: MAX_PARAM_LENGTH, frameworkErrors });
+  const app = Fastify({ loggerInstance: deps.logger, bodyLimit: 1024 * 1024, routerOptions: { maxParamLength: MAX_PARAM_LENGTH }, frameworkErrors });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
