@@ -3,7 +3,7 @@
  * the request waiting for the switch is answered, the process exits within the drain bound; a new
  * start settles that switch and has lost no deployment.
  */
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -149,9 +149,14 @@ describe('a standalone killed outright (SIGKILL)', () => {
     await first.exited;
     await until('the killed standalone’s engine to end', () => (engines.some(isRunning) ? undefined : true), 10_000);
 
+    // Left readable by others meanwhile: the next start makes the admin token its owner's again, and says so.
+    chmodSync(first.adminTokenFile, 0o644);
     // chat-a's 5 GiB no longer held by a stray engine, the 8 GiB card takes chat-b's 5 GiB.
     const second = await startStandaloneProcess({ temporalAddress, dir, hostId: first.hostId });
     standalone = second;
+    expect(statSync(second.adminTokenFile).mode & 0o777).toBe(0o600);
+    expect(second.adminToken).toBe(first.adminToken);
+    expect(second.output()).toContain('"msg":"the admin token file could be read by other users; it is now its owner’s only (0600)');
     const reply = await chat(second.inferenceUrl, 'chat-b', 4);
     expect(reply.status, reply.body).toBe(200);
     expect(await second.stop()).toBe(0);

@@ -9,10 +9,10 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  executeChild,
   log,
   proxyActivities,
   setHandler,
+  startChild,
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -235,14 +235,16 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       timeouts: { drainMs: settings.drainMs, wakeWindowMs: settings.wakeWindowMs, startMs: settings.startMs },
     };
     runningSwitchId = switchInput.switchId;
-    begun?.(switchInput.switchId);
     try {
-      const result = await executeChild(switchWorkflow, {
+      const child = await startChild(switchWorkflow, {
         workflowId: workflowIds.switch(switchInput.switchId),
         taskQueue: serverTaskQueue,
         args: [switchInput],
         staticSummary: switchSummary(switchInput),
       });
+      // Told once the switch exists: a caller that follows it at once finds it.
+      begun?.(switchInput.switchId);
+      const result = await child.result();
       applyResult(result, target, checkpoints);
       return result;
     } finally {

@@ -19,6 +19,7 @@ export interface StandaloneProcess {
   inferenceUrl: string;
   managementUrl: string;
   adminToken: string;
+  adminTokenFile: string;
   /** Everything it printed so far. */
   output(): string;
   /** Resolves with the exit code once it exited. */
@@ -103,6 +104,7 @@ export async function startStandaloneProcess(options: StandaloneOptions): Promis
     inferenceUrl: ready.inferenceUrl,
     managementUrl: ready.managementUrl,
     adminToken: readFileSync(ready.adminTokenFile, 'utf8').trim(),
+    adminTokenFile: ready.adminTokenFile,
     output,
     exited,
     async stop() {
