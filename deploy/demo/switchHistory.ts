@@ -55,7 +55,9 @@ export async function switchesSince(client: Client, hostId: string, sinceMs: num
       switchId: w.workflowId,
       target: input?.target?.name ?? null,
       victims: input?.victims.map((v) => v.name) ?? [],
-      startedAtMs: w.startTime.getTime(),
+      // When the scheduler decided it: the admission window counts from then, a little before the
+      // workflow itself starts (more so on a busy machine).
+      startedAtMs: input?.startedAtMs ?? w.startTime.getTime(),
       steps,
     });
   }
