@@ -60,8 +60,15 @@ export type RegistrationOutcome = 'registered' | 'unknown_token' | 'token_bound_
 
 const UNIQUE_VIOLATION = '23505';
 
-/** Registers (or re-registers) a host with a token the server issued. */
-export async function registerHost(db: Db, token: string, host: Registration): Promise<RegistrationOutcome> {
+/** A new secret for a host's ingress: the server sends it with every request it forwards there. */
+export const newIngressSecret = () => randomBytes(32).toString('base64url');
+
+/**
+ * Registers (or re-registers) a host with a token the server issued. `ingressSecret` replaces the
+ * host's in the same write: a host agent gets a new one at each registration (kept apart from
+ * `Host`, which workflows read, so that no Temporal history holds it).
+ */
+export async function registerHost(db: Db, token: string, host: Registration, ingressSecret?: string): Promise<RegistrationOutcome> {
   try {
     return await db.transaction(async (tx) => {
       const [bound] = await tx.query<{ host_id: string | null }>(
@@ -76,10 +83,10 @@ export async function registerHost(db: Db, token: string, host: Registration): P
         await tx.query('UPDATE host_tokens SET host_id = $2 WHERE token_sha256 = $1', [sha256(token), host.id]);
       }
       await tx.query(
-        `INSERT INTO hosts (id, gpus, host_ram_bytes, settings) VALUES ($1, $2::jsonb, $3, $4::jsonb)
+        `INSERT INTO hosts (id, gpus, host_ram_bytes, settings, ingress_secret) VALUES ($1, $2::jsonb, $3, $4::jsonb, $5)
          ON CONFLICT (id) DO UPDATE SET gpus = EXCLUDED.gpus, host_ram_bytes = EXCLUDED.host_ram_bytes,
-           settings = EXCLUDED.settings, last_seen_at = now()`,
-        [host.id, JSON.stringify(host.gpus), host.hostRamBytes, JSON.stringify(host.settings)],
+           settings = EXCLUDED.settings, last_seen_at = now(), ingress_secret = COALESCE(EXCLUDED.ingress_secret, hosts.ingress_secret)`,
+        [host.id, JSON.stringify(host.gpus), host.hostRamBytes, JSON.stringify(host.settings), ingressSecret ?? null],
       );
       return 'registered';
     });
@@ -96,16 +103,6 @@ export async function registerHost(db: Db, token: string, host: Registration): P
  */
 export async function revokeHostToken(db: Db, hostId: string): Promise<number> {
   return (await db.query('DELETE FROM host_tokens WHERE host_id = $1 RETURNING 1', [hostId])).length;
-}
-
-/**
- * A new secret for the host's ingress, replacing the one before: a host agent gets one at each
- * registration. Not part of `Host`, which workflows read (Temporal's history would keep it).
- */
-export async function renewIngressSecret(db: Db, hostId: string): Promise<string> {
-  const secret = randomBytes(32).toString('base64url');
-  await db.query('UPDATE hosts SET ingress_secret = $2 WHERE id = $1', [hostId, secret]);
-  return secret;
 }
 
 /** Each host's ingress secret, by host ID; a host that has not registered since secrets came has none. */

@@ -7,7 +7,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { type ApiError, apiErrors, CapyError } from '../../domain/catalogue.js';
 import { maxRunningSources, memoryKinds } from '../../domain/vocabulary.js';
-import { hostForToken, type RegistrationOutcome, registerHost, renewIngressSecret } from '../../store/hosts.js';
+import { hostForToken, newIngressSecret, type RegistrationOutcome, registerHost } from '../../store/hosts.js';
 import type { Db } from '../../store/db.js';
 import type { LoadBoard } from '../loadBoard.js';
 import { bearerToken } from '../plugins/bearerToken.js';
@@ -107,12 +107,12 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
         hostRamBytes: body.host_ram_bytes,
         settings: { ...body.settings, ingress_url: body.ingress_url },
       };
-      const outcome = token ? await registerHost(deps.db, token, registration) : 'unknown_token';
+      const ingressSecret = newIngressSecret();
+      const outcome = token ? await registerHost(deps.db, token, registration, ingressSecret) : 'unknown_token';
       if (outcome !== 'registered') {
         request.log.warn({ hostId: body.host_id, outcome }, 'host registration refused');
         throw new CapyError(refusals[outcome](body.host_id));
       }
-      const ingressSecret = await renewIngressSecret(deps.db, body.host_id);
       await deps.events.registered(body.host_id, body, ingressSecret);
       request.log.info({ hostId: body.host_id, gpus: body.gpus.length }, 'host registered');
       return { host_id: body.host_id, ingress_secret: ingressSecret };
