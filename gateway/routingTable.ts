@@ -106,6 +106,11 @@ export class RoutingTable {
     return entry && this.view(entry);
   }
 
+  /** The host an instance runs on, as the last release or record said; undefined when none is known. */
+  hostOf(deploymentId: string, index: number): string | undefined {
+    return this.get(deploymentId)?.instances.find((i) => i.index === index)?.hostId;
+  }
+
   /** Every deployment, by name. */
   list(): RoutedDeployment[] {
     return [...this.byId.values()].map((e) => this.view(e)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

@@ -350,8 +350,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
         // Requests that waited while no host could take them are asked for again.
         if (demandsOpen) redeliverDemands();
       },
-      runsOn: (hostId, deploymentId, instanceIndex) =>
-        table.get(deploymentId)?.instances.some((i) => i.index === instanceIndex && i.hostId === hostId) ?? false,
+      runsOn: (hostId, deploymentId, instanceIndex) => table.hostOf(deploymentId, instanceIndex) === hostId,
       async engineExited(hostId, exit) {
         await engineGone(hostId, { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation });
       },
@@ -372,7 +371,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     routeTo: (instance) => {
       const { deploymentId, instanceIndex } = instance;
       // The release told the table which host the instance runs on before any request was let through.
-      const hostId = table.get(deploymentId)?.instances.find((i) => i.index === instanceIndex)?.hostId;
+      const hostId = table.hostOf(deploymentId, instanceIndex);
       // The host's own bound, as it last registered.
       const streamIdleMs = ((hostId && hostQueues.get(hostId)) || HOST_QUEUE_DEFAULTS).stream_idle_timeout;
       const local = localEngines?.urlOf(instance);
