@@ -1,4 +1,4 @@
-/** The settings of a process a command starts: `--file F` and `--set path=value …`. */
+/** What a command that starts a process shares: its settings (`--file F`, `--set path=value …`), its start and its stop. */
 import { parseArgs } from 'node:util';
 import { type DocumentKind, loadSettings, loadSettingsFile, SettingsError, type SettingsOf } from '../settings/load.js';
 
@@ -25,3 +25,17 @@ export const untilStopSignal = () =>
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
   });
+
+/**
+ * Starts the process; a start refused for a reason its operator fixes (an error of one of `refusals`:
+ * a port taken, a token refused) is one line on stderr and undefined, not a stack.
+ */
+export async function startedOrRefused<T>(start: () => Promise<T>, refusals: ReadonlyArray<abstract new (...args: never[]) => Error>): Promise<T | undefined> {
+  try {
+    return await start();
+  } catch (e) {
+    if (!refusals.some((refusal) => e instanceof refusal)) throw e;
+    process.stderr.write(`capyctl: ${(e as Error).message}\n`);
+    return undefined;
+  }
+}

@@ -1,7 +1,7 @@
 /** `capyctl start host --file host.yaml [--set k=v …]`: runs the host agent until SIGTERM or SIGINT. */
 import { createLogger } from '../../logging/logger.js';
 import { type Command, exitCodes } from '../command.js';
-import { processSettings, untilStopSignal } from '../processSettings.js';
+import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
 
 export const startHost: Command = {
   words: ['start', 'host'],
@@ -15,14 +15,8 @@ export const startHost: Command = {
     const { startHostAgent } = await import('../../hostAgent/agent.js');
     const { RegistrationRefused } = await import('../../hostAgent/serverClient.js');
     const logger = createLogger('capyctl-host');
-    let agent;
-    try {
-      agent = await startHostAgent(settings, logger);
-    } catch (e) {
-      if (!(e instanceof RegistrationRefused)) throw e;
-      process.stderr.write(`capyctl: ${e.message}\n`);
-      return exitCodes.refused;
-    }
+    const agent = await startedOrRefused(() => startHostAgent(settings, logger), [RegistrationRefused]);
+    if (!agent) return exitCodes.refused;
     const signal = await untilStopSignal();
     logger.info({ signal }, 'stopping the host agent');
     await agent.stop();

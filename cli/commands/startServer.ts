@@ -5,7 +5,7 @@
  */
 import { createLogger } from '../../logging/logger.js';
 import { type Command, exitCodes } from '../command.js';
-import { processSettings, untilStopSignal } from '../processSettings.js';
+import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
 
 export const startServer: Command = {
   words: ['start', 'server'],
@@ -26,15 +26,17 @@ export const startServer: Command = {
     const [{ startServer: start, ListenRefused }, { postgresDb }] = await Promise.all([import('../../server/server.js'), import('../../store/db.js')]);
     const logger = createLogger('capyctl-server');
     const db = postgresDb(databaseUrl!);
-    let server;
-    try {
-      server = await start({ settings, serverId: process.env.CAPYCTL_SERVER_ID ?? 'main', adminToken: adminToken!, db, logger, inferenceToken: process.env.CAPYCTL_INFERENCE_TOKEN || undefined });
-    } catch (e) {
-      await db.close();
-      if (!(e instanceof ListenRefused)) throw e;
-      process.stderr.write(`capyctl: ${e.message}\n`);
-      return exitCodes.refused;
-    }
+    const server = await startedOrRefused(
+      () =>
+        start({ settings, serverId: process.env.CAPYCTL_SERVER_ID ?? 'main', adminToken: adminToken!, db, logger, inferenceToken: process.env.CAPYCTL_INFERENCE_TOKEN || undefined }).catch(
+          async (e: unknown) => {
+            await db.close();
+            throw e;
+          },
+        ),
+      [ListenRefused],
+    );
+    if (!server) return exitCodes.refused;
     logger.info({ managementUrl: server.managementUrl, inferenceUrl: server.inferenceUrl, taskQueue: server.serverTaskQueue }, 'server started');
     await untilStopSignal();
     await server.stop();

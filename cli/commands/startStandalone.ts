@@ -6,7 +6,7 @@
 import { createLogger } from '../../logging/logger.js';
 import { embeddedStandaloneDocument } from '../../standalone/embeddedDocument.js';
 import { type Command, exitCodes } from '../command.js';
-import { processSettings, untilStopSignal } from '../processSettings.js';
+import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
 
 export const startStandalone: Command = {
   words: ['start', 'standalone'],
@@ -19,15 +19,9 @@ export const startStandalone: Command = {
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const [{ startStandalone: start }, { ListenRefused }] = await Promise.all([import('../../standalone/standalone.js'), import('../../server/server.js')]);
     const logger = createLogger('capyctl-standalone');
-    let standalone;
-    try {
-      standalone = await start(settings, logger);
-    } catch (e) {
-      // Another standalone (or anything else) has its ports: one line, not a stack.
-      if (!(e instanceof ListenRefused)) throw e;
-      process.stderr.write(`capyctl: ${e.message}\n`);
-      return exitCodes.refused;
-    }
+    // Another standalone (or anything else) may have its ports.
+    const standalone = await startedOrRefused(() => start(settings, logger), [ListenRefused]);
+    if (!standalone) return exitCodes.refused;
     const signal = await untilStopSignal();
     logger.info({ signal }, 'stopping: running answers finish first, up to the drain bound');
     await standalone.stop();
