@@ -88,16 +88,18 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
   const fresh = await freshDatabase(services.postgresAdminUrl);
   const serverId = randomUUID().slice(0, 8);
   const hostId = `gpu-box-${randomUUID().slice(0, 8)}`;
-  const settingsOf = (serverYaml: string) =>
+  // Fresh ports at first; a restart takes the same ones, as an operator's server does, so the host
+  // agent's reports (its heartbeat) reach the new server without the agent starting again.
+  const settingsOf = (serverYaml: string, listen = { management: '127.0.0.1:0', inference: '127.0.0.1:0' }) =>
     loadSettings('server', {
       env: {},
-      text: ['listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }', `temporal: { address: "${services.temporalAddress}" }`, serverYaml].join('\n'),
+      text: [`listen: { management: "${listen.management}", inference: "${listen.inference}" }`, `temporal: { address: "${services.temporalAddress}" }`, serverYaml].join('\n'),
     });
   let serverYaml = options.serverYaml ?? 'switching: { drain_timeout: 5s, start_timeout: 60s }';
-  const boot = () => startServer({ settings: settingsOf(serverYaml), serverId, adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
+  const boot = (listen?: { management: string; inference: string }) =>
+    startServer({ settings: settingsOf(serverYaml, listen), serverId, adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
   let server = await boot();
   const [token, dataDir] = [await issueHostToken(fresh.db), join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host')];
-  // The server's management address as it is now: a restarted server listens on another port.
   const startHost = () =>
     startHostAgent(
       loadSettings('host', {
@@ -165,9 +167,10 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
         : sendCommand(server.client, server.schedulerRef(hostId), update, { deploymentId }),
     stateOf: (d) => server.table.get(d.id)?.instances[0]?.observedState,
     async restartServer(yaml = serverYaml) {
+      const listen = { management: new URL(server.managementUrl).host, inference: new URL(server.inferenceUrl).host };
       await server.stop();
       serverYaml = yaml;
-      server = await boot();
+      server = await boot(listen);
     },
     async restartHost() {
       await host.stop();
