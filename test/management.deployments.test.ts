@@ -6,7 +6,7 @@ import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
 import { RoutingTable } from '../gateway/routingTable.js';
 import { findHost, issueHostToken, registerHost } from '../store/hosts.js';
-import { recordCheckpoint } from '../store/deployments.js';
+import { deleteDeployment, recordCheckpoint } from '../store/deployments.js';
 import { migrate } from '../store/migrate.js';
 import { type RecordingLifecycle, recordingLifecycle } from './support/operatorLifecycle.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
@@ -80,6 +80,20 @@ describe('the operator routes for deployments and hosts', () => {
     const revised = await call('POST', '/deployments', doc('chat-a', { lifecycle: { activation: 'explicit' } }));
     expect(revised.json()).toMatchObject({ outcome: 'revised', deployment: { revision: 2, activation: 'explicit' } });
     expect(lifecycle.calls).toEqual(['deploy chat-a created 1', 'deploy chat-a unchanged 1', 'deploy chat-a revised 2']);
+  });
+
+  it('answers, lists and shows a document with a ranged field as it was read', async () => {
+    const created = await call('POST', '/deployments', doc('bounded', { max_concurrent_requests: 8 }));
+    expect(created.statusCode).toBe(201);
+    expect(created.json().deployment.spec).toMatchObject({ name: 'bounded', max_concurrent_requests: 8 });
+    expect((await call('GET', '/deployments/bounded')).json().spec.max_concurrent_requests).toBe(8);
+    const listed = await call('GET', '/deployments');
+    expect(listed.statusCode).toBe(200);
+    expect(listed.json().deployments.map((d: { name: string }) => d.name)).toContain('bounded');
+    // Gone again, for the tests that count the deployments (the route's delete goes to a scheduler).
+    const { deployment_id: id } = created.json().deployment;
+    await deleteDeployment(fresh.db, id);
+    table.removeDeployment(id);
   });
 
   it('lists deployments with their state, ready count and hosts, read by name or ID', async () => {

@@ -8,7 +8,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { activations, instanceStates, type InstanceState } from '../../domain/vocabulary.js';
-import { deploymentDocument } from '../../settings/deploymentDocument.js';
+import { deploymentDocument, type DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
 import type { CommandReceipt } from '../../workflows/definitions.js';
@@ -33,7 +33,11 @@ export const deploymentBody = z.object({
   /** Why its measurement failed: the host could not read the checkpoint. Only when `failed`. */
   checkpoint_failure: z.string().optional(),
   instances: z.array(z.object({ index: z.number().int(), host_id: z.string(), generation: z.number().int(), state: instanceStates })),
-  spec: deploymentDocument,
+  /**
+   * The document as it was read (its output): the document's schema cannot write it back, since its
+   * fields with units and ranges are one-way transforms (`max_concurrent_requests: 8` answered 500).
+   */
+  spec: z.custom<DeploymentSpec>(),
 });
 export type DeploymentBody = z.infer<typeof deploymentBody>;
 
