@@ -193,6 +193,9 @@ export const apiErrors = {
   controlCharacter: (where: string) => error(400, 'invalid_request', false, `${where}: must not contain control characters`),
   /** Postgres keeps no NUL in text: a document that holds one could not be stored as sent. */
   nulInBody: (where: string) => error(400, 'invalid_request', false, `${where}: must not contain NUL (\\u0000) characters`),
+  /** A lone UTF-16 surrogate has no UTF-8 form: Postgres refuses the document that holds one. */
+  loneSurrogateInBody: (where: string) =>
+    error(400, 'invalid_request', false, `${where}: must not contain a lone surrogate (\\ud800-\\udfff) character`),
   paramTooLong: (maxLength: number) => error(414, 'invalid_request', false, `a name or ID in the path is longer than ${maxLength} characters`),
   badUrl: (path: string) => error(400, 'invalid_request', false, `${path} is not a valid URL path`),
   repeatedHeader: (header: string) => error(400, 'invalid_request', false, `the ${header} header must be sent once`),

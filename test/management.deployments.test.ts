@@ -65,6 +65,25 @@ describe('the operator routes for deployments and hosts', () => {
     expect(body.message).toMatch(/body: .*colour/);
   });
 
+  it('refuses text Postgres cannot keep, naming where it is, and stores nothing', async () => {
+    for (const [model, message] of [
+      ['a\u0000b', apiErrors.nulInBody('body.model').message],
+      ['\ud800', apiErrors.loneSurrogateInBody('body.model').message],
+    ] as const) {
+      const reply = await app.inject({ method: 'POST', url: '/management/v1/deployments', headers: { ...admin, 'content-type': 'application/json' }, payload: JSON.stringify(doc('unstorable', { model })) });
+      expect(reply.statusCode).toBe(400);
+      expect(reply.json()).toEqual({ code: 'invalid_request', message, retryable: false });
+    }
+    expect((await call('GET', '/deployments/unstorable')).statusCode).toBe(404);
+    // A surrogate pair is one character, kept as sent.
+    const paired = await call('POST', '/deployments', doc('emoji-model', { model: 'sim/😀' }));
+    expect(paired.statusCode).toBe(201);
+    expect((await call('GET', '/deployments/emoji-model')).json().spec.model).toBe('sim/😀');
+    const { deployment_id: id } = paired.json().deployment;
+    await deleteDeployment(fresh.db, id);
+    table.removeDeployment(id);
+  });
+
   it('deploys a document: a new deployment, the same spec unchanged, a changed one a new revision', async () => {
     const created = await call('POST', '/deployments', doc('chat-a'));
     expect(created.statusCode).toBe(201);
