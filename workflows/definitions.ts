@@ -25,6 +25,14 @@ export const workflowIds = {
   measure: (deploymentId: string, revision: number) => `measure/${deploymentId}/${revision}`,
 } as const;
 
+/**
+ * The start-to-close bound of a step on the server's task queue (a store row, a look at the
+ * gateway). Not only a guard against slow steps: a task handed to a server that was stopping as it
+ * came is lost, and comes back only when this runs out, so it bounds how long a restart can hold a
+ * switch or a scheduler up. The steps are single rows; a retry is harmless (they are idempotent).
+ */
+export const SERVER_STEP_TIMEOUT_MS = 5_000;
+
 /** On every switch, so a person can list "every switch that parked chat-a" in the Web UI. */
 export const searchAttributes = {
   target: defineSearchAttributeKey('CapyTarget', SearchAttributeType.KEYWORD),

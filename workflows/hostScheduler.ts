@@ -28,6 +28,7 @@ import {
   type LedgerEntry,
   queries,
   type Release,
+  SERVER_STEP_TIMEOUT_MS,
   signals,
   type SwitchInput,
   type SwitchResult,
@@ -117,8 +118,8 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   let dirty = true;
   let runningSwitchId: string | null = null;
 
-  const store = proxyActivities<StoreActivities>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
-  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
+  const store = proxyActivities<StoreActivities>({ taskQueue: serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS });
+  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS });
 
   // ─── Handlers: all set before the first await, so no signal or update is dropped ──────────────
 

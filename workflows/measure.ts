@@ -8,7 +8,7 @@ import { ActivityFailure, getExternalWorkflowHandle, proxyActivities, TimeoutFai
 import type { Checkpoint } from '../activities/checkpoint.js';
 import type { HostActivities } from '../activities/hostActivities.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
-import { signals, taskQueues, workflowIds } from './definitions.js';
+import { SERVER_STEP_TIMEOUT_MS, signals, taskQueues, workflowIds } from './definitions.js';
 
 /** How long a host has to pick the measurement up and finish it. */
 const MEASURE_WITHIN = '10m';
@@ -22,7 +22,7 @@ export interface MeasureInput {
 }
 
 export async function measureCheckpointWorkflow(input: MeasureInput): Promise<Checkpoint> {
-  const store = proxyActivities<StoreActivities>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: '30s' });
+  const store = proxyActivities<StoreActivities>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS });
   // Schedule-to-close: a host that is down never picks the task up.
   const host = proxyActivities<HostActivities>({ taskQueue: taskQueues.host(input.hostId), scheduleToCloseTimeout: MEASURE_WITHIN, startToCloseTimeout: '2m' });
   const { deploymentId, revision } = input;

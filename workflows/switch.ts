@@ -29,6 +29,7 @@ import {
   type InstanceRef,
   type Release,
   searchAttributes,
+  SERVER_STEP_TIMEOUT_MS,
   type SwitchInput,
   type SwitchResult,
   type SwitchTarget,
@@ -42,13 +43,6 @@ import { compareAnswers, probeFor } from './wakeCheck.js';
 const HEARTBEAT_TIMEOUT_MS = 5_000;
 /** Room for a gateway step to be scheduled and answer on top of the time it is asked to wait. */
 const GATEWAY_MARGIN_MS = 10_000;
-/** The store's writes are single rows. */
-const STORE_TIMEOUT_MS = 30_000;
-/**
- * An in-between state (`parking` …) is written beside the step it names: one stranded on a worker
- * that died is tried again after this, not after the 30 s above, so it does not hold the step up.
- */
-const IN_BETWEEN_TIMEOUT_MS = 5_000;
 /** How often the drain asks a victim's engine whether it still runs or queues anything. */
 const ENGINE_POLL_MS = 250;
 const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
@@ -79,8 +73,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
       retry: RETRY,
     });
-  const store = proxyActivities<StoreActivities>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: STORE_TIMEOUT_MS, retry: RETRY });
-  const inBetween = proxyActivities<Pick<StoreActivities, 'saveInstance'>>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: IN_BETWEEN_TIMEOUT_MS, retry: RETRY });
+  const store = proxyActivities<StoreActivities>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS, retry: RETRY });
 
   upsertSearchAttributes([
     ...(target ? [{ key: searchAttributes.target, value: target.name }] : []),
@@ -123,7 +116,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * step fails: it must not land after the state that follows.
    */
   const during = async <T>(instance: InstanceRef, state: InstanceState, tier: ParkTier | null, step: () => Promise<T>): Promise<T> => {
-    const saving = saveInstance(instance, state, tier, inBetween);
+    const saving = saveInstance(instance, state, tier, store);
     try {
       return await step();
     } finally {
