@@ -11,7 +11,8 @@ import { SearchAttributeType } from '@temporalio/common';
 import { searchAttributes } from '../workflows/definitions.js';
 import { spawnEndingWithThisProcess } from './endingWithThisProcess.js';
 
-const PROVIDE_SCRIPT = fileURLToPath(new URL('./temporal.sh', import.meta.url));
+// From the root's level, not this folder's: the same in the sources and in the CLI's build (bin/cliBundle.js).
+const PROVIDE_SCRIPT = fileURLToPath(new URL('../deploy/temporal.sh', import.meta.url));
 
 /** The path of a Temporal CLI, building it on first use (see deploy/temporal.sh). */
 export function resolveTemporalCli(): string {

@@ -6,7 +6,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Db } from './db.js';
 
-const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
+// From the root's level, not this folder's: the same in the sources and in the CLI's build (bin/cliBundle.js).
+const MIGRATIONS_DIR = fileURLToPath(new URL('../store/migrations/', import.meta.url));
 const LOCK_KEY = 7_443_001;
 
 export interface Migration {
