@@ -5,4 +5,4 @@ import { cliEntry } from './cliBundle.js';
 
 // Stack traces in logs name the TypeScript sources, not the bundle's lines.
 process.setSourceMapsEnabled(true);
-await import(cliEntry());
+await import(await cliEntry());

@@ -9,7 +9,6 @@
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { buildSync } from 'esbuild';
 import { PROJECT_ROOT, sourceKey } from './sourceKey.js';
 
 const OUT_DIR = join(PROJECT_ROOT, '.cli');
@@ -18,17 +17,19 @@ const KEEP_OLD_BUILDS_MS = 24 * 60 * 60 * 1000;
 
 /**
  * The URL of the built CLI for the code as it is now, building it first if needed.
- * @returns {string}
+ * @returns {Promise<string>}
  */
-export function cliEntry() {
+export async function cliEntry() {
   const entryName = `capyctl-${sourceKey('cli/main.ts')}`;
   const entry = join(OUT_DIR, `${entryName}.js`);
-  if (!existsSync(entry)) build(entryName);
+  if (!existsSync(entry)) await build(entryName);
   return pathToFileURL(entry).href;
 }
 
 /** @param {string} entryName */
-function build(entryName) {
+async function build(entryName) {
+  // Loaded only to build: a call with a build at hand does not pay for it.
+  const { buildSync } = await import('esbuild');
   // Processes starting together may build at once: each builds in a folder of its own, then
   // moves the files in, the shared chunks (named by their content) first and the entry last.
   const staging = join(OUT_DIR, `.staging-${process.pid}`);

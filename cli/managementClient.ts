@@ -5,10 +5,11 @@
  * `.data/admin-token` under the working directory).
  */
 import { readFileSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
 import { join, resolve } from 'node:path';
-import { Agent, request } from 'undici';
+import { text } from 'node:stream/consumers';
 import type { ErrorCode } from '../domain/catalogue.js';
-import { DEFAULT_DATA_DIR } from '../settings/standaloneDocument.js';
+import { DEFAULT_DATA_DIR } from '../domain/dataDir.js';
 import { ADMIN_TOKEN_FILE } from '../standalone/adminToken.js';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:7443';
@@ -61,8 +62,19 @@ function adminToken(flags: ConnectionFlags, env: NodeJS.ProcessEnv): string {
   );
 }
 
-// Commands wait as long as the lifecycle takes (a drain waits for what it stops, a preinitialize for its park).
-const patient = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+/**
+ * One HTTP exchange with Node's own client, which sets no timeout: commands wait as long as the
+ * lifecycle takes (a drain waits for what it stops, a preinitialize for its park). Not undici:
+ * loading it took longer than a whole `capyctl list`.
+ */
+async function exchange(url: URL, method: string, headers: Record<string, string>, body: string | undefined): Promise<IncomingMessage> {
+  const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
+  return new Promise((resolve, reject) => {
+    const sent = request(url, { method, headers }, resolve);
+    sent.once('error', reject);
+    sent.end(body);
+  });
+}
 
 export interface ManagementClient {
   readonly url: string;
@@ -75,19 +87,17 @@ export function managementClient(flags: ConnectionFlags, env: NodeJS.ProcessEnv 
   return {
     url,
     async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
-      const reply = await request(`${url}/management/v1${path}`, {
-        method,
-        dispatcher: patient,
-        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      }).catch((e: Error & { code?: string }) => {
+      const headers = { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
+      const unreachable = (e: Error & { code?: string }) => {
         throw new ApiRefusal(0, 'unreachable', `the management API at ${url} did not answer: ${e.code ?? e.message}`);
-      });
-      const text = await reply.body.text();
-      const parsed = text ? (JSON.parse(text) as unknown) : undefined;
-      if (reply.statusCode >= 400) {
+      };
+      const reply = await exchange(new URL(`${url}/management/v1${path}`), method, headers, body === undefined ? undefined : JSON.stringify(body)).catch(unreachable);
+      const answer = await text(reply).catch(unreachable);
+      const parsed = answer ? (JSON.parse(answer) as unknown) : undefined;
+      const status = reply.statusCode ?? 0;
+      if (status >= 400) {
         const error = parsed as { code?: string; message?: string; retryable?: boolean } | undefined;
-        throw new ApiRefusal(reply.statusCode, error?.code ?? `http_${reply.statusCode}`, error?.message ?? text, error?.retryable === true);
+        throw new ApiRefusal(status, error?.code ?? `http_${status}`, error?.message ?? answer, error?.retryable === true);
       }
       return parsed as T;
     },

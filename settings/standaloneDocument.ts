@@ -1,11 +1,9 @@
 /** standalone.yaml (`capyctl start standalone`): a server and one host in one process. */
 import { z } from 'zod';
+import { DEFAULT_DATA_DIR } from '../domain/dataDir.js';
 import { hostSection } from './hostDocument.js';
 import { REQUEST_DEADLINE_DEFAULT_MS } from './queue.js';
 import { serverSection } from './serverDocument.js';
-
-/** Where a standalone keeps everything unless its document says otherwise. */
-export const DEFAULT_DATA_DIR = '.data';
 
 export const standaloneDocument = z.strictObject({
   /** Where the standalone keeps its embedded database, Temporal file and admin token. */

@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { commandIndex } from '../cli/commandIndex.js';
 import { describe, expect, it } from 'vitest';
 import { capyctl } from './support/capyctl.js';
 
@@ -49,5 +50,13 @@ describe('capyctl settings check', () => {
     const unknown = await capyctl(['frobnicate']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr.split('\n')[0]).toBe('capyctl: unknown command "frobnicate"');
+  });
+
+  it('finds each command by the words it answers to, and lists them all in its help', async () => {
+    const commands = await Promise.all(commandIndex.map(async (entry) => ({ entry, command: await entry.load() })));
+    for (const { entry, command } of commands) expect(command.words).toEqual(entry.words);
+    const help = await capyctl(['--help']);
+    expect(help.code).toBe(0);
+    for (const { command } of commands) expect(help.stdout).toContain(`  ${command.words.join(' ').padEnd(26)} ${command.summary}\n`);
   });
 });
