@@ -29,4 +29,10 @@ async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
+// A reader that stopped reading (`capyctl list deployments | head -1`) ends the command quietly, as
+// a Unix tool ends on SIGPIPE, instead of with a stack trace.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code !== 'EPIPE') throw e;
+  process.exit(exitCodes.ok);
+});
 process.exitCode = await main(process.argv.slice(2));

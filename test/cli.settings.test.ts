@@ -1,9 +1,11 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commandIndex } from '../cli/commandIndex.js';
 import { describe, expect, it } from 'vitest';
-import { capyctl } from './support/capyctl.js';
+import { CAPYCTL, capyctl } from './support/capyctl.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'capyctl-cli-'));
 const file = (name: string, text: string) => {
@@ -50,6 +52,15 @@ describe('capyctl settings check', () => {
     const unknown = await capyctl(['frobnicate']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr.split('\n')[0]).toBe('capyctl: unknown command "frobnicate"');
+  });
+
+  it('ends quietly when the reader of its output goes away, as when piped into head', async () => {
+    const child = spawn(process.execPath, [CAPYCTL, 'settings', 'check', 'standalone'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+    const [code] = (await once(child, 'close')) as [number];
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
   });
 
   it('finds each command by the words it answers to, and lists them all in its help', async () => {

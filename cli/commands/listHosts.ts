@@ -1,8 +1,8 @@
 /** `capyctl list hosts [--json]`: the registered hosts, their GPUs, their state and their last report. */
 import type { HostBody } from '../../gateway/management/hostAdmin.js';
-import { formatBytes } from '../../settings/units.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
+import { readableAge, readableBytes } from '../readable.js';
 import { table } from '../table.js';
 
 export const listHosts = operatorCommand({
@@ -18,10 +18,10 @@ export const listHosts = operatorCommand({
     }
     const rows = hosts.map((h) => [
       h.host_id,
-      h.gpus.map((g) => `${formatBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-',
-      h.host_ram_bytes === null ? '-' : formatBytes(h.host_ram_bytes),
+      h.gpus.map((g) => `${readableBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-',
+      h.host_ram_bytes === null ? '-' : readableBytes(h.host_ram_bytes),
       h.state,
-      h.last_seen_at,
+      readableAge(h.last_seen_at),
     ]);
     process.stdout.write(table(['ID', 'GPUS', 'HOST RAM', 'STATE', 'LAST SEEN'], rows));
     return exitCodes.ok;
