@@ -124,4 +124,28 @@ describe('start, with a server and a host agent as processes', () => {
     expect(r.stdout).toMatch(new RegExp(`^quick-model: ready\\nswitch_id: ${UUID} \\(.*\\)\\n$`));
     expect([await stateOf(quick.name), await stateOf(slow.name)]).toEqual(['ready', 'parked']);
   }, 180_000);
+
+  it('preinitialize waits for memory in the command, naming the models that hold it as they change, and parks the model once it is free', async () => {
+    const third = await cluster.deploy(simDeployment('third-model'));
+    const refused = await cluster.api('POST', `/management/v1/deployments/${third.name}/preinitialize`);
+    const error = apiErrors.memoryHeldToPreinitialize(third.deployment_id, [quick.name]);
+    expect(refused).toMatchObject({ status: 409, body: { code: error.code, message: error.message, retryable: true } });
+
+    const waiting = cluster.capyctl(['preinitialize', 'deployment', third.name]);
+    await sleep(2_500);
+    // Another model takes the memory: the command says so (not a terminal: a line per change).
+    expect((await cluster.capyctl(['start', 'deployment', slow.name, '--evict', '--wait'])).code).toBe(0);
+    await sleep(2_500);
+    expect(await stateOf(third.name)).toBe('stopped');
+    expect((await cluster.capyctl(['park', 'deployment', slow.name])).code).toBe(0);
+    const r = await waiting;
+    expect(r.code, r.stderr).toBe(0);
+    const held = (by: string) => `GPU memory for third-model (deployment ${third.deployment_id} needs GPU memory held by ${by})`;
+    const lines = r.stderr.trimEnd().split('\n');
+    expect(lines[0]).toBe(`waiting for ${held(quick.name)}`);
+    expect(lines).toContain(`waiting for ${held(slow.name)}`);
+    expect(lines.at(-1)).toMatch(/^waited \d+\.\ds for GPU memory for third-model /);
+    expect(r.stdout).toMatch(/^third-model: (parking|parked)\n/);
+    await until('third-model to park', async () => ((await stateOf(third.name)) === 'parked' ? true : undefined), 30_000);
+  }, 120_000);
 });
