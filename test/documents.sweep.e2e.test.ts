@@ -3,8 +3,8 @@
  * and value, derived from the schemas themselves (test/support/fieldDocuments.ts), so a field added
  * later is covered without anyone remembering it. A deployment document goes through `capyctl deploy`,
  * the list (table and JSON), the status (human and JSON) and the load endpoint, against a server
- * and a host agent as processes; a server, host or standalone document through `settings check`,
- * as a person reads it and as JSON. (A declared `max_concurrent_requests` once answered 500 to every
+ * and a host agent as processes; a document of every kind through `settings check`, as a person reads
+ * it and as JSON. (A declared `max_concurrent_requests` once answered 500 to every
  * list until its deployment was deleted.)
  */
 import { writeFileSync } from 'node:fs';
@@ -12,11 +12,15 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import YAML from 'yaml';
 import type { z } from 'zod';
+import type { Command } from '../cli/command.js';
+import { deployModel } from '../cli/commands/deployModel.js';
 import { settingsCheck } from '../cli/commands/settingsCheck.js';
+import { statusDeployment } from '../cli/commands/statusDeployment.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { address, label } from '../settings/fields.js';
 import { documentSchemas, loadSettings } from '../settings/load.js';
-import { Cluster } from './support/cluster.js';
+import type { CliResult } from './support/capyctl.js';
+import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 import { type FieldDocument, fieldDocuments } from './support/fieldDocuments.js';
 
 const ULID = '[0-9A-HJKMNP-TV-Z]{26}';
@@ -27,11 +31,21 @@ const known = new Map<z.ZodType, unknown>([
   [address, '127.0.0.1:7233'],
 ]);
 
-/** At most `width` at a time: the machine has two cores, and each CLI run is a node process. */
-async function inBatches<T, R>(items: readonly T[], width: number, run: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const results: R[] = [];
-  for (let i = 0; i < items.length; i += width) results.push(...(await Promise.all(items.slice(i, i + width).map((item, j) => run(item, i + j)))));
-  return results;
+/**
+ * A `capyctl` command run in this process, its output captured: a hundred documents as processes
+ * would take minutes on two cores. The list runs as a process, over every document at once.
+ */
+async function inProcess(command: Command, args: readonly string[]): Promise<CliResult> {
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+  try {
+    const code = await command.run(args);
+    const text = (spy: typeof out) => spy.mock.calls.map((c) => String(c[0])).join('');
+    return { code, stdout: text(out), stderr: text(err) };
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+  }
 }
 
 const valueAt = (doc: unknown, path: string) =>
@@ -56,13 +70,14 @@ describe('every field of every document, derived from its schema', () => {
     });
     const described = (c: FieldDocument) => `${c.field}: ${JSON.stringify(c.value)}`;
 
-    await inBatches(cases, 3, async (c) => {
+    const connection = () => ['--server', cluster.managementUrl, '--admin-token', CLUSTER_ADMIN_TOKEN];
+    for (const c of cases) {
       const file = join(cluster.dir, `${c.name}.yaml`);
       writeFileSync(file, c.text);
-      const r = await cluster.capyctl(['deploy', 'model', '--file', file]);
+      const r = await inProcess(deployModel, ['--file', file, ...connection()]);
       expect(r, described(c)).toMatchObject({ code: 0, stderr: '' });
       expect(r.stdout, described(c)).toMatch(new RegExp(`^${c.name}: created, revision 1 \\(deployment ${ULID}\\)`));
-    });
+    }
 
     const listed = await cluster.capyctl(['list', 'deployments']);
     expect(listed).toMatchObject({ code: 0, stderr: '' });
@@ -75,14 +90,14 @@ describe('every field of every document, derived from its schema', () => {
     const byName = new Map((JSON.parse(json.stdout) as Array<{ name: string; spec: unknown }>).map((d) => [d.name, d]));
     for (const c of cases) expect(byName.get(c.name)?.spec, described(c)).toEqual(c.spec);
 
-    await inBatches(cases, 3, async (c) => {
+    for (const c of cases) {
       const shown = await cluster.api('GET', `/management/v1/deployments/${c.name}`);
       expect(shown, described(c)).toMatchObject({ status: 200, body: { name: c.name, spec: c.spec } });
-      const status = await cluster.capyctl(['status', 'deployment', c.name]);
+      const status = await inProcess(statusDeployment, [c.name, ...connection()]);
       expect(status, described(c)).toMatchObject({ code: 0, stderr: '' });
       expect(status.stdout.split('\n')[1], described(c)).toMatch(new RegExp(`^${c.name} `));
       expect(status.stdout, described(c)).toContain(`\ndeployment_id: ${shown.body.deployment_id}\n`);
-    });
+    }
 
     const load = await cluster.api('GET', '/management/v1/metrics/load');
     expect(load.status).toBe(200);
@@ -101,35 +116,24 @@ describe('every field of every document, derived from its schema', () => {
     }
   }, 120_000);
 
-  it('a server, host or standalone document with each optional field passes settings check, as a line and as JSON', async () => {
-    // The command itself, in this process: a hundred documents as processes would take minutes.
-    const out = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-    const err = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
-    const check = async (args: string[]) => {
-      out.mockClear();
-      err.mockClear();
-      const code = await settingsCheck.run(args);
-      return { code, stdout: out.mock.calls.map((c) => String(c[0])).join(''), stderr: err.mock.calls.map((c) => String(c[0])).join('') };
-    };
-    try {
-      for (const kind of ['server', 'host', 'standalone'] as const) {
-        const { documents } = fieldDocuments(documentSchemas[kind], known);
-        expect(documents.length).toBeGreaterThan(10);
-        for (const [i, d] of documents.entries()) {
-          const file = join(cluster.dir, `${kind}-${i}.yaml`);
-          writeFileSync(file, YAML.stringify(d.document));
-          const what = `${kind} ${d.field}: ${JSON.stringify(d.value)}`;
-          const line = await check([kind, '--file', file]);
-          expect(line, what).toEqual({ code: 0, stdout: expect.stringMatching(new RegExp(`^${file}( over the embedded standalone defaults)?: valid\\n$`)), stderr: '' });
-          const json = await check([kind, '--file', file, '--json']);
-          expect(json, what).toMatchObject({ code: 0, stderr: '' });
-          // The field is there as read (a timer written `off` reads null).
-          expect(valueAt(JSON.parse(json.stdout), d.field), what).toBeDefined();
-        }
+  it('a document of every kind with each optional field passes settings check, as a line and as JSON', async () => {
+    const check = (args: string[]) => inProcess(settingsCheck, args);
+    for (const kind of ['deployment', 'server', 'host', 'standalone'] as const) {
+      const { documents } = fieldDocuments(documentSchemas[kind], known);
+      expect(documents.length).toBeGreaterThan(10);
+      const optional = Object.entries(documentSchemas[kind].shape).filter(([, field]) => field.safeParse(undefined).success).map(([key]) => key);
+      expect(documents.map((d) => d.field), `every top-level optional field of ${kind}`).toEqual(expect.arrayContaining(optional));
+      for (const [i, d] of documents.entries()) {
+        const file = join(cluster.dir, `${kind}-${i}.yaml`);
+        writeFileSync(file, YAML.stringify(d.document));
+        const what = `${kind} ${d.field}: ${JSON.stringify(d.value)}`;
+        const line = await check([kind, '--file', file]);
+        expect(line, what).toEqual({ code: 0, stdout: expect.stringMatching(new RegExp(`^${file}( over the embedded standalone defaults)?: valid\\n$`)), stderr: '' });
+        const json = await check([kind, '--file', file, '--json']);
+        expect(json, what).toMatchObject({ code: 0, stderr: '' });
+        // The field is there as read (a timer written `off` reads null).
+        expect(valueAt(JSON.parse(json.stdout), d.field), what).toBeDefined();
       }
-    } finally {
-      out.mockRestore();
-      err.mockRestore();
     }
   });
 });
