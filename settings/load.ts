@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { deploymentDocument } from './deploymentDocument.js';
 import { show } from './fields.js';
 import { hostDocument } from './hostDocument.js';
-import { applyOverrides, type Document, overridesFromEnv, overridesFromFlags } from './overrides.js';
+import { applyOverrides, type Document, isSection, overridesFromEnv, overridesFromFlags } from './overrides.js';
 import { serverDocument } from './serverDocument.js';
 import { standaloneDocument } from './standaloneDocument.js';
 
@@ -123,14 +123,12 @@ function describeIssue(issue: z.core.$ZodIssue, doc: Document, sources: Map<stri
   return [`${where(issue.path)}: ${what}${from(issue.path)}`];
 }
 
-const isMapping = (v: unknown): v is Document => typeof v === 'object' && v !== null && !Array.isArray(v);
-
 /** `over` on top of `base`, field by field (see `SettingsInput.base`). */
 function overlay(base: Document, over: Document): Document {
   const merged: Document = { ...base };
   for (const [key, value] of Object.entries(over)) {
     const under = merged[key];
-    merged[key] = isMapping(under) && isMapping(value) ? overlay(under, value) : value;
+    merged[key] = isSection(under) && isSection(value) ? overlay(under, value) : value;
   }
   return merged;
 }

@@ -545,19 +545,21 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   const maxHistory = settings.maxHistoryEvents ?? DEFAULT_MAX_HISTORY_EVENTS;
   const historyFull = () => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > maxHistory;
 
-  /** One pass: the first command that can run, else the longest-waiting model; true when something ran. */
+  /**
+   * One pass: the oldest command (each runs or is refused, none waits), else the longest-waiting
+   * model; true when something ran.
+   */
   async function pass(): Promise<boolean> {
     if (await runIdleTimers()) return true;
-    for (const job of [...jobs]) {
-      try {
-        job.resolve(await runCommand(job.command, job.resolve));
-      } catch (e) {
-        job.reject(e);
-      }
-      jobs.splice(jobs.indexOf(job), 1);
-      return true;
+    const job = jobs[0];
+    if (!job) return serveDemands();
+    try {
+      job.resolve(await runCommand(job.command, job.resolve));
+    } catch (e) {
+      job.reject(e);
     }
-    return serveDemands();
+    jobs.shift();
+    return true;
   }
 
   for (;;) {
