@@ -3,8 +3,8 @@
  * and value, derived from the schemas themselves (test/support/fieldDocuments.ts), so a field added
  * later is covered without anyone remembering it. A deployment document goes through `capyctl deploy`,
  * the list (table and JSON), the status (human and JSON) and the load endpoint, against a server
- * and a host agent as processes; a document of every kind through `settings check`, as a person reads
- * it and as JSON. (A declared `max_concurrent_requests` once answered 500 to every
+ * and a host agent as processes; a host document is registered as its agent registers it and listed;
+ * a document of every kind goes through `settings check`, as a person reads it and as JSON. (A declared `max_concurrent_requests` once answered 500 to every
  * list until its deployment was deleted.)
  */
 import { writeFileSync } from 'node:fs';
@@ -16,9 +16,15 @@ import type { Command } from '../cli/command.js';
 import { deployModel } from '../cli/commands/deployModel.js';
 import { settingsCheck } from '../cli/commands/settingsCheck.js';
 import { statusDeployment } from '../cli/commands/statusDeployment.js';
+import { deleteDeployment } from '../cli/commands/deploymentCommands.js';
+import type { HostBody } from '../gateway/management/hostAdmin.js';
+import { discoverGpus } from '../hostAgent/gpus.js';
+import { registrationOf } from '../hostAgent/registration.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { address, label } from '../settings/fields.js';
+import { hostDocument } from '../settings/hostDocument.js';
 import { documentSchemas, loadSettings } from '../settings/load.js';
+import { formatBytes } from '../settings/units.js';
 import type { CliResult } from './support/capyctl.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 import { type FieldDocument, fieldDocuments } from './support/fieldDocuments.js';
@@ -113,6 +119,33 @@ describe('every field of every document, derived from its schema', () => {
         const one = await cluster.api('GET', `/management/v1/metrics/load?deployment=${ref}`);
         expect(one, described(c)).toMatchObject({ status: 200, body: { deployments: [{ name: c.name, max_running: d!.max_running }] } });
       }
+    }
+
+    for (const c of cases) expect(await inProcess(deleteDeployment, [c.name, ...connection()]), described(c)).toEqual({ code: 0, stdout: `${c.name}: deleted\n`, stderr: '' });
+  }, 120_000);
+
+  it('a host document with each optional field registers as its agent registers it, and is listed with its GPUs and host RAM', async () => {
+    const { documents } = fieldDocuments(hostDocument, known);
+    const registered = [];
+    for (const [i, d] of documents.entries()) {
+      const settings = loadSettings('host', { text: YAML.stringify(d.document), env: {} });
+      const token = (await cluster.api('POST', '/management/v1/host-tokens')).body.token as string;
+      const body = registrationOf(`field-host-${i}`, settings, discoverGpus(settings).gpus, 'http://127.0.0.1:9');
+      const what = `${d.field}: ${JSON.stringify(d.value)}`;
+      expect(await cluster.api('POST', '/management/v1/hosts/register', body, token), what).toMatchObject({ status: 200, body: { host_id: body.host_id } });
+      registered.push({ what, body });
+    }
+
+    const json = await cluster.capyctl(['list', 'hosts', '--json']);
+    expect(json).toMatchObject({ code: 0, stderr: '' });
+    const listed = new Map((JSON.parse(json.stdout) as HostBody[]).map((h) => [h.host_id, h]));
+    const table = await cluster.capyctl(['list', 'hosts']);
+    expect(table).toMatchObject({ code: 0, stderr: '' });
+    const rows = new Map(table.stdout.trimEnd().split('\n').slice(1).map((row) => [row.split(/ {3,}/)[0], row.split(/ {3,}/)]));
+    for (const { what, body } of registered) {
+      expect(listed.get(body.host_id), what).toMatchObject({ gpus: body.gpus, host_ram_bytes: body.host_ram_bytes });
+      const gpus = body.gpus.map((g) => `${formatBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-';
+      expect(rows.get(body.host_id)?.slice(0, 3), what).toEqual([body.host_id, gpus, formatBytes(body.host_ram_bytes)]);
     }
   }, 120_000);
 
