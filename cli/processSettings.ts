@@ -1,17 +1,19 @@
 /** What a command that starts a process shares: its settings (`--file F`, `--set path=value …`), its start and its stop. */
 import { parseArgs } from 'node:util';
-import { type DocumentKind, loadSettings, loadSettingsFile, SettingsError, type SettingsOf } from '../settings/load.js';
+import { type BaseDocument, type DocumentKind, loadSettingsFile, SettingsError, type SettingsOf } from '../settings/load.js';
+import { embeddedStandaloneDocument } from '../standalone/embeddedDocument.js';
 
 /**
- * The settings, or undefined once the reason they are invalid has been printed. Without `--file`,
- * the document is `embedded` (the standalone's defaults), or empty.
+ * What a kind's `--file` overrides field by field, and what runs without one: a standalone's embedded
+ * defaults (a file that leaves out `host.engines` keeps the simulator). The other kinds have none.
  */
-export function processSettings<K extends DocumentKind>(kind: K, args: readonly string[], embedded?: { text: string; origin: string }): SettingsOf<K> | undefined {
+export const baseDocument = (kind: DocumentKind): BaseDocument | undefined => (kind === 'standalone' ? embeddedStandaloneDocument() : undefined);
+
+/** The settings, or undefined once the reason they are invalid has been printed. */
+export function processSettings<K extends DocumentKind>(kind: K, args: readonly string[]): SettingsOf<K> | undefined {
   const { values } = parseArgs({ args: [...args], options: { file: { type: 'string' }, set: { type: 'string', multiple: true } } });
   try {
-    const sets = values.set ?? [];
-    if (values.file === undefined && embedded) return loadSettings(kind, { ...embedded, sets });
-    return loadSettingsFile(kind, values.file, { sets });
+    return loadSettingsFile(kind, values.file, { sets: values.set ?? [], base: baseDocument(kind) });
   } catch (e) {
     if (!(e instanceof SettingsError)) throw e;
     process.stderr.write(`${e.message}\n`);

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
 import { RETRY_AFTER_SECONDS } from './limits.js';
+import type { ParkTier } from './vocabulary.js';
 
 export const errorCodes = z.enum([
   'unavailable',
@@ -137,6 +138,14 @@ export const apiErrors = {
       true,
       `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}; nothing was started: start it with --evict to park them, or with --wait to wait until the memory is free`,
     ),
+  /** A preinitialize while other models hold the memory it needs: nothing was started, nothing waits. */
+  memoryHeldToPreinitialize: (deploymentId: string, holders: readonly string[]) =>
+    error(
+      409,
+      'insufficient_capacity',
+      true,
+      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}; nothing was started: park or stop them, or preinitialize it again once the memory is free`,
+    ),
   /** A start with --evict whose memory is held by models that may not yield it now (requests wait for them). */
   memoryBusy: (deploymentId: string, holders: readonly string[]) =>
     error(
@@ -206,6 +215,9 @@ export const apiErrors = {
   /** A bug, not a condition: logged with its stack, answered without it. */
   internal: () => error(500, 'internal', true, 'internal error; it was logged'),
 } as const;
+
+/** How a person reads where a parked instance's weights are: the words of the release lines below. */
+export const parkTierWords = { host_ram: 'host RAM', deep: 'deep', kv_only: 'weights kept' } as const satisfies Record<ParkTier, string>;
 
 /** The line a receipt prints for each way a victim was released. */
 export const releaseLines = {

@@ -11,7 +11,8 @@ import { type Deployment, listDeployments } from '../store/deployments.js';
 import { listHosts } from '../store/hosts.js';
 import { type Instance, listInstances } from '../store/instances.js';
 
-export type RoutedInstance = Pick<Instance, 'index' | 'hostId' | 'generation' | 'observedState'>;
+/** `parkTier`: where a parked (or parking) instance's weights are, null otherwise. */
+export type RoutedInstance = Pick<Instance, 'index' | 'hostId' | 'generation' | 'observedState' | 'parkTier'>;
 
 /** What `putDeployment` takes: a store row fits as it is. */
 export type DeploymentFacts = Pick<Deployment, 'id' | 'name' | 'revision' | 'spec' | 'operatorStopped'>;
@@ -83,8 +84,8 @@ export class RoutingTable {
     if (!entry) return;
     const held = entry.instances.get(update.index);
     if (held && held.generation > update.generation) return;
-    const { index, hostId, generation, observedState } = update;
-    entry.instances.set(index, { index, hostId, generation, observedState });
+    const { index, hostId, generation, observedState, parkTier } = update;
+    entry.instances.set(index, { index, hostId, generation, observedState, parkTier });
     entry.view = undefined;
   }
 

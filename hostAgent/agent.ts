@@ -15,9 +15,10 @@ import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import type { HostSettings } from '../settings/hostDocument.js';
 import { createSimulatedGpu } from '../simulator/gpuLedger.js';
 import { taskQueues } from '../workflows/definitions.js';
-import { discoverGpus, hostRamBytes } from './gpus.js';
+import { discoverGpus } from './gpus.js';
 import { Ingress } from './ingress.js';
 import { LoadSampler } from './loadSampler.js';
+import { registrationOf } from './registration.js';
 import { RegistrationRefused, ServerClient } from './serverClient.js';
 import { EngineSupervisor, type InstanceSlot } from './supervisor.js';
 
@@ -99,13 +100,7 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
 
   const ingressSecret = await registerUntilAccepted(
     server,
-    {
-      host_id: hostId,
-      gpus: gpus.map((g) => ({ index: g.index, name: g.name, memory_bytes: g.memoryBytes, memory_kind: g.memoryKind })),
-      host_ram_bytes: hostRamBytes(settings),
-      settings: { queue: settings.resource_policy.queue, activation: settings.lifecycle.activation },
-      ingress_url: ingressUrl,
-    },
+    registrationOf(hostId, settings, gpus, ingressUrl),
     log,
   ).catch(async (e) => {
     await ingress.close();

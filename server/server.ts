@@ -231,15 +231,15 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       const { deploymentId, instanceIndex: index, generation } = input.instance;
       // Its engine is gone: the waiters stay, and ask the scheduler for a fresh start.
       if (isGone(input.hostId, deploymentId, generation)) return { released: 0 };
-      table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready' });
+      table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready', parkTier: null });
       return gateway.release(input);
     },
     async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
       const gone = update.observedState !== 'stopped' && isGone(update.hostId, update.deploymentId, update.generation);
       const input = gone ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 } : update;
       await store.saveInstance(input);
-      const { deploymentId, index, hostId, generation, observedState } = input;
-      table.setInstance({ deploymentId, index, hostId, generation, observedState });
+      const { deploymentId, index, hostId, generation, observedState, parkTier } = input;
+      table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier });
       serveRecorded(input);
     },
     async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {

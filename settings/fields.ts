@@ -8,22 +8,27 @@ import { formatBytes, formatDuration, parseBytes, parseDuration } from './units.
 export const show = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value));
 
 interface Kind {
+  /** The field's kind as its metadata names it (see `rangeOf`). */
+  unit: Range['unit'];
   parse: (value: unknown) => number | undefined;
   what: string;
   format: (n: number) => string;
 }
 
 const durations: Kind = {
+  unit: 'duration',
   parse: (v) => (typeof v === 'string' ? parseDuration(v) : undefined),
   what: 'a duration with a unit, such as 500ms, 2s or 5m',
   format: formatDuration,
 };
 const wholeNumbers: Kind = {
+  unit: 'count',
   parse: (v) => (typeof v === 'number' && Number.isInteger(v) ? v : undefined),
   what: 'a whole number',
   format: String,
 };
 const sizes: Kind = {
+  unit: 'bytes',
   parse: (v) => (typeof v === 'string' || typeof v === 'number' ? parseBytes(v) : undefined),
   what: 'a size such as 64MiB, 1GB or a number of bytes',
   format: formatBytes,
@@ -42,8 +47,28 @@ function checkRange(kind: Kind, min: number, max: number, value: unknown, ctx: z
   return n;
 }
 
+/**
+ * What a ranged field accepts, kept on its schema: the field reads any value and refuses it in a
+ * transform, which says nothing of what it takes to someone walking the schema (a test that writes
+ * a valid document per field).
+ */
+export interface Range {
+  unit: 'duration' | 'count' | 'bytes';
+  min: number;
+  max: number;
+  /** A timer: also `off`. */
+  off?: true;
+}
+const ranges = z.registry<Range>();
+
+/** The range a field was built with, or undefined for a field that is not ranged. */
+export const rangeOf = (schema: z.ZodType): Range | undefined => ranges.get(schema);
+
 const ranged = (kind: Kind, min: number, max: number) =>
-  z.unknown().transform((value, ctx) => checkRange(kind, min, max, value, ctx));
+  z
+    .unknown()
+    .transform((value, ctx) => checkRange(kind, min, max, value, ctx))
+    .register(ranges, { unit: kind.unit, min, max });
 
 /** A duration with a unit ("500ms", "2s", "5m"), read as milliseconds. */
 export const durationMs = (min: number, max: number) => ranged(durations, min, max);
@@ -53,6 +78,7 @@ export const timerMs = (min: number, max: number) =>
   z
     .unknown()
     .transform((value, ctx) => (value === null || value === 'off' ? null : checkRange(durations, min, max, value, ctx)))
+    .register(ranges, { unit: 'duration', min, max, off: true })
     .default(null);
 
 /** A whole number. */

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { deploymentDocument } from './deploymentDocument.js';
 import { show } from './fields.js';
 import { hostDocument } from './hostDocument.js';
-import { applyOverrides, type Document, overridesFromEnv, overridesFromFlags } from './overrides.js';
+import { applyOverrides, type Document, isSection, overridesFromEnv, overridesFromFlags } from './overrides.js';
 import { serverDocument } from './serverDocument.js';
 import { standaloneDocument } from './standaloneDocument.js';
 
@@ -33,9 +33,21 @@ export class SettingsError extends Error {
   }
 }
 
+/** A document another one overrides field by field: the standalone's embedded defaults under its `--file`. */
+export interface BaseDocument {
+  text: string;
+  /** What `settings check` says it checked when no file is given. */
+  origin: string;
+}
+
 export interface SettingsInput {
-  /** The document's YAML text; absent means an empty document (every default). */
+  /** The document's YAML text; absent means an empty document (every default, or the base). */
   text?: string;
+  /**
+   * What the document overrides field by field: a mapping the document also has merges key by key,
+   * while a list or a value the document gives replaces the base's. The schema's defaults fill the rest.
+   */
+  base?: BaseDocument;
   /** Named in error messages: the document's file name. */
   origin?: string;
   /** `--set path=value` flags, in the order given. */
@@ -111,11 +123,22 @@ function describeIssue(issue: z.core.$ZodIssue, doc: Document, sources: Map<stri
   return [`${where(issue.path)}: ${what}${from(issue.path)}`];
 }
 
+/** `over` on top of `base`, field by field (see `SettingsInput.base`). */
+function overlay(base: Document, over: Document): Document {
+  const merged: Document = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    const under = merged[key];
+    merged[key] = isSection(under) && isSection(value) ? overlay(under, value) : value;
+  }
+  return merged;
+}
+
 /** Validates a document of `kind` with its overrides; throws SettingsError naming every problem. */
 export function loadSettings<K extends DocumentKind>(kind: K, input: SettingsInput = {}): SettingsOf<K> {
   const origin = input.origin;
   const problems: string[] = [];
-  const doc = parseYaml(input.text ?? '', problems);
+  const own = parseYaml(input.text ?? '', problems);
+  const doc = input.base ? overlay(parseYaml(input.base.text, problems), own) : own;
   const sources = new Map<string, string>();
   // Variables set a process's own settings; a deployment document is only what its file says.
   const env = kind === 'deployment' ? {} : (input.env ?? process.env);

@@ -51,7 +51,8 @@ export function overridesFromEnv(env: NodeJS.ProcessEnv): Override[] {
     }));
 }
 
-const isSection = (v: unknown): v is Document => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A mapping of settings, not a list or a value. */
+export const isSection = (v: unknown): v is Document => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Writes each override into `doc` (a copy is not made) and records where each path came from. */
 export function applyOverrides(doc: Document, overrides: readonly Override[], sources: Map<string, string>, problems: string[]): void {

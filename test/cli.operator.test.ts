@@ -67,8 +67,9 @@ describe('capyctl over the management API', () => {
       dir,
       temporalAddress: inject('temporalAddress'),
       hostId: `gpu-box-${randomUUID().slice(0, 8)}`,
-      // One 5 GiB model at a time (the embedded 8 GiB card); parked copies go to host RAM.
-      sets: ['examples=false', 'host.host_ram=64GiB', 'host.resource_policy.queue.admission_window=100ms'],
+      // One 5 GiB model at a time (the embedded 8 GiB card); parked copies go to host RAM. The file
+      // says nothing of host.engines or host.gpus: the embedded defaults' simulator and card stay.
+      file: file('standalone.yaml', 'examples: false\nhost:\n  host_ram: 64GiB\n  resource_policy: { queue: { admission_window: 100ms } }\n'),
     });
     host = standalone.hostId;
     temporal = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
@@ -97,7 +98,7 @@ describe('capyctl over the management API', () => {
     // Only a host that has not registered yet may run it: its checkpoint waits for that host.
     ok(await cli('deploy', 'model', '--file', file('later.yaml', simDeployment('later-model', 'vllm', [], 'hosts: [gpu-later]'))));
     refused(await cli('start', 'deployment', 'later-model'), apiErrors.checkpointUnmeasured('later-model', null));
-    expect(ok(await cli('delete', 'deployment', 'later-model'))).toBe('later-model: stopped\n');
+    expect(ok(await cli('delete', 'deployment', 'later-model'))).toBe('later-model: deleted\n');
   });
 
   it('starts with --wait, saying what it waits for, and lists it ready', async () => {
@@ -139,6 +140,13 @@ describe('capyctl over the management API', () => {
     // The switch is there to open in the Web UI, finished.
     const described = await temporal.workflow.getHandle(`switch/${match![1]}`).describe();
     expect(described.status.name).toBe('COMPLETED');
+    // Where the parked one is: its status says host RAM, as the victim's line did.
+    expect(ok(await cli('status', 'deployment', 'my-model')).split('\n').slice(-3)).toEqual([
+      expect.stringMatching(/^INSTANCE +HOST +GENERATION +STATE +PARKED IN$/),
+      expect.stringMatching(new RegExp(`^0 +${host} +1 +parked +host RAM$`)),
+      '',
+    ]);
+    expect(JSON.parse(ok(await cli('status', 'deployment', 'my-model', '--json'))).instances).toEqual([{ index: 0, host_id: host, generation: 1, state: 'parked', park_tier: 'host_ram' }]);
 
     expect(await list()).toBe(
       [
@@ -207,7 +215,8 @@ describe('capyctl over the management API', () => {
     });
 
     refused(await cli('start', 'deployment', 'other-model', '--evict'), apiErrors.insufficientCapacity(await idOf('other-model'), ['pinned-model']));
-    expect(ok(await cli('stop', 'deployment', 'pinned-model'))).toMatch(new RegExp(`^pinned-model: stopped\\nswitch_id: ${UUID} `));
+    // Deleted while it runs: the line says it was stopped first, by the switch it names.
+    expect(ok(await cli('delete', 'deployment', 'pinned-model'))).toMatch(new RegExp(`^pinned-model: stopped and deleted\\nswitch_id: ${UUID} `));
   });
 
   it('says why a checkpoint could not be measured, in its status, to start --wait and to a request; deployed again, it is measured again', async () => {
@@ -218,7 +227,7 @@ describe('capyctl over the management API', () => {
     // --wait gives up once the measurement failed (it may have failed before the command began).
     refusedAfterWaiting(await cli('start', 'deployment', 'broken-model', '--wait'), apiErrors.checkpointUnmeasured('broken-model', why));
     expect(JSON.parse(ok(await cli('status', 'deployment', 'broken-model', '--json')))).toMatchObject({ revision: 1, checkpoint: 'failed', checkpoint_failure: why });
-    expect(ok(await cli('status', 'deployment', 'broken-model'))).toContain('\ncheckpoint: failed\n');
+    expect(ok(await cli('status', 'deployment', 'broken-model'))).toContain(`\ncheckpoint: failed\ncheckpoint_failure: ${why}\n`);
 
     // A request is answered at once with why; it does not wait out the request deadline.
     const sentAt = Date.now();
@@ -238,7 +247,7 @@ describe('capyctl over the management API', () => {
       const d = JSON.parse(ok(await cli('status', 'deployment', 'broken-model', '--json'))) as { revision: number; checkpoint: string };
       return d.revision === 2 && d.checkpoint === 'measured' ? true : undefined;
     });
-    expect(ok(await cli('delete', 'deployment', 'broken-model'))).toBe('broken-model: stopped\n');
+    expect(ok(await cli('delete', 'deployment', 'broken-model'))).toBe('broken-model: deleted\n');
   });
 
   it('lists hosts, and drains one: what it holds stops, nothing starts there until the drain ends', async () => {

@@ -18,9 +18,32 @@ describe('capyctl settings check', () => {
   it('accepts the spec example and prints the effective settings as JSON', async () => {
     const path = file('standalone.yaml', 'host:\n  resource_policy:\n    queue:\n      request_deadline: "3600s"\n');
     const plain = await capyctl(['settings', 'check', 'standalone', '--file', path]);
-    expect(plain).toEqual({ code: 0, stdout: `${path}: valid\n`, stderr: '' });
+    expect(plain).toEqual({ code: 0, stdout: `${path} over the embedded standalone defaults: valid\n`, stderr: '' });
     const json = await capyctl(['settings', 'check', 'standalone', '--file', path, '--json']);
     expect(JSON.parse(json.stdout).host.resource_policy.queue.request_deadline).toBe(3_600_000);
+  });
+
+  it('checks what a standalone start runs: the embedded defaults, which a file overrides field by field, and says what overrode them', async () => {
+    const simulator = (engine: string) => [process.execPath, expect.stringMatching(/bin\/capyctl\.js$/), 'sim', engine];
+    const embedded = await capyctl(['settings', 'check', 'standalone']);
+    expect(embedded).toEqual({ code: 0, stdout: 'the embedded standalone defaults: valid\n', stderr: '' });
+    const runs = JSON.parse((await capyctl(['settings', 'check', 'standalone', '--json'])).stdout);
+    expect(runs).toMatchObject({ examples: true, host: { gpus: [{ memory: 8 * 2 ** 30, memory_kind: 'discrete' }], engines: { vllm: { command: simulator('vllm') } } } });
+
+    // A file without host.engines or host.gpus keeps the simulator and the simulated card.
+    const path = file('no-engines.yaml', 'examples: false\nhost:\n  host_ram: 64GiB\n');
+    const merged = JSON.parse((await capyctl(['settings', 'check', 'standalone', '--file', path, '--json'])).stdout);
+    expect(merged).toMatchObject({
+      examples: false,
+      host: { host_ram: 64 * 2 ** 30, gpus: [{ memory: 8 * 2 ** 30 }], engines: { vllm: { command: simulator('vllm') }, sglang: { command: simulator('sglang') } } },
+    });
+
+    const overridden = await capyctl(['settings', 'check', 'standalone', '--set', 'host.lifecycle.activation=explicit'], { CAPYCTL_SET__HOST__HOST_RAM: '8GiB' });
+    expect(overridden).toEqual({
+      code: 0,
+      stdout: 'the embedded standalone defaults with CAPYCTL_SET__HOST__HOST_RAM, --set host.lifecycle.activation=explicit: valid\n',
+      stderr: '',
+    });
   });
 
   it('applies --set over the variable over the document in a real process', async () => {

@@ -5,14 +5,17 @@
  * and a start whose memory is held is refused by the API rather than left to act later, while the
  * command waits for the memory where its operator sees it.
  */
+import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors } from '../domain/catalogue.js';
-import { Cluster } from './support/cluster.js';
+import { CAPYCTL } from './support/capyctl.js';
+import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
 import { until } from './support/until.js';
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 /** Far longer than an answer takes: a start that waited for it could not answer in time. */
 const LOAD_MS = 12_000;
 
@@ -31,6 +34,15 @@ describe('start, with a server and a host agent as processes', () => {
   });
 
   const stateOf = async (name: string) => (await cluster.status(name)).state as string;
+
+  /** `capyctl` on a terminal: its output as the terminal got it, stdout and stderr together. */
+  const onTerminal = (args: readonly string[]) =>
+    new Promise<{ code: number; output: string }>((resolve) => {
+      const env = { ...process.env, CAPYCTL_SERVER: cluster.managementUrl, CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN };
+      execFile('script', ['-qec', [process.execPath, CAPYCTL, ...args].join(' '), '/dev/null'], { env }, (error, output) => {
+        resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, output });
+      });
+    });
 
   it('answers at once with the switch it began while the model loads; the switch and the model show it until it is ready', async () => {
     const sentAt = Date.now();
@@ -124,4 +136,36 @@ describe('start, with a server and a host agent as processes', () => {
     expect(r.stdout).toMatch(new RegExp(`^quick-model: ready\\nswitch_id: ${UUID} \\(.*\\)\\n$`));
     expect([await stateOf(quick.name), await stateOf(slow.name)]).toEqual(['ready', 'parked']);
   }, 180_000);
+
+  it('preinitialize waits for memory in the command, naming the models that hold it as they change, and parks the model once it is free', async () => {
+    const third = await cluster.deploy(simDeployment('third-model'));
+    const refused = await cluster.api('POST', `/management/v1/deployments/${third.name}/preinitialize`);
+    const error = apiErrors.memoryHeldToPreinitialize(third.deployment_id, [quick.name]);
+    expect(refused).toMatchObject({ status: 409, body: { code: error.code, message: error.message, retryable: true } });
+
+    // Two operators: one's stderr a pipe, the other's a terminal (util-linux `script` gives it one).
+    const waiting = cluster.capyctl(['preinitialize', 'deployment', third.name]);
+    const watched = onTerminal(['preinitialize', 'deployment', third.name]);
+    await sleep(2_500);
+    // Another model takes the memory: the command says so (not a terminal: a line per change).
+    expect((await cluster.capyctl(['start', 'deployment', slow.name, '--evict', '--wait'])).code).toBe(0);
+    await sleep(2_500);
+    expect(await stateOf(third.name)).toBe('stopped');
+    expect((await cluster.capyctl(['park', 'deployment', slow.name])).code).toBe(0);
+    const r = await waiting;
+    expect(r.code, r.stderr).toBe(0);
+    const held = (by: string) => `GPU memory for third-model (deployment ${third.deployment_id} needs GPU memory held by ${by})`;
+    const lines = r.stderr.trimEnd().split('\n');
+    expect(lines[0]).toBe(`waiting for ${held(quick.name)}`);
+    expect(lines).toContain(`waiting for ${held(slow.name)}`);
+    expect(lines.at(-1)).toMatch(/^waited \d+\.\ds for GPU memory for third-model /);
+    expect(r.stdout).toMatch(/^third-model: (parking|parked)\n/);
+    // On the terminal, one line rewritten in place, counting the seconds, the holders as they change.
+    const t = await watched;
+    expect(t.code, t.output).toBe(0);
+    expect(t.output).toMatch(new RegExp(`^\\r\\x1b\\[Kwaiting for ${escape(held(quick.name))}… 0\\.\\ds\\r\\x1b\\[K`));
+    expect(t.output).toContain(`\r\x1b[Kwaiting for ${held(slow.name)}… `);
+    expect(t.output).toMatch(/\r\x1b\[Kwaited \d+\.\ds for GPU memory for third-model [^\r]*\r\nthird-model: (parking|parked)\r\n/);
+    await until('third-model to park', async () => ((await stateOf(third.name)) === 'parked' ? true : undefined), 30_000);
+  }, 120_000);
 });

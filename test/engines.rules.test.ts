@@ -253,8 +253,9 @@ describe('max_running sources', () => {
     expect(maxRunningToPass(ctx)).toBeUndefined();
   });
 
-  it("on_host: where the host's command is not known, the host sizes it at launch, count absent", () => {
-    expect(expectedMaxRunning({ spec: deployment({ max_concurrent_requests: 12 }) })).toEqual({ source: 'on_host' });
+  it("on_host: where the host's command is not known, the host sizes it at launch, count absent; a declared figure is still declared", () => {
+    expect(expectedMaxRunning({ spec: deployment({}) })).toEqual({ source: 'on_host' });
+    expect(expectedMaxRunning({ spec: deployment({ max_concurrent_requests: 12 }) })).toEqual({ count: 12, source: 'declared' });
     expect(expectedMaxRunning({ spec: deployment({ extra_args: ['--max-num-seqs', '4'] }) })).toEqual({ count: 4, source: 'extra_args' });
   });
 

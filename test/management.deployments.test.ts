@@ -119,7 +119,7 @@ describe('the operator routes for deployments and hosts', () => {
     const b = (await call('POST', '/deployments', doc('chat-b'))).json() as { deployment: { deployment_id: string } };
     const id = b.deployment.deployment_id;
     await recordCheckpoint(fresh.db, id, 1, { weightBytes: 4 * 2 ** 30, kvBytes: 2 ** 30 });
-    table.setInstance({ deploymentId: id, index: 0, hostId: 'gpu-box', generation: 1, observedState: 'parking' });
+    table.setInstance({ deploymentId: id, index: 0, hostId: 'gpu-box', generation: 1, observedState: 'parking', parkTier: null });
     const list = (await call('GET', '/deployments')).json() as { deployments: Array<Record<string, unknown>> };
     expect(list.deployments.map((d) => [d.name, d.state, d.ready_instances, d.hosts, d.checkpoint])).toEqual([
       ['chat-a', 'stopped', 0, [], 'measuring'],

@@ -44,7 +44,7 @@ function routingTable(): RoutingTable {
   const deploy = (id: string, name: string, engine: string) =>
     table.putDeployment({ id, name, revision: 1, spec: loadSettings('deployment', { text: `name: ${name}\nengine: ${engine}\nmodel: m\n` }), operatorStopped: false });
   const ready = (deploymentId: string, index: number, hostId: string, generation: number, observedState: 'ready' | 'parked' = 'ready') =>
-    table.setInstance({ deploymentId, index, hostId, generation, observedState });
+    table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier: null });
   deploy(ids.a, 'chat-a', 'vllm');
   ready(ids.a, 0, 'gpu-box', 7);
   deploy(ids.b, 'chat-b', 'sglang');

@@ -50,8 +50,8 @@ describe('the routing table', () => {
       operatorStopped: false,
       activation: 'on_demand',
       instances: [
-        { index: 0, hostId: 'gpu-a', generation: 3, observedState: 'ready' },
-        { index: 1, hostId: 'gpu-a', generation: 1, observedState: 'parked' },
+        { index: 0, hostId: 'gpu-a', generation: 3, observedState: 'ready', parkTier: null },
+        { index: 1, hostId: 'gpu-a', generation: 1, observedState: 'parked', parkTier: 'host_ram' },
       ],
     });
     expect(table.byModel('chat-b')).toMatchObject({
@@ -70,12 +70,12 @@ describe('the routing table', () => {
     const table = new RoutingTable();
     await table.loadFrom(fresh.db);
 
-    table.setInstance({ deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 3, observedState: 'draining' });
-    table.setInstance({ deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 2, observedState: 'stopped' });
-    expect(table.byModel('chat-a')?.instances[0]).toStrictEqual({ index: 0, hostId: 'gpu-a', generation: 3, observedState: 'draining' });
+    table.setInstance({ deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 3, observedState: 'draining', parkTier: null });
+    table.setInstance({ deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 2, observedState: 'stopped', parkTier: null });
+    expect(table.byModel('chat-a')?.instances[0]).toStrictEqual({ index: 0, hostId: 'gpu-a', generation: 3, observedState: 'draining', parkTier: null });
 
-    table.setInstance({ deploymentId: chatC.id, index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting' });
-    expect(table.byModel('chat-c')?.instances).toStrictEqual([{ index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting' }]);
+    table.setInstance({ deploymentId: chatC.id, index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting', parkTier: null });
+    expect(table.byModel('chat-c')?.instances).toStrictEqual([{ index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting', parkTier: null }]);
 
     table.setOperatorStopped(chatB.id, false);
     expect(table.byModel('chat-b')?.operatorStopped).toBe(false);
@@ -89,7 +89,7 @@ describe('the routing table', () => {
 
     table.removeDeployment(chatA.id);
     expect(table.byModel('chat-a')).toBeUndefined();
-    table.setInstance({ deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 4, observedState: 'ready' });
+    table.setInstance({ deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 4, observedState: 'ready', parkTier: null });
     expect(table.get(chatA.id)).toBeUndefined();
   });
 

@@ -104,7 +104,7 @@ interface Job {
   reject: (failure: unknown) => void;
 }
 
-/** A command that cannot run yet (a preinitialize waiting for memory): it stays queued. */
+/** A model that cannot come up yet: the memory it needs is not there (a waiting demand stays waiting). */
 const WAIT = Symbol('wait');
 
 type Viewed = DeploymentView & { checkpoint: Checkpoint };
@@ -196,6 +196,9 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     return v;
   };
   const waitingFor = (deploymentId: string) => state.demands.some((d) => d.deploymentId === deploymentId && d.waiting > 0);
+
+  /** The names of the models other than `deploymentId` holding GPU memory: what a refused start or preinitialize waits for. */
+  const othersHolding = (all: readonly Holder[], deploymentId: string) => all.filter((h) => h.entry.deploymentId !== deploymentId).map((h) => h.name);
 
   /** Every instance holding GPU memory, with what decides whether it may yield it. */
   async function holders(): Promise<Array<Holder & { view: Viewed }>> {
@@ -376,7 +379,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   // ─── Commands ─────────────────────────────────────────────────────────────────────────────────
 
   /** `answer` settles the command's update before the command has finished (a park runs in the background). */
-  async function runCommand(command: Command, answer: (receipts: CommandReceipt[]) => void): Promise<CommandReceipt[] | typeof WAIT> {
+  async function runCommand(command: Command, answer: (receipts: CommandReceipt[]) => void): Promise<CommandReceipt[]> {
     if (command.kind === 'drainHost') return drainHost();
     const { deploymentId } = command;
     switch (command.kind) {
@@ -402,20 +405,18 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
         });
         // A start does not wait here for memory: it would act later for a caller that may be gone.
         // It is refused, retryably; `start --wait` asks again until the memory is free.
-        if (up === WAIT) {
-          const holding = all.filter((h) => h.entry.deploymentId !== v.id).map((h) => h.name);
-          throw refusal((command.evict ? apiErrors.memoryBusy : apiErrors.memoryHeld)(v.id, holding));
-        }
+        if (up === WAIT) throw refusal((command.evict ? apiErrors.memoryBusy : apiErrors.memoryHeld)(v.id, othersHolding(all, v.id)));
         if (!up.result) await unstop();
         const failed = targetFailed(up.result, v.id);
         if (failed) throw failed;
         return [receipt(v.id, up.result)];
       }
       case 'preinitialize': {
-        const v = await viewMeasured(deploymentId);
+        const [v, all] = await Promise.all([viewMeasured(deploymentId), holders()]);
         if (entryOf(v.id)?.state === 'parked') return [receipt(v.id)];
-        const up = await bringUp(v, await holders(), { evict: false, admissionWindowMs: null });
-        if (up === WAIT) return WAIT;
+        const up = await bringUp(v, all, { evict: false, admissionWindowMs: null });
+        // Refused, retryably, as a start is: queued, it would act later for a caller that may be gone.
+        if (up === WAIT) throw refusal(apiErrors.memoryHeldToPreinitialize(v.id, othersHolding(all, v.id)));
         const failed = targetFailed(up.result, v.id);
         if (failed) throw failed;
         return [receipt(v.id, await release(v, asRelease(parkPlanOf(v, entryOf(v.id)!))))];
@@ -545,21 +546,21 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   const maxHistory = settings.maxHistoryEvents ?? DEFAULT_MAX_HISTORY_EVENTS;
   const historyFull = () => workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > maxHistory;
 
-  /** One pass: the first command that can run, else the longest-waiting model; true when something ran. */
+  /**
+   * One pass: the oldest command (each runs or is refused, none waits), else the longest-waiting
+   * model; true when something ran.
+   */
   async function pass(): Promise<boolean> {
     if (await runIdleTimers()) return true;
-    for (const job of [...jobs]) {
-      try {
-        const receipts = await runCommand(job.command, job.resolve);
-        if (receipts === WAIT) continue;
-        job.resolve(receipts);
-      } catch (e) {
-        job.reject(e);
-      }
-      jobs.splice(jobs.indexOf(job), 1);
-      return true;
+    const job = jobs[0];
+    if (!job) return serveDemands();
+    try {
+      job.resolve(await runCommand(job.command, job.resolve));
+    } catch (e) {
+      job.reject(e);
     }
-    return serveDemands();
+    jobs.shift();
+    return true;
   }
 
   for (;;) {

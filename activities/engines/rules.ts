@@ -172,18 +172,19 @@ const figure = (source: MaxRunning['source'], count: number | undefined): MaxRun
 
 /**
  * What CapyCTL passes to the engine or expects of it, before the engine says. In order: an option in
- * the deployment's extra_args wins (they come last on the command line); the host's command is not
- * known (`on_host`: the host sizes it at launch); an option in the host's command (`host_fixed`);
- * `max_concurrent_requests` (`declared`); CapyCTL's default for the engine (`default`); or the
- * engine chooses at start (`engine_default`). `count` is absent when an option does not hold a
- * whole number and for the last two.
+ * the deployment's extra_args wins (they come last on the command line); an option in the host's
+ * command (`host_fixed`); `max_concurrent_requests` (`declared`); CapyCTL's default for the engine
+ * (`default`); or the engine chooses at start (`engine_default`). Where the host's command is not
+ * known (the server), a declared figure is still what CapyCTL passes, and anything else is sized by
+ * the host at launch (`on_host`). `count` is absent when an option does not hold a whole number and
+ * for `engine_default` and `on_host`.
  */
 export function expectedMaxRunning({ spec, command }: MaxRunningContext): MaxRunning {
   const { maxRunningOption: option, defaultMaxRunning } = engineTraits[spec.engine];
   if (findOption(spec.extra_args, option) !== undefined) return figure('extra_args', findCount(spec.extra_args, option));
-  if (command === undefined) return { source: 'on_host' };
-  if (findOption(command, option) !== undefined) return figure('host_fixed', findCount(command, option));
+  if (command !== undefined && findOption(command, option) !== undefined) return figure('host_fixed', findCount(command, option));
   if (spec.max_concurrent_requests !== undefined) return figure('declared', spec.max_concurrent_requests);
+  if (command === undefined) return { source: 'on_host' };
   return defaultMaxRunning === undefined ? { source: 'engine_default' } : figure('default', defaultMaxRunning);
 }
 

@@ -7,6 +7,7 @@ import type { Command } from '../command.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 import { receiptText } from '../receipt.js';
+import { whenMemoryFree } from '../waiting.js';
 
 const verbs = {
   park: { summary: 'park a ready model: its GPU memory is given back, a request wakes it', method: 'POST' },
@@ -24,10 +25,15 @@ function deploymentCommand(verb: keyof typeof verbs): Command {
     async run({ api, args: [name], json }) {
       const ref = encodeURIComponent(name!);
       const path = verb === 'delete' ? `/deployments/${ref}` : `/deployments/${ref}/${verb}`;
-      const receipt = await api.call<ReceiptBody>(verbs[verb].method, path);
+      const command = () => api.call<ReceiptBody>(verbs[verb].method, path);
+      // A preinitialize waits for memory as a start does: here, saying which models hold it.
+      const receipt = verb === 'preinitialize' ? await whenMemoryFree(name!, command) : await command();
       if (json) printJson(receipt);
       else {
-        process.stdout.write(receiptText(receipt));
+        // A delete's state is its instance's, stopped: the line says the deployment is gone, and
+        // whether a switch stopped what it held first.
+        const deleted = receipt.switch_id === undefined ? 'deleted' : 'stopped and deleted';
+        process.stdout.write(receiptText(receipt, verb === 'delete' ? deleted : receipt.state));
         if (receipt.state === 'parking') process.stdout.write('parking runs in the background; run `capyctl list deployments` until it shows parked\n');
       }
       return exitCodes.ok;

@@ -15,7 +15,7 @@ export const drainHost = operatorCommand({
   async run({ api, args: [id], json }) {
     const reply = await api.call<DrainReply>('POST', `/hosts/${encodeURIComponent(id!)}/drain`);
     if (json) printJson(reply);
-    else process.stdout.write(`${reply.host_id}: draining\n${reply.released.map(receiptText).join('')}`);
+    else process.stdout.write(`${reply.host_id}: draining\n${reply.released.map((r) => receiptText(r)).join('')}`);
     return exitCodes.ok;
   },
 });

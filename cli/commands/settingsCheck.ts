@@ -1,9 +1,20 @@
 /** `capyctl settings check KIND [--file F] [--set k=v …] [--json]`: validates a document before a start. */
 import { parseArgs } from 'node:util';
-import { documentSchemas, type DocumentKind, loadSettingsFile, SettingsError } from '../../settings/load.js';
+import { type BaseDocument, documentSchemas, type DocumentKind, loadSettingsFile, SettingsError } from '../../settings/load.js';
+import { overridesFromEnv } from '../../settings/overrides.js';
+import { baseDocument } from '../processSettings.js';
 import { type Command, exitCodes } from '../command.js';
 
 const kinds = Object.keys(documentSchemas) as DocumentKind[];
+
+/** What was checked, as the line says it: the file (over the base), or the defaults, with what overrode them. */
+function checked(kind: DocumentKind, file: string | undefined, base: BaseDocument | undefined, sets: readonly string[]): string {
+  const document = file === undefined ? (base?.origin ?? `the ${kind} defaults`) : base ? `${file} over ${base.origin}` : file;
+  // Variables set a process's own settings, never a deployment's.
+  const variables = kind === 'deployment' ? [] : overridesFromEnv(process.env).map((o) => o.source);
+  const overrides = [...variables, ...sets.map((set) => `--set ${set}`)];
+  return overrides.length === 0 ? document : `${document} with ${overrides.join(', ')}`;
+}
 
 export const settingsCheck: Command = {
   words: ['settings', 'check'],
@@ -22,8 +33,11 @@ export const settingsCheck: Command = {
       return exitCodes.usage;
     }
     try {
-      const settings = loadSettingsFile(kind, values.file, { sets: values.set ?? [] });
-      process.stdout.write(values.json ? `${JSON.stringify(settings, null, 2)}\n` : `${values.file ?? `the ${kind} defaults`}: valid\n`);
+      const sets = values.set ?? [];
+      // The document the start would run: a standalone's file over its embedded defaults.
+      const base = baseDocument(kind);
+      const settings = loadSettingsFile(kind, values.file, { sets, base });
+      process.stdout.write(values.json ? `${JSON.stringify(settings, null, 2)}\n` : `${checked(kind, values.file, base, sets)}: valid\n`);
       return exitCodes.ok;
     } catch (e) {
       if (!(e instanceof SettingsError)) throw e;

@@ -12,56 +12,17 @@ import { exitCodes } from '../command.js';
 import { ApiRefusal, type ManagementClient } from '../managementClient.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 import { receiptText } from '../receipt.js';
+import { takenWhenMemoryFree, waitingFor, whenMemoryFree } from '../waiting.js';
 
 const MEASUREMENT_POLL_MS = 250;
 const SWITCH_POLL_MS = 250;
-/** How often `--wait` asks again while other models hold the memory. */
-const MEMORY_POLL_MS = 1_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
-
-/**
- * Runs `work` while telling the operator what it waits for: on a terminal one line that counts the
- * seconds, else a plain line when it begins and one when it ends. On stderr: stdout is the receipt.
- */
-async function waitingFor<T>(what: string, work: () => Promise<T>): Promise<T> {
-  const started = Date.now();
-  const terminal = process.stderr.isTTY === true;
-  const show = () => process.stderr.write(`\r\x1b[Kwaiting for ${what}… ${seconds(Date.now() - started)}`);
-  let ticker: NodeJS.Timeout | undefined;
-  if (terminal) {
-    show();
-    ticker = setInterval(show, 1000);
-  } else process.stderr.write(`waiting for ${what}\n`);
-  try {
-    return await work();
-  } finally {
-    clearInterval(ticker);
-    process.stderr.write(`${terminal ? '\r\x1b[K' : ''}waited ${seconds(Date.now() - started)} for ${what}\n`);
-  }
-}
 
 /** Until it is measured, or its measurement failed: the start then says why it is refused. */
 async function untilMeasured(api: ManagementClient, ref: string): Promise<void> {
   while ((await api.call<DeploymentBody>('GET', `/deployments/${ref}`)).checkpoint === 'measuring') {
     await sleep(MEASUREMENT_POLL_MS);
-  }
-}
-
-/** A start refused while other models hold the memory it needs: it may go once they free it. */
-const memoryHeld = (e: unknown) => e instanceof ApiRefusal && e.code === 'insufficient_capacity' && e.retryable;
-
-/** Until the start is taken: asked again while its memory is held. */
-async function startTaken(start: () => Promise<ReceiptBody>): Promise<ReceiptBody> {
-  for (;;) {
-    try {
-      return await start();
-    } catch (e) {
-      if (!memoryHeld(e)) throw e;
-      await sleep(MEMORY_POLL_MS);
-    }
   }
 }
 
@@ -90,14 +51,16 @@ export const startDeployment = operatorCommand({
     if (flags.wait === true) {
       const d = await api.call<DeploymentBody>('GET', `/deployments/${ref}`);
       if (d.checkpoint === 'measuring') await waitingFor(`the checkpoint measurement of ${name}`, () => untilMeasured(api, ref));
-      receipt = await waitingFor(`${name} to be ready`, async () => untilSwitched(api, await startTaken(start)));
+      const ready = `${name} to be ready`;
+      receipt = await waitingFor(ready, async (update) => {
+        const begun = await takenWhenMemoryFree(name!, start, update);
+        update(ready);
+        return untilSwitched(api, begun);
+      });
     } else {
       // Without --evict a start waits for memory (spec): here, where the operator sees it and can
       // end it, not queued in the server to act after its caller is gone.
-      receipt = await start().catch((e: unknown) => {
-        if (!memoryHeld(e)) throw e;
-        return waitingFor(`GPU memory for ${name} (${(e as ApiRefusal).apiMessage.split(';')[0]})`, () => startTaken(start));
-      });
+      receipt = await whenMemoryFree(name!, start);
     }
     if (json) printJson(receipt);
     else {

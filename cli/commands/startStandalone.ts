@@ -1,10 +1,9 @@
 /**
  * `capyctl start standalone [--file standalone.yaml] [--set k=v …]`: the whole system in one process
- * until SIGTERM or SIGINT. Without `--file` it runs on its embedded defaults: a simulated GPU and
- * the example models.
+ * until SIGTERM or SIGINT. It runs on its embedded defaults (a simulated GPU and the example models),
+ * which `--file` overrides field by field.
  */
 import { createLogger } from '../../logging/logger.js';
-import { embeddedStandaloneDocument } from '../../standalone/embeddedDocument.js';
 import { type Command, exitCodes } from '../command.js';
 import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
 
@@ -14,7 +13,7 @@ export const startStandalone: Command = {
   usage: 'capyctl start standalone [--file standalone.yaml] [--set path=value …]',
   example: 'capyctl start standalone --set host.resource_policy.queue.max_pending_per_deployment=0',
   async run(args) {
-    const settings = processSettings('standalone', args, embeddedStandaloneDocument());
+    const settings = processSettings('standalone', args);
     if (!settings) return exitCodes.usage;
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const [{ startStandalone: start }, { ListenRefused }] = await Promise.all([import('../../standalone/standalone.js'), import('../../server/server.js')]);

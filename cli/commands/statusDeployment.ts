@@ -1,4 +1,5 @@
-/** `capyctl status deployment NAME [--json]`: one deployment, its activation and its checkpoint. */
+/** `capyctl status deployment NAME [--json]`: one deployment, its activation, its checkpoint and where its instances are parked. */
+import { parkTierWords } from '../../domain/catalogue.js';
 import type { DeploymentBody } from '../../gateway/management/deployments.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
@@ -20,13 +21,15 @@ export const statusDeployment = operatorCommand({
       ['deployment_id', d.deployment_id],
       ['activation', d.activation],
       ['checkpoint', d.checkpoint],
+      // Why it could not be measured: what the operator fixes before a start can help.
+      ...(d.checkpoint_failure !== undefined ? [['checkpoint_failure', d.checkpoint_failure]] : []),
       ['operator_stopped', d.operator_stopped ? 'yes' : 'no'],
     ];
     process.stdout.write(table(['NAME', 'STATE', 'READY', 'REVISION', 'HOSTS'], [deploymentRow(d)]));
     process.stdout.write(`\n${facts.map(([k, v]) => `${k}: ${v}`).join('\n')}\n`);
     if (d.instances.length > 0) {
-      const rows = d.instances.map((i) => [String(i.index), i.host_id, String(i.generation), i.state]);
-      process.stdout.write(`\n${table(['INSTANCE', 'HOST', 'GENERATION', 'STATE'], rows)}`);
+      const rows = d.instances.map((i) => [String(i.index), i.host_id, String(i.generation), i.state, i.park_tier ? parkTierWords[i.park_tier] : '-']);
+      process.stdout.write(`\n${table(['INSTANCE', 'HOST', 'GENERATION', 'STATE', 'PARKED IN'], rows)}`);
     }
     return exitCodes.ok;
   },

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
-import { activations, instanceStates, type InstanceState } from '../../domain/vocabulary.js';
+import { activations, instanceStates, type InstanceState, parkTiers } from '../../domain/vocabulary.js';
 import { deploymentDocument, type DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
@@ -32,7 +32,16 @@ export const deploymentBody = z.object({
   checkpoint: z.enum(['measured', 'measuring', 'failed']),
   /** Why its measurement failed: the host could not read the checkpoint. Only when `failed`. */
   checkpoint_failure: z.string().optional(),
-  instances: z.array(z.object({ index: z.number().int(), host_id: z.string(), generation: z.number().int(), state: instanceStates })),
+  instances: z.array(
+    z.object({
+      index: z.number().int(),
+      host_id: z.string(),
+      generation: z.number().int(),
+      state: instanceStates,
+      /** Where a parked (or parking) instance's weights are: in host RAM, deep (dropped), or kept on the GPU. */
+      park_tier: parkTiers.optional(),
+    }),
+  ),
   /**
    * The document as it was read (its output): the document's schema cannot write it back, since its
    * fields with units and ranges are one-way transforms (`max_concurrent_requests: 8` answered 500).
@@ -105,7 +114,13 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       operator_stopped: d.operatorStopped,
       checkpoint: d.checkpoint !== null ? 'measured' : d.measureFailure !== null ? 'failed' : 'measuring',
       ...(d.measureFailure !== null ? { checkpoint_failure: d.measureFailure } : {}),
-      instances: instances.map((i) => ({ index: i.index, host_id: i.hostId, generation: i.generation, state: i.observedState })),
+      instances: instances.map((i) => ({
+        index: i.index,
+        host_id: i.hostId,
+        generation: i.generation,
+        state: i.observedState,
+        ...(i.parkTier !== null ? { park_tier: i.parkTier } : {}),
+      })),
       spec: d.spec,
     };
   }

@@ -1,6 +1,6 @@
 /**
  * `GET /management/v1/metrics/load` (spec, "Reading load"): the live conditions of every model, or of
- * one with `?deployment=<id>`. It reads memory only (the routing table, the request queue's figures
+ * one with `?deployment=<id or name>`. It reads memory only (the routing table, the request queue's figures
  * and the hosts' latest samples) so it is cheap enough to poll every second.
  */
 import type { FastifyInstance } from 'fastify';
@@ -88,7 +88,8 @@ function renderSample(s: ReadSample): z.infer<typeof sampleBody> {
 
 function renderDeployment(d: RoutedDeployment, deps: LoadDeps, nowMs: number): z.infer<typeof deploymentBody> {
   // Before any engine says, the figure is what CapyCTL passes or expects; the server does not know
-  // the host's command, so it is `on_host` unless the deployment's own arguments fix it.
+  // the host's command, so it is `on_host` unless the deployment's arguments or declared figure fix it
+  // (an option in the host's command would win over a declared one: its samples then say `host_fixed`).
   const expected = expectedMaxRunning({ spec: d.spec });
   // A sample of an earlier generation describes an engine that no longer runs; one of a parked or
   // stopped instance, a load it no longer holds (spec: null when the instance is not loaded).
@@ -124,9 +125,10 @@ export function loadRoutes(deps: LoadDeps) {
       { schema: { querystring: loadQuery, response: { 200: loadReply } } },
       async (request): Promise<LoadReply> => {
         const nowMs = Date.now();
-        const { deployment: id } = request.query;
-        const one = id === undefined ? undefined : deps.table.get(id);
-        if (id !== undefined && !one) throw new CapyError(apiErrors.notFound('deployment', id));
+        // By ID or by name, as every other management route takes a deployment.
+        const { deployment: ref } = request.query;
+        const one = ref === undefined ? undefined : (deps.table.get(ref) ?? deps.table.byModel(ref));
+        if (ref !== undefined && !one) throw new CapyError(apiErrors.notFound('deployment', ref));
         const deployments = one ? [one] : deps.table.list();
         return {
           observed_at_ms: nowMs,

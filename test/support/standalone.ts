@@ -36,6 +36,8 @@ export interface StandaloneOptions {
   hostId?: string;
   /** More `--set path=value` overrides. */
   sets?: string[];
+  /** A `--file` document, over the embedded defaults. */
+  file?: string;
   /** Options for node itself, e.g. `--cpu-prof`. */
   nodeArgs?: string[];
   /**
@@ -71,7 +73,7 @@ export async function startStandaloneProcess(options: StandaloneOptions): Promis
   ];
   const logFile = join(options.dir, 'standalone.log');
   const direct = options.outputToFile ? openSync(logFile, 'w') : undefined;
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CAPYCTL, 'start', 'standalone', ...sets.flatMap((s) => ['--set', s])], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CAPYCTL, 'start', 'standalone', ...(options.file ? ['--file', options.file] : []), ...sets.flatMap((s) => ['--set', s])], {
     cwd: options.dir,
     env: { ...process.env, CAPYCTL_LOG_FORMAT: 'json', DATABASE_URL: '' },
     stdio: direct === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', direct, direct],
