@@ -24,7 +24,7 @@ import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { address, label } from '../settings/fields.js';
 import { hostDocument } from '../settings/hostDocument.js';
 import { documentSchemas, loadSettings } from '../settings/load.js';
-import { formatBytes } from '../settings/units.js';
+import { readableBytes } from '../cli/readable.js';
 import type { CliResult } from './support/capyctl.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 import { type FieldDocument, fieldDocuments } from './support/fieldDocuments.js';
@@ -144,8 +144,8 @@ describe('every field of every document, derived from its schema', () => {
     const rows = new Map(table.stdout.trimEnd().split('\n').slice(1).map((row) => [row.split(/ {3,}/)[0], row.split(/ {3,}/)]));
     for (const { what, body } of registered) {
       expect(listed.get(body.host_id), what).toMatchObject({ gpus: body.gpus, host_ram_bytes: body.host_ram_bytes });
-      const gpus = body.gpus.map((g) => `${formatBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-';
-      expect(rows.get(body.host_id)?.slice(0, 3), what).toEqual([body.host_id, gpus, formatBytes(body.host_ram_bytes)]);
+      const gpus = body.gpus.map((g) => `${readableBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-';
+      expect(rows.get(body.host_id)?.slice(0, 3), what).toEqual([body.host_id, gpus, readableBytes(body.host_ram_bytes)]);
     }
   }, 120_000);
 
