@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { PROJECT_ROOT, sourceKey } from '../bin/sourceKey.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
@@ -16,7 +16,8 @@ export async function workflowBundle(workflowsPath = WORKFLOWS_PATH): Promise<{ 
   const dir = join(tmpdir(), 'capyctl-workflow-bundles');
   const codePath = join(dir, `${sourceKey(relative(PROJECT_ROOT, workflowsPath))}.js`);
   if (!existsSync(codePath)) {
-    const { code } = await bundleWorkflowCode({ workflowsPath });
+    // Webpack's statistics are for whoever works on the bundling, not for an operator's start-up.
+    const { code } = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('WARN') });
     mkdirSync(dir, { recursive: true });
     // Processes starting together may bundle at once: each renames its own file into place.
     const partial = `${codePath}.${process.pid}`;
