@@ -206,7 +206,7 @@ describe('capyctl over the management API', () => {
       state: 'ready',
     });
 
-    refused(await cli('start', 'deployment', 'other-model', '--evict'), apiErrors.insufficientCapacity(await idOf('other-model'), ['pinned-model']));
+    refused(await cli('start', 'deployment', 'other-model', '--evict'), apiErrors.insufficientCapacity(await idOf('other-model'), [{ name: 'pinned-model', keptBy: 'explicit' }]));
     expect(ok(await cli('stop', 'deployment', 'pinned-model'))).toMatch(new RegExp(`^pinned-model: stopped\\nswitch_id: ${UUID} `));
   });
 

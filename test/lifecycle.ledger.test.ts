@@ -85,7 +85,13 @@ describe('room for a model', () => {
 
   it('is refused for capacity when only explicit or warm models hold the memory', () => {
     const [a, b] = full.entries as [LedgerEntry, LedgerEntry];
-    expect(plan([holder(a, { explicit: true }), holder(b, { warm: true })])).toEqual({ kind: 'refused', holders: ['a', 'b'] });
+    expect(plan([holder(a, { explicit: true, warm: true }), holder(b, { warm: true })])).toEqual({
+      kind: 'refused',
+      holders: [
+        { name: 'a', keptBy: 'explicit' },
+        { name: 'b', keptBy: 'warm' },
+      ],
+    });
     expect(plan([holder(a, { explicit: true }), holder(b)], false)).toMatchObject({ kind: 'wait' });
   });
 

@@ -46,7 +46,7 @@ import {
   planRoom,
   victimReleases,
 } from './ledger.js';
-import { refusal } from './refusal.js';
+import { refusal, refusedWith } from './refusal.js';
 import { switchWorkflow } from './switch.js';
 import { switchSummary } from './switchSummary.js';
 
@@ -118,7 +118,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   let runningSwitchId: string | null = null;
 
   const store = proxyActivities<StoreActivities>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
-  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
+  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: '30s' });
 
   // ─── Handlers: all set before the first await, so no signal or update is dropped ──────────────
 
@@ -484,8 +484,16 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
         const up = await bringUp(v, all, { evict: true, admissionWindowMs: settings.admissionWindowMs });
         if (up !== WAIT) return true;
       } catch (e) {
-        // Refused for capacity: explicit or warm models hold the memory. The requests wait for a change.
-        log.info('demand cannot be served now', { deploymentId: v.id, error: String(e) });
+        // Only models kept loaded (explicit, warm) hold the memory: waiting would not free it, so the
+        // requests are refused at once, unless another host can serve them. Checked on every pass,
+        // so requests that were waiting when a holder became explicit or warm are refused too.
+        const error = refusedWith(e);
+        if (error?.code !== 'insufficient_capacity') {
+          log.warn('demand not served', { deploymentId: v.id, error: String(e) });
+          continue;
+        }
+        await gateway.capacityRefused({ hostId, deploymentId: v.id, error });
+        drop();
       }
     }
     return false;

@@ -4,6 +4,7 @@
  * waiting model goes next and how each victim gives its memory back.
  */
 import { type ParkPlan, parkPlan } from '../activities/engines/rules.js';
+import type { KeptHolder } from '../domain/catalogue.js';
 import type { InstanceState } from '../domain/vocabulary.js';
 import type { Demand, DeploymentView, HostLedger, LedgerEntry } from './definitions.js';
 
@@ -58,10 +59,12 @@ export type RoomPlan =
   /** Room can be made only by parking a model with waiting requests, or `evict` was not allowed: wait for memory. */
   | { kind: 'wait' }
   /** Only models kept loaded by explicit activation or `warm` hold the memory: refused for capacity. */
-  | { kind: 'refused'; holders: string[] };
+  | { kind: 'refused'; holders: KeptHolder[] };
 
 const mayYield = (h: Holder) => !h.explicit && !h.warm && !h.waiting;
 const kept = (h: Holder) => h.explicit || h.warm;
+/** Explicit activation says more than `warm` (it also keeps requests from starting it), so it is the one named. */
+const keptHolder = (h: Holder): KeptHolder => ({ name: h.name, keptBy: h.explicit ? 'explicit' : 'warm' });
 
 /**
  * How to find `need` bytes on one of `gpuIndexes` (a parked `kv_only` instance wakes where its
@@ -72,7 +75,7 @@ export function planRoom(input: { ledger: HostLedger; gpuIndexes: number[]; need
   const { ledger, gpuIndexes, need, holders, evict } = input;
   let best: { gpuIndex: number; victims: Holder[] } | undefined;
   let blockedByWaiting = false;
-  const keptHolders = new Set<string>();
+  const keptHolders = new Map<string, KeptHolder>();
   for (const gpuIndex of gpuIndexes) {
     let free = gpuFree(ledger, gpuIndex);
     if (free >= need) return { kind: 'fits', gpuIndex };
@@ -91,11 +94,11 @@ export function planRoom(input: { ledger: HostLedger; gpuIndexes: number[]; need
     // Would the memory come free if the models with waiting requests yielded too? Then it is a wait.
     const waitingBytes = onGpu.filter((h) => h.waiting && !kept(h)).reduce((sum, h) => sum + h.entry.gpuBytes, 0);
     if (free + waitingBytes >= need) blockedByWaiting = true;
-    else for (const h of onGpu.filter(kept)) keptHolders.add(h.name);
+    else for (const h of onGpu.filter(kept)) keptHolders.set(h.name, keptHolder(h));
   }
   if (best) return evict ? { kind: 'evict', ...best } : { kind: 'wait' };
   if (blockedByWaiting || keptHolders.size === 0) return { kind: 'wait' };
-  return { kind: 'refused', holders: [...keptHolders].sort() };
+  return { kind: 'refused', holders: [...keptHolders.values()].sort((a, b) => (a.name < b.name ? -1 : 1)) };
 }
 
 /**
