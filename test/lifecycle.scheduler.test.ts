@@ -38,7 +38,8 @@ describe('the host scheduler', () => {
     expect(ledger.gpus).toEqual([{ index: 0, memoryBytes: 6 * GiB, memoryKind: 'discrete' }]);
     expect(ledger.entries.map((e) => [e.name, e.state, e.tier, e.gpuBytes, e.hostRamBytes])).toEqual([
       ['chat-a', 'parked', 'host_ram', 0, 4 * GiB],
-      ['chat-b', 'ready', 'host_ram', 5 * GiB, 0],
+      // Launched for the tier it would park at: chat-a's copy left no room for its own.
+      ['chat-b', 'ready', 'deep', 5 * GiB, 0],
     ]);
     expect(await s.lc.gpuUsedBytes()).toBe(5 * GiB);
   });
