@@ -579,4 +579,3 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
 
 const sameSettings = (a: SchedulerSettings, b: SchedulerSettings) =>
   (Object.keys({ ...a, ...b }) as Array<keyof SchedulerSettings>).every((key) => a[key] === b[key]);
-
