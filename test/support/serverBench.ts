@@ -57,7 +57,7 @@ export interface ServerBench {
   readonly server: RunningServer;
   readonly host: RunningHostAgent;
   hostId: string;
-  /** Deploys a simulator model (`simDeployment`'s document unless `yaml` is given), measured and routable; again: its new revision. */
+  /** Deploys a simulator model (`simDeployment`'s document unless `yaml` is given), measured and routable. */
   deploy(name: string, yaml?: string): Promise<Deployment>;
   /** A request through the inference listener, as a client sends it; the body is read whole. */
   post(path: string, body: unknown, signal?: AbortSignal): Promise<Reply>;
@@ -143,7 +143,7 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
     async deploy(name, yaml = simDeployment(name)) {
       const { deployment } = await saveDeployment(fresh.db, loadSettings('deployment', { text: yaml }));
       server.table.putDeployment(deployment);
-      const measuring = await startMeasurement(server.client, { deploymentId: deployment.id, revision: deployment.revision, hostId, serverTaskQueue: server.serverTaskQueue });
+      const measuring = await startMeasurement(server.client, { deploymentId: deployment.id, revision: 1, hostId, serverTaskQueue: server.serverTaskQueue });
       await measuring.result();
       return deployment;
     },
