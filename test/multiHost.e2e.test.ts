@@ -86,9 +86,9 @@ describe('placement over two empty hosts', () => {
 
   it('requests whose memory an explicit model holds on one host go to the other; refused for capacity only when no host can serve them', async () => {
     const [host1, host2] = cluster.hosts as [ClusterHost, ClusterHost];
-    const onHost = (host: ClusterHost, name: string, more = '') => simDeployment(name, 'vllm', ['--sim-load-ms', '3000'], `hosts: [${host.hostId}]\n${more}`);
-    const explicit = 'lifecycle: { activation: explicit }';
-    await Promise.all([cluster.deploy(onHost(host1, 'pin')), cluster.deploy(simDeployment('m4')), cluster.deploy(simDeployment('m5'))]);
+    const onHost = (host: ClusterHost, name: string, more = '', args: string[] = []) => simDeployment(name, 'vllm', args, `hosts: [${host.hostId}]\n${more}`);
+    const [explicit, slow] = ['lifecycle: { activation: explicit }', ['--sim-load-ms', '3000']];
+    await Promise.all([cluster.deploy(onHost(host1, 'pin', '', slow)), cluster.deploy(simDeployment('m4')), cluster.deploy(simDeployment('m5'))]);
     // pin starts on host-1 for 3 s; m4's request goes there (the hosts are alike, host-1 has the lower
     // ID) and waits behind the start, while pin is deployed again as explicit.
     expect(await ok(cluster, ['start', 'deployment', 'pin', '--evict'])).toMatch(/^pin: starting/);
@@ -99,7 +99,7 @@ describe('placement over two empty hosts', () => {
       return load.body.deployments?.[0]?.router.waiting === 1 ? true : undefined;
     });
     // Deployed again as `capyctl deploy` does: the new revision holds at once, its measurement runs behind.
-    expect((await cluster.api('POST', '/management/v1/deployments', parseYaml(onHost(host1, 'pin', explicit)))).status).toBe(200);
+    expect((await cluster.api('POST', '/management/v1/deployments', parseYaml(onHost(host1, 'pin', explicit, slow)))).status).toBe(200);
     // Still on its way up (parking host-1's model first, or starting): explicit before it is ready.
     expect((await cluster.status('pin')).state).not.toBe('ready');
     const served = await m4;
