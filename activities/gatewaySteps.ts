@@ -39,6 +39,14 @@ export interface GatewaySteps {
   /** Every request waiting for the deployment is answered `error`. */
   failWaiters(input: { switchId: string; deploymentId: string; error: ApiError }): Promise<{ failed: number }>;
 
+  /**
+   * The host cannot make room for the deployment: models kept loaded (explicit activation, warm) hold
+   * the memory it needs. Its waiting requests go to another host that can serve it; with none, they
+   * are answered `error` at once (spec: "A model that needs its memory is refused for capacity").
+   * The host scheduler calls it; the gateway alone knows the other hosts.
+   */
+  capacityRefused(input: { hostId: string; deploymentId: string; error: ApiError }): Promise<{ failed: number }>;
+
   /** Who waits, since when, for every deployment with waiting requests; and when each last saw traffic. */
   snapshot(): Promise<{ demands: Demand[]; lastActivityMs: Record<string, number> }>;
 }

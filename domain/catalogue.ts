@@ -42,6 +42,22 @@ const error = (status: number, code: ErrorCode, retryable: boolean, message: str
   retryable,
 });
 
+/** A model that memory pressure never moves, and the setting that keeps it loaded (spec, "Only on your command"). */
+export interface KeptHolder {
+  name: string;
+  keptBy: 'explicit' | 'warm';
+}
+
+const keptBySetting: Record<KeptHolder['keptBy'], string> = { explicit: 'activation: explicit', warm: 'lifecycle.warm: true' };
+
+/** "a, b, which activation: explicit keeps loaded, and c, which lifecycle.warm: true keeps loaded". */
+function keptHolders(holders: readonly KeptHolder[]): string {
+  const groups = (['explicit', 'warm'] as const)
+    .map((keptBy) => ({ keptBy, names: holders.filter((h) => h.keptBy === keptBy).map((h) => h.name) }))
+    .filter((g) => g.names.length > 0);
+  return groups.map((g) => `${g.names.join(', ')}, which ${keptBySetting[g.keptBy]} keeps loaded`).join(', and ');
+}
+
 /** The things an API error can say was not found. */
 export type Missing = 'deployment' | 'model' | 'host' | 'instance' | 'switch' | 'route';
 
@@ -123,13 +139,9 @@ export const apiErrors = {
       false,
       `deployment ${deploymentId} cannot be parked: the parked set has no room and its activation is explicit, so nothing is stopped to make room; it serves again`,
     ),
-  insufficientCapacity: (deploymentId: string, holders: readonly string[]) =>
-    error(
-      409,
-      'insufficient_capacity',
-      false,
-      `deployment ${deploymentId} needs memory held by ${holders.join(', ')}, which activation: explicit keeps loaded; stop one of them first`,
-    ),
+  /** Only models kept loaded hold the memory: a start --evict and a request are refused alike. */
+  insufficientCapacity: (deploymentId: string, holders: readonly KeptHolder[]) =>
+    error(409, 'insufficient_capacity', false, `deployment ${deploymentId} needs memory held by ${keptHolders(holders)}; stop one of them first`),
   /** A start without --evict while other models hold the memory it needs: nothing was started, nothing waits. */
   memoryHeld: (deploymentId: string, holders: readonly string[]) =>
     error(

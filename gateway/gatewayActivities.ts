@@ -58,6 +58,11 @@ export function createGatewayActivities({ queue, pollMs = POLL_MS }: GatewayActi
       return { failed: queue.failWaiters(deploymentId, error) };
     },
 
+    // One queue knows no other host: the waiters are answered.
+    async capacityRefused({ deploymentId, error }) {
+      return { failed: queue.failWaiters(deploymentId, error) };
+    },
+
     async snapshot() {
       return queue.snapshot();
     },

@@ -5,7 +5,9 @@
  * 1. the host that holds an instance of it (starting, ready, parked …): a parked model wakes where it is;
  * 2. else, among the hosts it may run on (its `hosts`, registered, not down, not draining), one
  *    where it fits in free GPU memory without evicting anything;
- * 3. then the least loaded: the most free GPU memory, then the fewest models holding GPU memory,
+ * 3. then one where it can be served by evicting: models kept loaded (explicit activation, warm)
+ *    leave it room on a GPU;
+ * 4. then the least loaded: the most free GPU memory, then the fewest models holding GPU memory,
  *    then the lower host ID.
  *
  * The load is the store's mirror of the hosts' ledgers: what each instance holds, written as each
@@ -31,6 +33,8 @@ export interface HostLoad {
   heldBytes: number;
   /** Models holding GPU memory there. */
   models: number;
+  /** GPU memory held by models kept loaded (explicit activation, `lifecycle.warm`): nothing evicts them. */
+  keptBytes: number;
 }
 
 export const mayRunOn = (deployment: Placed, hostId: string): boolean => deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
@@ -41,30 +45,52 @@ export function heldOn(deployment: Placed, hosts: readonly string[]): string | u
 }
 
 /**
- * The host where `needBytes` fits without evicting, else the least loaded one, among those of
- * `loads` the deployment may run on. The store does not say which of a host's GPUs an instance
- * holds, so everything the host holds counts against each of its GPUs.
+ * The host where `needBytes` fits without evicting, else where evicting can make room, else the
+ * least loaded one, among those of `loads` the deployment may run on; `servableOnly`: only a host
+ * where evicting can make room. The store does not say which of a host's GPUs an instance holds, so
+ * everything the host holds counts against each of its GPUs.
  */
-export function leastLoaded(deployment: Placed, needBytes: number, loads: readonly HostLoad[]): string | undefined {
+export function leastLoaded(deployment: Placed, needBytes: number, loads: readonly HostLoad[], servableOnly = false): string | undefined {
   const free = (l: HostLoad) => l.gpuMemoryBytes.reduce((sum, m) => sum + m, 0) - l.heldBytes;
   const fits = (l: HostLoad) => l.gpuMemoryBytes.some((m) => m - l.heldBytes >= needBytes);
+  const servable = (l: HostLoad) => l.gpuMemoryBytes.some((m) => m - l.keptBytes >= needBytes);
   const ranked = loads
-    .filter((l) => mayRunOn(deployment, l.hostId))
-    .sort((a, b) => Number(fits(b)) - Number(fits(a)) || free(b) - free(a) || a.models - b.models || (a.hostId < b.hostId ? -1 : 1));
+    .filter((l) => mayRunOn(deployment, l.hostId) && (!servableOnly || servable(l)))
+    .sort(
+      (a, b) =>
+        Number(fits(b)) - Number(fits(a)) ||
+        Number(servable(b)) - Number(servable(a)) ||
+        free(b) - free(a) ||
+        a.models - b.models ||
+        (a.hostId < b.hostId ? -1 : 1),
+    );
   return ranked[0]?.hostId;
 }
 
 /**
  * Places a deployment that no host holds on one of `hosts`, from the store's mirror of the ledgers;
  * `sent` are the deployments whose requests already wait on a host (by deployment ID), counted there.
+ * `servableOnly`: see `leastLoaded`.
  */
-export async function placeByLoad(db: Db, deployment: Placed, hosts: readonly string[], sent: ReadonlyMap<string, string>): Promise<string | undefined> {
+export async function placeByLoad(
+  db: Db,
+  deployment: Placed,
+  hosts: readonly string[],
+  sent: ReadonlyMap<string, string>,
+  servableOnly = false,
+): Promise<string | undefined> {
   const [registered, instances, deployments] = await Promise.all([listHosts(db), listInstances(db), listDeployments(db)]);
   const needOf = (id: string) => {
     const checkpoint = checkpointOf(deployments.find((d) => d.id === id));
     return checkpoint ? gpuNeed(checkpoint) : 0;
   };
   const holding = instances.filter((i) => i.gpuBytes > 0);
+  // As the host's scheduler decides it: the deployment's lifecycle, or the host's own activation policy.
+  const kept = (deploymentId: string, hostId: string) => {
+    const lifecycle = deployments.find((d) => d.id === deploymentId)?.spec.lifecycle;
+    const hostExplicit = registered.find((h) => h.id === hostId)?.settings.activation === 'explicit';
+    return lifecycle?.activation === 'explicit' || lifecycle?.warm === true || hostExplicit;
+  };
   const waiting = [...sent].filter(([id]) => !holding.some((i) => i.deploymentId === id));
   const loads = hosts.map((hostId): HostLoad => {
     const held = holding.filter((i) => i.hostId === hostId);
@@ -74,7 +100,8 @@ export async function placeByLoad(db: Db, deployment: Placed, hosts: readonly st
       gpuMemoryBytes: registered.find((h) => h.id === hostId)?.gpus.map((g) => g.memoryBytes) ?? [],
       heldBytes: held.reduce((sum, i) => sum + i.gpuBytes, 0) + reserved.reduce((sum, id) => sum + needOf(id), 0),
       models: held.length + reserved.length,
+      keptBytes: held.filter((i) => kept(i.deploymentId, hostId)).reduce((sum, i) => sum + i.gpuBytes, 0),
     };
   });
-  return leastLoaded(deployment, needOf(deployment.id), loads);
+  return leastLoaded(deployment, needOf(deployment.id), loads, servableOnly);
 }

@@ -174,6 +174,16 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     demandsPlaced = placed.catch(() => undefined);
     return placed;
   }
+  /**
+   * A host other than `refusedOn` that can serve the deployment by evicting (placement.ts), for the
+   * requests `refusedOn` refused for capacity; none for a model held there (it wakes where it is).
+   */
+  async function servableElsewhere(deployment: RoutedDeployment, refusedOn: string): Promise<string | undefined> {
+    const hosts = placeable();
+    if (heldOn(deployment, hosts)) return undefined;
+    const others = hosts.filter((h) => h !== refusedOn && mayRunOn(deployment, h));
+    return others.length === 0 ? undefined : placeByLoad(db, deployment, others, sentTo, true);
+  }
   const schedulerRef = (hostId: string): SchedulerRef => ({
     hostId,
     serverTaskQueue,
@@ -233,6 +243,16 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       if (isGone(input.hostId, deploymentId, generation)) return { released: 0 };
       table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready', parkTier: null });
       return gateway.release(input);
+    },
+    // Requests a host cannot make room for go to another host that can serve them, else are refused.
+    async capacityRefused(input: Parameters<typeof gateway.capacityRefused>[0]) {
+      const deployment = table.get(input.deploymentId);
+      const elsewhere = deployment && (await servableElsewhere(deployment, input.hostId));
+      const demand = elsewhere && queue.snapshot().demands.find((d) => d.deploymentId === input.deploymentId);
+      if (!demand) return gateway.capacityRefused(input);
+      sentTo.set(input.deploymentId, elsewhere);
+      deliverDemand(demand);
+      return { failed: 0 };
     },
     async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
       const gone = update.observedState !== 'stopped' && isGone(update.hostId, update.deploymentId, update.generation);

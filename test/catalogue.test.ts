@@ -92,6 +92,18 @@ describe('the other codes the spec names', () => {
     );
   });
 
+  it('names each holder of the memory with the setting that keeps it loaded: explicit activation or warm', () => {
+    const explicit = { name: 'ex1', keptBy: 'explicit' } as const;
+    const warm = { name: 'w1', keptBy: 'warm' } as const;
+    expect(apiErrors.insufficientCapacity(ID, [explicit]).message).toBe(
+      `deployment ${ID} needs memory held by ex1, which activation: explicit keeps loaded; stop one of them first`,
+    );
+    expect(apiErrors.insufficientCapacity(ID, [warm]).message).toBe(`deployment ${ID} needs memory held by w1, which lifecycle.warm: true keeps loaded; stop one of them first`);
+    expect(apiErrors.insufficientCapacity(ID, [warm, explicit, { name: 'ex2', keptBy: 'explicit' }]).message).toBe(
+      `deployment ${ID} needs memory held by ex1, ex2, which activation: explicit keeps loaded, and w1, which lifecycle.warm: true keeps loaded; stop one of them first`,
+    );
+  });
+
   it('says a stopped victim had no room to park, as the spec words it', () => {
     expect(releaseLines.stoppedNoRoom).toBe('released: stopped (no room to park)');
   });

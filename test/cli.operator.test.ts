@@ -214,7 +214,7 @@ describe('capyctl over the management API', () => {
       state: 'ready',
     });
 
-    refused(await cli('start', 'deployment', 'other-model', '--evict'), apiErrors.insufficientCapacity(await idOf('other-model'), ['pinned-model']));
+    refused(await cli('start', 'deployment', 'other-model', '--evict'), apiErrors.insufficientCapacity(await idOf('other-model'), [{ name: 'pinned-model', keptBy: 'explicit' }]));
     // Deleted while it runs: the line says it was stopped first, by the switch it names.
     expect(ok(await cli('delete', 'deployment', 'pinned-model'))).toMatch(new RegExp(`^pinned-model: stopped and deleted\\nswitch_id: ${UUID} `));
   });

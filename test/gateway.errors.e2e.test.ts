@@ -4,10 +4,13 @@
  * short bounds come from the host and server documents. The simulated card holds one model at a
  * time, so every request for another model is a switch.
  */
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { type ApiError, apiErrors } from '../domain/catalogue.js';
 import type { Deployment } from '../store/deployments.js';
 import { simDeployment } from './support/lifecycle.js';
-import { type OpenStream, type Reply, type ServerBench, startServerBench } from './support/serverBench.js';
+import { ADMIN_TOKEN, type OpenStream, type Reply, type ServerBench, startServerBench } from './support/serverBench.js';
 import { until } from './support/until.js';
 
 const RUNNING_PER_MODEL = 32;
@@ -18,6 +21,12 @@ const DRAIN_TIMEOUT_MS = 1_000;
 function expectRefusal(reply: Reply, status: 429 | 503, code: string, message: string) {
   expect({ status: reply.status, body: reply.body }).toEqual({ status, body: { code, message, retryable: true } });
   if (status === 429) expect(reply.headers['retry-after']).toBe('1');
+}
+
+/** The capacity refusal `start --evict` gives, as a request gets it: 409, not retryable, no Retry-After. */
+function expectCapacityRefusal(reply: Reply, error: ApiError) {
+  expect({ status: reply.status, body: reply.body }).toEqual({ status: 409, body: { code: 'insufficient_capacity', message: error.message, retryable: false } });
+  expect(reply.headers['retry-after']).toBeUndefined();
 }
 
 const timed = async <T>(f: () => Promise<T>) => {
@@ -136,6 +145,41 @@ describe('errors while waiting', () => {
     });
     const [shown] = (await bench.load(`?deployment=${x.id}`)).deployments;
     expect(shown).toMatchObject({ router: { in_flight: 0, waiting: 0 }, instances: [] });
+  });
+
+  it('409 insufficient_capacity at once, naming the holder, for a model whose memory an explicit model holds', async () => {
+    const x = await bench.deploy('chat-pinned', simDeployment('chat-pinned', 'vllm', [], 'lifecycle:\n  activation: explicit\n'));
+    await bench.command('start', x.id);
+    await until('chat-pinned to be ready', () => (bench.stateOf(x) === 'ready' ? true : undefined), 30_000);
+    const { value: reply, ms } = await timed(() => bench.chat(b));
+    expectCapacityRefusal(reply, apiErrors.insufficientCapacity(b.id, [{ name: 'chat-pinned', keptBy: 'explicit' }]));
+    expect(ms).toBeLessThan(REQUEST_DEADLINE_MS / 2);
+    await bench.command('stop', x.id);
+  });
+
+  it('409 insufficient_capacity, saying warm, for a request already waiting when the model holding its memory became warm', async () => {
+    await until('the GPU to be free', () => (bench.stateOf(a) !== 'ready' && bench.stateOf(b) !== 'ready' ? true : undefined), 30_000);
+    // chat-w starts for 2.5 s; the request for chat-b waits behind its start, and chat-w is made warm meanwhile.
+    const args = ['--sim-load-ms', '2500'];
+    const w = await bench.deploy('chat-w', simDeployment('chat-w', 'vllm', args));
+    const first = bench.chat(w);
+    await until('chat-w to start', () => (bench.stateOf(w) === 'starting' ? true : undefined));
+    const waiter = timed(() => bench.chat(b));
+    await until('the request for chat-b to wait', async () => ((await bench.load(`?deployment=${b.id}`)).deployments[0]!.router.waiting === 1 ? true : undefined));
+    // Deployed again as `capyctl deploy` does: the new revision holds at once, its measurement runs behind.
+    const warm = parseYaml(simDeployment('chat-w', 'vllm', args, 'lifecycle:\n  warm: true\n'));
+    const redeployed = await request(`${bench.server.managementUrl}/management/v1/deployments`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(warm),
+    });
+    expect(redeployed.statusCode).toBe(200);
+    await redeployed.body.dump();
+    expect(bench.stateOf(w)).toBe('starting');
+    expect((await first).status).toBe(200);
+    const { value: reply, ms } = await waiter;
+    expectCapacityRefusal(reply, apiErrors.insufficientCapacity(b.id, [{ name: 'chat-w', keptBy: 'warm' }]));
+    expect(ms).toBeLessThan(REQUEST_DEADLINE_MS);
   });
 });
 

@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { cannotParkReasons } from '../activities/engines/rules.js';
+import { apiErrors } from '../domain/catalogue.js';
 import { schedulerSettings } from '../gateway/lifecycleClient.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { loadSettings } from '../settings/load.js';
 import type { DeploymentView, HostLedger, LedgerEntry } from '../workflows/definitions.js';
-import { byLongestWait, gpuFree, gpuNeed, type Holder, holdings, hostRamFree, planRoom, victimReleases } from '../workflows/ledger.js';
+import { byLongestWait, gpuFree, gpuNeed, type Holder, holdings, hostRamFree, launchTier, planRoom, releasePlans, type VictimFacts } from '../workflows/ledger.js';
 
 const GiB = 2 ** 30;
 const checkpoint = { weightBytes: 4 * GiB, kvBytes: 1 * GiB };
@@ -85,7 +87,13 @@ describe('room for a model', () => {
 
   it('is refused for capacity when only explicit or warm models hold the memory', () => {
     const [a, b] = full.entries as [LedgerEntry, LedgerEntry];
-    expect(plan([holder(a, { explicit: true }), holder(b, { warm: true })])).toEqual({ kind: 'refused', holders: ['a', 'b'] });
+    expect(plan([holder(a, { explicit: true, warm: true }), holder(b, { warm: true })])).toEqual({
+      kind: 'refused',
+      holders: [
+        { name: 'a', keptBy: 'explicit' },
+        { name: 'b', keptBy: 'warm' },
+      ],
+    });
     expect(plan([holder(a, { explicit: true }), holder(b)], false)).toMatchObject({ kind: 'wait' });
   });
 
@@ -112,8 +120,8 @@ describe('who goes next', () => {
   });
 });
 
-describe('how victims give back their memory', () => {
-  const view = (name: string, fields: Record<string, unknown> = {}): DeploymentView & { checkpoint: typeof checkpoint } => ({
+describe('how released models give back their memory: one decision for a switch, an operator and a timer', () => {
+  const view = (name: string, fields: Record<string, unknown> = {}, explicit = false): DeploymentView & { checkpoint: typeof checkpoint } => ({
     id: name,
     name,
     revision: 1,
@@ -121,37 +129,56 @@ describe('how victims give back their memory', () => {
     operatorStopped: false,
     checkpoint,
     measureFailure: null,
-    explicit: false,
+    explicit,
     generation: 1,
   });
+  const plans = (victims: VictimFacts[], hostRamFreeBytes: number, operator = false) =>
+    releasePlans({ victims, memoryKind: () => 'discrete', hostRamFreeBytes, operator });
 
-  it('parks in host RAM while copies fit, then deep, counting each victim before the next', () => {
-    const plans = victimReleases({
-      victims: [{ entry: entry('a'), view: view('a') }, { entry: entry('b'), view: view('b') }],
-      memoryKind: () => 'discrete',
-      hostRamFreeBytes: 6 * GiB,
+  it('parks in host RAM while copies fit, then deep, counting each victim before the next, and says what they leave', () => {
+    expect(plans([{ entry: entry('a'), view: view('a') }, { entry: entry('b'), view: view('b') }], 6 * GiB)).toEqual({
+      plans: [
+        { kind: 'park', tier: 'host_ram' },
+        { kind: 'park', tier: 'deep' },
+      ],
+      hostRamFreeBytes: 2 * GiB,
     });
-    expect(plans).toEqual([
-      { kind: 'park', tier: 'host_ram' },
-      { kind: 'park', tier: 'deep' },
-    ]);
   });
 
   it('stops a host_backed victim with no room, a restart_only one, and one its engine cannot wake', () => {
-    const plans = victimReleases({
-      victims: [
-        { entry: entry('a'), view: view('a', { residency: 'host_backed' }) },
-        { entry: entry('b'), view: view('b', { residency: 'restart_only' }) },
-        { entry: entry('c'), view: { ...view('c'), spec: deploymentDocument.parse({ name: 'c', engine: 'vllm', model: 'openai/gpt-oss-20b' }) } },
-      ],
-      memoryKind: () => 'discrete',
-      hostRamFreeBytes: 0,
-    });
-    expect(plans).toEqual([
+    const victims = [
+      { entry: entry('a'), view: view('a', { residency: 'host_backed' }) },
+      { entry: entry('b'), view: view('b', { residency: 'restart_only' }) },
+      { entry: entry('c'), view: view('c', { model: 'openai/gpt-oss-20b' }) },
+    ];
+    expect(plans(victims, 0).plans).toEqual([
       { kind: 'stop', reason: 'no_room' },
       { kind: 'stop', reason: 'restart_only' },
       { kind: 'stop', reason: 'engine_cannot_park' },
     ]);
+  });
+
+  it("refuses an operator's park its engine cannot wake, and any park of an explicit model with no room", () => {
+    const gptOss = { entry: entry('c'), view: view('c', { model: 'openai/gpt-oss-20b' }) };
+    expect(plans([gptOss], 0, true).plans).toEqual([{ kind: 'refused', error: apiErrors.capabilityMissingDeepPark('c', cannotParkReasons.gptOss) }]);
+    const pinned = { entry: entry('x'), view: view('x', { residency: 'host_backed' }, true) };
+    expect(plans([pinned], 0, true).plans).toEqual([{ kind: 'refused', error: apiErrors.parkedCapacity('x') }]);
+    expect(plans([pinned], 0).plans).toEqual([{ kind: 'refused', error: apiErrors.parkedCapacity('x') }]);
+  });
+
+  it('launches SGLang for the tier left once the victims took their copies, so that it parks deep instead of stopping', () => {
+    // 7 GiB of host RAM; ja's 5 GiB copy leaves 2, and ib's 3 GiB do not fit.
+    const sglang = (name: string, weightBytes: number) => ({ ...view(name, { engine: 'sglang' }), checkpoint: { weightBytes, kvBytes: GiB / 2 } });
+    const ja = { entry: entry('ja'), view: sglang('ja', 5 * GiB) };
+    const left = plans([ja], 7 * GiB);
+    expect(left).toEqual({ plans: [{ kind: 'park', tier: 'host_ram' }], hostRamFreeBytes: 2 * GiB });
+    const ib = sglang('ib', 3 * GiB);
+    const tier = launchTier({ view: ib, memoryKind: 'discrete', hostRamFreeBytes: left.hostRamFreeBytes });
+    expect(tier).toBe('deep');
+    // Released later by any path with the same host RAM free, it parks deep.
+    for (const operator of [false, true]) expect(plans([{ entry: entry('ib', { tier }), view: ib }], 2 * GiB, operator).plans).toEqual([{ kind: 'park', tier: 'deep' }]);
+    // Launched for host RAM, as it was before the victims were counted, it had no room at all.
+    expect(plans([{ entry: entry('ib', { tier: 'host_ram' }), view: ib }], 2 * GiB).plans).toEqual([{ kind: 'stop', reason: 'no_room' }]);
   });
 });
 

@@ -38,7 +38,8 @@ describe('the host scheduler', () => {
     expect(ledger.gpus).toEqual([{ index: 0, memoryBytes: 6 * GiB, memoryKind: 'discrete' }]);
     expect(ledger.entries.map((e) => [e.name, e.state, e.tier, e.gpuBytes, e.hostRamBytes])).toEqual([
       ['chat-a', 'parked', 'host_ram', 0, 4 * GiB],
-      ['chat-b', 'ready', 'host_ram', 5 * GiB, 0],
+      // Launched for the tier it would park at: chat-a's copy left no room for its own.
+      ['chat-b', 'ready', 'deep', 5 * GiB, 0],
     ]);
     expect(await s.lc.gpuUsedBytes()).toBe(5 * GiB);
   });
@@ -136,14 +137,14 @@ describe('the host scheduler', () => {
       expect(servedBy([await waiting])).toEqual([x]);
     });
 
-    it('keeps its memory: an evict that needs it is refused for capacity, and requests wait', async () => {
+    it('keeps its memory: an evict that needs it is refused for capacity, and so is a request, at once', async () => {
       const error = await refusal(s.command('start', { deploymentId: ids['chat-a']!, evict: true }));
-      expect(error).toEqual(apiErrors.insufficientCapacity(ids['chat-a']!, ['chat-x']));
-      const waiting = s.lc.gateway.request(ids['chat-b']!);
-      await sleep(1_000);
+      expect(error).toEqual(apiErrors.insufficientCapacity(ids['chat-a']!, [{ name: 'chat-x', keptBy: 'explicit' }]));
+      const refused = await s.lc.gateway.request(ids['chat-b']!);
+      expect(refused).toMatchObject({ kind: 'error', error: apiErrors.insufficientCapacity(ids['chat-b']!, [{ name: 'chat-x', keptBy: 'explicit' }]) });
       expect((await s.entry(x))?.state).toBe('ready');
       await s.command('stop', { deploymentId: x });
-      expect(servedBy([await waiting])).toEqual([ids['chat-b']]);
+      expect(servedBy([await s.lc.gateway.request(ids['chat-b']!)])).toEqual([ids['chat-b']]);
     });
 
     it('is refused a park that needs room in the parked set, and serves on', async () => {

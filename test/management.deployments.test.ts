@@ -161,7 +161,7 @@ describe('the operator routes for deployments and hosts', () => {
   it('answers a refusal with the catalogue error', async () => {
     const b = table.byModel('chat-b')!;
     lifecycle.next = () => {
-      throw new CapyError(apiErrors.insufficientCapacity(b.id, ['chat-x']));
+      throw new CapyError(apiErrors.insufficientCapacity(b.id, [{ name: 'chat-x', keptBy: 'explicit' }]));
     };
     const reply = await call('POST', '/deployments/chat-b/start', {});
     expect(reply.statusCode).toBe(409);

@@ -1,14 +1,18 @@
 /**
  * A server and two host agents, each its own process, with one simulated 8 GiB card each: a 5 GiB
  * model fills a host. Where the server places models (every host is used before anything is
- * switched out), and a drain that moves a model to the other host (it serves from there, and keeps
+ * switched out, and no host where models kept loaded hold the memory), and a drain that moves a model to the other host (it serves from there, and keeps
  * doing so after an undrain and a server restart).
  */
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { apiErrors } from '../domain/catalogue.js';
 import { gpuUsage } from '../simulator/gpuLedger.js';
 import { Cluster, type ClusterHost } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
+import { until } from './support/until.js';
 
 /** What one simulator model of `simDeployment` holds on its GPU: 4 GiB of weights and 1 GiB of KV cache. */
 const MODEL_BYTES = 5 * 2 ** 30;
@@ -78,6 +82,42 @@ describe('placement over two empty hosts', () => {
     expect((await whereIs(cluster, 'm3')).state).toBe('ready');
     expect((await cluster.chat('m3')).status).toBe(200);
     expect((await cluster.chat('m1')).status).toBe(200);
+  }, 180_000);
+
+  it('requests whose memory an explicit model holds on one host go to the other; refused for capacity only when no host can serve them', async () => {
+    const [host1, host2] = cluster.hosts as [ClusterHost, ClusterHost];
+    const onHost = (host: ClusterHost, name: string, more = '', args: string[] = []) => simDeployment(name, 'vllm', args, `hosts: [${host.hostId}]\n${more}`);
+    const [explicit, slow] = ['lifecycle: { activation: explicit }', ['--sim-load-ms', '3000']];
+    await Promise.all([cluster.deploy(onHost(host1, 'pin', '', slow)), cluster.deploy(simDeployment('m4')), cluster.deploy(simDeployment('m5'))]);
+    // pin starts on host-1 for 3 s; m4's request goes there (the hosts are alike, host-1 has the lower
+    // ID) and waits behind the start, while pin is deployed again as explicit.
+    expect(await ok(cluster, ['start', 'deployment', 'pin', '--evict'])).toMatch(/^pin: starting/);
+    const m4 = Promise.race([cluster.chat('m4'), sleep(60_000).then(() => ({ status: 'no answer within 60 s', body: undefined }))]);
+    const m4Id = (await cluster.status('m4')).deployment_id;
+    await until('the request for m4 to wait', async () => {
+      const load = await cluster.api('GET', `/management/v1/metrics/load?deployment=${m4Id}`);
+      return load.body.deployments?.[0]?.router.waiting === 1 ? true : undefined;
+    });
+    // Deployed again as `capyctl deploy` does: the new revision holds at once, its measurement runs behind.
+    expect((await cluster.api('POST', '/management/v1/deployments', parseYaml(onHost(host1, 'pin', explicit, slow)))).status).toBe(200);
+    // Still on its way up (parking host-1's model first, or starting): explicit before it is ready.
+    expect((await cluster.status('pin')).state).not.toBe('ready');
+    const served = await m4;
+    expect(served.status, JSON.stringify(served.body)).toBe(200);
+    expect(await whereIs(cluster, 'm4')).toEqual({ state: 'ready', hosts: [host2.hostId] });
+    expect(await whereIs(cluster, 'pin')).toEqual({ state: 'ready', hosts: [host1.hostId] });
+
+    // Explicit models on both hosts: no host can serve m5, and its request is refused at once.
+    await cluster.deploy(onHost(host2, 'pin2', explicit));
+    await ok(cluster, ['start', 'deployment', 'pin2', '--evict', '--wait']);
+    const sentAt = Date.now();
+    const refused = await cluster.chat('m5');
+    const m5Id = (await cluster.status('m5')).deployment_id;
+    expect({ status: refused.status, body: refused.body }).toEqual({
+      status: 409,
+      body: { code: 'insufficient_capacity', message: apiErrors.insufficientCapacity(m5Id, [{ name: 'pin', keptBy: 'explicit' }]).message, retryable: false },
+    });
+    expect(Date.now() - sentAt).toBeLessThan(10_000);
   }, 180_000);
 });
 

@@ -12,11 +12,12 @@ const deployment = (fields: Record<string, unknown> = {}, instances: RoutedInsta
   spec: deploymentDocument.parse({ name: 'd1', engine: 'vllm', model: 'sim/d1', ...fields }),
   instances,
 });
-const host = (hostId: string, heldGiB: number, models: number, gpusGiB: number[] = [8]): HostLoad => ({
+const host = (hostId: string, heldGiB: number, models: number, gpusGiB: number[] = [8], keptGiB = 0): HostLoad => ({
   hostId,
   gpuMemoryBytes: gpusGiB.map((g) => g * GiB),
   heldBytes: heldGiB * GiB,
   models,
+  keptBytes: keptGiB * GiB,
 });
 const instance = (hostId: string, observedState: RoutedInstance['observedState']): RoutedInstance => ({ index: 0, hostId, generation: 2, observedState, parkTier: null });
 
@@ -32,6 +33,15 @@ describe('the host a model goes to', () => {
     // h1 has more free memory in all, but no card with room for it.
     expect(leastLoaded(deployment(), NEED, [host('h1', 8, 2, [8, 8]), host('h2', 2, 1)])).toBe('h2');
     expect(leastLoaded(deployment(), NEED, [host('h1', 5, 1), host('h2', 0, 0)])).toBe('h2');
+  });
+
+  it('then where evicting can make room: not where models kept loaded (explicit, warm) hold it', () => {
+    expect(leastLoaded(deployment(), NEED, [host('h1', 5, 1, [8], 5), host('h2', 6, 2)])).toBe('h2');
+    // Kept models on every host: the least loaded one refuses it.
+    expect(leastLoaded(deployment(), NEED, [host('h1', 5, 1, [8], 5), host('h2', 6, 1, [8], 6)])).toBe('h1');
+    // Only a host that can serve it, when one has refused it for capacity.
+    expect(leastLoaded(deployment(), NEED, [host('h1', 5, 1, [8], 5), host('h2', 6, 1, [8], 6)], true)).toBeUndefined();
+    expect(leastLoaded(deployment(), NEED, [host('h2', 6, 1, [8], 2)], true)).toBe('h2');
   });
 
   it('then by load: the most free GPU memory, then the fewest models, then the lower host ID', () => {

@@ -9,6 +9,7 @@ import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Deployment } from '../store/deployments.js';
+import type { CommandReceipt } from '../workflows/definitions.js';
 import { simDeployment } from './support/lifecycle.js';
 import { type Reply, type ServerBench, startServerBench } from './support/serverBench.js';
 import { until } from './support/until.js';
@@ -237,5 +238,58 @@ describe('switching, end to end', () => {
     const stream = await bench.stream(decide, { logprobs: true, top_logprobs: 1 }).then((s) => s.rest()).catch((e: Error) => e);
     expect(stream).toBeInstanceOf(Error);
     await until('the engine to run nothing', async () => ((await bench.engine(decide)).running === 0 ? true : undefined), 3_000);
+  });
+});
+
+describe('where a released model parks: one decision for an operator park, a switch and an idle timer', () => {
+  let bench: ServerBench;
+  let ja: Deployment;
+  let ib: Deployment;
+  let jb: Deployment;
+
+  beforeAll(async () => {
+    // An 8 GiB card and 7 GiB of host RAM: ja's 5 GiB copy in host RAM leaves no room for ib's 3 GiB.
+    bench = await startServerBench({ gpuMemory: '8GiB', hostRam: '7GiB' });
+    const sglang = (name: string, weights: string) => bench.deploy(name, simDeployment(name, 'sglang', ['--sim-weights', weights, '--sim-kv', '512MiB']));
+    [ja, ib, jb] = [await sglang('ja', '5GiB'), await sglang('ib', '3GiB'), await sglang('jb', '5GiB')];
+  });
+  afterAll(async () => {
+    await bench?.close();
+  });
+
+  const start = async (d: Deployment) => {
+    const receipt = (await bench.command('start', d.id)) as CommandReceipt;
+    await until(`${d.name} to be ready`, () => (bench.stateOf(d) === 'ready' ? true : undefined), 30_000);
+    return receipt;
+  };
+  /** `start ja`, then `start ib --evict`: ja parks in host RAM, and ib is ready. */
+  async function position() {
+    for (const d of [ja, ib, jb]) await bench.command('stop', d.id);
+    await start(ja);
+    expect((await start(ib)).victims).toEqual([{ deploymentId: ja.id, instanceIndex: 0, released: 'releasing: parking (host RAM)' }]);
+  }
+  /** ib parks deep: it is listed parked, its engine is up and holds no copy in host RAM. */
+  async function parksDeep() {
+    const state = await until('ib to be released', () => (['parked', 'stopped'].includes(bench.stateOf(ib)!) ? bench.stateOf(ib) : undefined), 30_000);
+    expect(state).toBe('parked');
+    expect(await bench.engine(ib)).toMatchObject({ state: 'parked', host_ram_bytes: 0 });
+  }
+
+  it('park deployment: its copy does not fit in host RAM, so it parks deep', async () => {
+    await position();
+    expect(await bench.command('park', ib.id)).toMatchObject({ deploymentId: ib.id, state: 'parking' });
+    await parksDeep();
+  });
+
+  it('a switch: start jb --evict parks it deep', async () => {
+    await position();
+    expect((await start(jb)).victims).toEqual([{ deploymentId: ib.id, instanceIndex: 0, released: 'releasing: parking (deep)' }]);
+    await parksDeep();
+  });
+
+  it('the ready idle timer parks it deep', async () => {
+    await position();
+    await bench.restartServer('switching: { drain_timeout: 5s, start_timeout: 60s }\nlifecycle_defaults: { ready_idle_timeout: 1s }');
+    await parksDeep();
   });
 });

@@ -17,7 +17,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { apiErrors } from '../domain/catalogue.js';
-import { type ParkPlan, parkPlan, releasingLine } from '../activities/engines/rules.js';
+import { releasingLine } from '../activities/engines/rules.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import {
@@ -44,10 +44,12 @@ import {
   type Holder,
   holdings,
   hostRamFree,
+  launchTier,
   planRoom,
-  victimReleases,
+  releasePlans,
+  type VictimFacts,
 } from './ledger.js';
-import { refusal } from './refusal.js';
+import { refusal, refusedWith } from './refusal.js';
 import { switchWorkflow } from './switch.js';
 import { switchSummary } from './switchSummary.js';
 
@@ -119,7 +121,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   let runningSwitchId: string | null = null;
 
   const store = proxyActivities<StoreActivities>({ taskQueue: serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS });
-  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS });
+  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS });
 
   // ─── Handlers: all set before the first await, so no signal or update is dropped ──────────────
 
@@ -273,10 +275,17 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     setEntry(entry, s, tier, holdings(checkpoints[instance.deploymentId]!, s, tier));
   }
 
-  /** The victims of a switch, each with the release its park plan gives. */
-  function switchVictims(victims: Array<{ entry: LedgerEntry; view: Viewed }>): SwitchVictim[] {
-    const releases = victimReleases({ victims, memoryKind, hostRamFreeBytes: hostRamFree(ledger()) });
-    return victims.map(({ entry, view: v }, i) => ({ name: v.name, instance: entry.instance, release: asRelease(releases[i]!) }));
+  /**
+   * How `victims`, released together now, give back their memory (ledger.releasePlans: one decision
+   * for every path), and the host RAM they leave free. A refusal is thrown: the operator hears it.
+   */
+  function releasesOf(victims: VictimFacts[], operator: boolean): { releases: Release[]; hostRamFreeBytes: number } {
+    const { plans, hostRamFreeBytes } = releasePlans({ victims, memoryKind, hostRamFreeBytes: hostRamFree(ledger()), operator });
+    const releases = plans.map((plan) => {
+      if (plan.kind === 'refused') throw refusal(plan.error);
+      return plan;
+    });
+    return { releases, hostRamFreeBytes };
   }
 
   /**
@@ -308,6 +317,8 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     if (room.kind === 'refused') throw refusal(apiErrors.insufficientCapacity(v.id, room.holders));
     const victims = room.kind === 'evict' ? all.filter((h) => room.victims.some((r) => r.entry === h.entry)) : [];
     const gpuIndex = room.gpuIndex;
+    const { releases, hostRamFreeBytes } = releasesOf(victims, false);
+    const released: SwitchVictim[] = victims.map(({ entry, view: h }, i) => ({ name: h.name, instance: entry.instance, release: releases[i]! }));
     const target: SwitchTarget = wake
       ? { name: v.name, revision: v.revision, spec: v.spec, instance: existing!.instance, action: 'wake', tier: existing!.tier, gpuIndex }
       : {
@@ -317,7 +328,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
           // Past every generation of it, here or on another host (where it may have run since).
           instance: { deploymentId: v.id, instanceIndex: 0, generation: Math.max(existing?.instance.generation ?? 0, v.generation) + 1 },
           action: 'start',
-          tier: launchTier(v, gpuIndex),
+          tier: launchTier({ view: v, memoryKind: memoryKind(gpuIndex), hostRamFreeBytes }),
           gpuIndex,
         };
     if (!existing) {
@@ -326,18 +337,11 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       existing.gpuIndex = gpuIndex;
     }
     const checkpoints = Object.fromEntries([[v.id, v.checkpoint], ...victims.map((h) => [h.entry.deploymentId, h.view.checkpoint])]);
-    const released = switchVictims(victims);
     await opts.beforeSwitch?.();
     const begun = opts.begun && ((switchId: string) => opts.begun!({ switchId, target, victims: released }));
     // A victim ready elsewhere has no window; on one host there is no elsewhere, so the window applies.
     const result = await runSwitch(target, released, victims.length > 0 ? opts.admissionWindowMs : null, checkpoints, begun);
     return { result };
-  }
-
-  /** The tier a new engine is launched for: what it would park at now; null when it cannot park. */
-  function launchTier(v: Viewed, gpuIndex: number): LedgerEntry['tier'] {
-    const plan = parkPlan({ spec: v.spec, memoryKind: memoryKind(gpuIndex), weightsBytes: v.checkpoint.weightBytes, hostRamFreeBytes: hostRamFree(ledger()) });
-    return plan.kind === 'park' ? plan.tier : null;
   }
 
   /** Takes `v`'s ready or parked instance away, with no target: an operator's park or stop, an idle timer. */
@@ -347,18 +351,8 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   }
   const operatorStop: Release = { kind: 'stop', reason: 'operator' };
 
-  /** How an operator's park or an idle timer parks `v`; refusals are the spec's errors. */
-  function parkPlanOf(v: Viewed, entry: LedgerEntry): Exclude<ParkPlan, { kind: 'refused' }> {
-    const plan = victimPlan(v, entry);
-    if (plan.kind === 'refused') throw refusal(plan.error);
-    // An explicit model is never stopped for want of room in the parked set: it serves on.
-    if (v.explicit && plan.kind === 'stop' && plan.reason === 'no_room') throw refusal(apiErrors.parkedCapacity(v.id));
-    return plan;
-  }
-
-  function victimPlan(v: Viewed, entry: LedgerEntry): ParkPlan {
-    return parkPlan({ spec: v.spec, memoryKind: memoryKind(entry.gpuIndex), weightsBytes: v.checkpoint.weightBytes, hostRamFreeBytes: hostRamFree(ledger()), launchedTier: entry.tier });
-  }
+  /** How `v`'s instance alone gives back its memory now: an operator's park or preinitialize, an idle timer. */
+  const releaseOf = (v: Viewed, operator: boolean): Release => releasesOf([{ entry: entryOf(v.id)!, view: v }], operator).releases[0]!;
 
   const receipt = (deploymentId: string, result?: SwitchResult): CommandReceipt => ({
     deploymentId,
@@ -419,14 +413,14 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
         if (up === WAIT) throw refusal(apiErrors.memoryHeldToPreinitialize(v.id, othersHolding(all, v.id)));
         const failed = targetFailed(up.result, v.id);
         if (failed) throw failed;
-        return [receipt(v.id, await release(v, asRelease(parkPlanOf(v, entryOf(v.id)!))))];
+        return [receipt(v.id, await release(v, releaseOf(v, true)))];
       }
       case 'park': {
         const v = await viewMeasured(deploymentId);
         if (entryOf(v.id)?.state !== 'ready') return [receipt(v.id)];
         // Parking runs in the background (spec, "Park and wake"): the receipt answers once the
         // switch has begun, after every refusal was decided, and names it.
-        const how = asRelease(parkPlanOf(v, entryOf(v.id)!));
+        const how = releaseOf(v, true);
         const state = how.kind === 'park' ? 'parking' : 'stopping';
         return [receipt(v.id, await release(v, how, (switchId) => answer([{ deploymentId: v.id, switchId, victims: [], state }])))];
       }
@@ -486,8 +480,16 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
         const up = await bringUp(v, all, { evict: true, admissionWindowMs: settings.admissionWindowMs });
         if (up !== WAIT) return true;
       } catch (e) {
-        // Refused for capacity: explicit or warm models hold the memory. The requests wait for a change.
-        log.info('demand cannot be served now', { deploymentId: v.id, error: String(e) });
+        // Only models kept loaded (explicit, warm) hold the memory: waiting would not free it, so the
+        // requests are refused at once, unless another host can serve them. Checked on every pass,
+        // so requests that were waiting when a holder became explicit or warm are refused too.
+        const error = refusedWith(e);
+        if (error?.code !== 'insufficient_capacity') {
+          log.warn('demand not served', { deploymentId: v.id, error: String(e) });
+          continue;
+        }
+        await gateway.capacityRefused({ hostId, deploymentId: v.id, error });
+        drop();
       }
     }
     return false;
@@ -525,10 +527,9 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
           if (seen + settings.readyIdleMs! > Date.now()) continue;
         }
       }
-      const plan = entry.state === 'parked' ? null : victimPlan(v, entry);
-      const how: Release = !plan ? { kind: 'stop', reason: 'idle' } : plan.kind === 'refused' ? { kind: 'stop', reason: 'engine_cannot_park' } : asRelease(plan);
       try {
-        await release(v, how);
+        // A parked model's timer stops it; a ready one's releases it as a switch would.
+        await release(v, entry.state === 'parked' ? { kind: 'stop', reason: 'idle' } : releaseOf(v, false));
       } catch (e) {
         // A timer whose release failed is not retried until the instance changes state: the
         // scheduler must outlive it, and a failing release must not run again at once, forever.
@@ -580,8 +581,3 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
 
 const sameSettings = (a: SchedulerSettings, b: SchedulerSettings) =>
   (Object.keys({ ...a, ...b }) as Array<keyof SchedulerSettings>).every((key) => a[key] === b[key]);
-
-/** A park plan as the release a switch carries out. */
-function asRelease(plan: Exclude<ParkPlan, { kind: 'refused' }>): Release {
-  return plan.kind === 'park' ? { kind: 'park', tier: plan.tier } : { kind: 'stop', reason: plan.reason };
-}

@@ -3,9 +3,10 @@
  * what host RAM parked copies leave, how room is made for a model (and when it must not be), which
  * waiting model goes next and how each victim gives its memory back.
  */
-import { type ParkPlan, parkPlan } from '../activities/engines/rules.js';
-import type { InstanceState } from '../domain/vocabulary.js';
-import type { Demand, DeploymentView, HostLedger, LedgerEntry } from './definitions.js';
+import { parkPlan } from '../activities/engines/rules.js';
+import { type ApiError, apiErrors, type KeptHolder } from '../domain/catalogue.js';
+import type { InstanceState, MemoryKind, ParkTier } from '../domain/vocabulary.js';
+import type { Demand, DeploymentView, HostLedger, LedgerEntry, Release } from './definitions.js';
 
 /** A measured checkpoint: what a deployment brings to a GPU. */
 export type Checkpoint = NonNullable<DeploymentView['checkpoint']>;
@@ -58,10 +59,12 @@ export type RoomPlan =
   /** Room can be made only by parking a model with waiting requests, or `evict` was not allowed: wait for memory. */
   | { kind: 'wait' }
   /** Only models kept loaded by explicit activation or `warm` hold the memory: refused for capacity. */
-  | { kind: 'refused'; holders: string[] };
+  | { kind: 'refused'; holders: KeptHolder[] };
 
 const mayYield = (h: Holder) => !h.explicit && !h.warm && !h.waiting;
 const kept = (h: Holder) => h.explicit || h.warm;
+/** Explicit activation says more than `warm` (it also keeps requests from starting it), so it is the one named. */
+const keptHolder = (h: Holder): KeptHolder => ({ name: h.name, keptBy: h.explicit ? 'explicit' : 'warm' });
 
 /**
  * How to find `need` bytes on one of `gpuIndexes` (a parked `kv_only` instance wakes where its
@@ -72,7 +75,7 @@ export function planRoom(input: { ledger: HostLedger; gpuIndexes: number[]; need
   const { ledger, gpuIndexes, need, holders, evict } = input;
   let best: { gpuIndex: number; victims: Holder[] } | undefined;
   let blockedByWaiting = false;
-  const keptHolders = new Set<string>();
+  const keptHolders = new Map<string, KeptHolder>();
   for (const gpuIndex of gpuIndexes) {
     let free = gpuFree(ledger, gpuIndex);
     if (free >= need) return { kind: 'fits', gpuIndex };
@@ -91,11 +94,11 @@ export function planRoom(input: { ledger: HostLedger; gpuIndexes: number[]; need
     // Would the memory come free if the models with waiting requests yielded too? Then it is a wait.
     const waitingBytes = onGpu.filter((h) => h.waiting && !kept(h)).reduce((sum, h) => sum + h.entry.gpuBytes, 0);
     if (free + waitingBytes >= need) blockedByWaiting = true;
-    else for (const h of onGpu.filter(kept)) keptHolders.add(h.name);
+    else for (const h of onGpu.filter(kept)) keptHolders.set(h.name, keptHolder(h));
   }
   if (best) return evict ? { kind: 'evict', ...best } : { kind: 'wait' };
   if (blockedByWaiting || keptHolders.size === 0) return { kind: 'wait' };
-  return { kind: 'refused', holders: [...keptHolders].sort() };
+  return { kind: 'refused', holders: [...keptHolders.values()].sort((a, b) => (a.name < b.name ? -1 : 1)) };
 }
 
 /**
@@ -108,19 +111,37 @@ export function byLongestWait(demands: readonly Demand[]): Demand[] {
     .sort((a, b) => a.oldestSinceMs - b.oldestSinceMs || (a.deploymentId < b.deploymentId ? -1 : 1));
 }
 
-/** A victim and the view it is released with. */
+/** An instance to release and the view it is released with. */
 export interface VictimFacts {
   entry: LedgerEntry;
   view: DeploymentView & { checkpoint: Checkpoint };
 }
 
+/** How a model gives back its memory, or why it may not: the error the operator's command gets. */
+export type ReleasePlan = Release | { kind: 'refused'; error: ApiError };
+
 /**
- * How each victim gives back its memory (parkPlan), counting host RAM as the victims before it take
- * their copies. A victim its engine cannot wake correctly (refused a park) stops.
+ * How instances released together give back their memory: the one decision of every path that
+ * takes a model away (a switch's victims, an operator's park or preinitialize, an idle timer), made
+ * as they are released. Each parks at the tier parkPlan gives for the host RAM left once the ones
+ * before it took their copies (a copy that does not fit parks deep; only an engine whose tier was
+ * fixed at launch, or `host_backed`, stops for want of room), or stops.
+ *
+ * - A model its engine cannot wake correctly is refused to an operator (capability_missing); a
+ *   switch or a timer stops it.
+ * - An explicit model is never stopped for want of room to park: refused (parked_capacity).
+ *
+ * `hostRamFreeBytes` in the answer: what they leave free, for the tier the switch's target launches for.
  */
-export function victimReleases(input: { victims: VictimFacts[]; memoryKind: (gpuIndex: number) => HostLedger['gpus'][number]['memoryKind']; hostRamFreeBytes: number }): Array<Exclude<ParkPlan, { kind: 'refused' }>> {
+export function releasePlans(input: {
+  victims: VictimFacts[];
+  memoryKind: (gpuIndex: number) => MemoryKind;
+  hostRamFreeBytes: number;
+  /** An operator's command: it hears a refusal instead of a stop. */
+  operator: boolean;
+}): { plans: ReleasePlan[]; hostRamFreeBytes: number } {
   let ramFree = input.hostRamFreeBytes;
-  return input.victims.map(({ entry, view }) => {
+  const plans = input.victims.map(({ entry, view }): ReleasePlan => {
     const plan = parkPlan({
       spec: view.spec,
       memoryKind: input.memoryKind(entry.gpuIndex),
@@ -128,8 +149,21 @@ export function victimReleases(input: { victims: VictimFacts[]; memoryKind: (gpu
       hostRamFreeBytes: ramFree,
       launchedTier: entry.tier,
     });
-    if (plan.kind === 'refused') return { kind: 'stop', reason: 'engine_cannot_park' } as const;
+    if (plan.kind === 'refused') return input.operator ? plan : { kind: 'stop', reason: 'engine_cannot_park' };
+    if (plan.kind === 'stop' && plan.reason === 'no_room' && view.explicit) return { kind: 'refused', error: apiErrors.parkedCapacity(view.id) };
     if (plan.kind === 'park') ramFree -= parkedHostRamBytes(view.checkpoint, plan.tier);
     return plan;
   });
+  return { plans, hostRamFreeBytes: ramFree };
+}
+
+/**
+ * The tier a new engine is launched for: the one it would park at with `hostRamFreeBytes` (what the
+ * switch that starts it leaves, its victims' copies counted: an engine whose tier is fixed at launch
+ * must not count on room they take); null when it cannot park.
+ */
+export function launchTier(input: { view: DeploymentView & { checkpoint: Checkpoint }; memoryKind: MemoryKind; hostRamFreeBytes: number }): ParkTier | null {
+  const { view, memoryKind, hostRamFreeBytes } = input;
+  const plan = parkPlan({ spec: view.spec, memoryKind, weightsBytes: view.checkpoint.weightBytes, hostRamFreeBytes });
+  return plan.kind === 'park' ? plan.tier : null;
 }

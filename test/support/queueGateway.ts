@@ -15,8 +15,8 @@ export type Answer =
   | { kind: 'served'; deploymentId: string; startedAtMs: number; endedAtMs: number; instance: InstanceRef }
   | { kind: 'error'; error: ApiError; atMs: number };
 
-/** Every step a switch takes; the scheduler's snapshot is not one. */
-type SwitchStep = Exclude<keyof GatewaySteps, 'snapshot'>;
+/** Every step a switch takes; the scheduler's own (its snapshot, a refusal for capacity) are not. */
+type SwitchStep = Exclude<keyof GatewaySteps, 'snapshot' | 'capacityRefused'>;
 type StepInput<K extends SwitchStep> = Parameters<GatewaySteps[K]>[0];
 type StepResult<K extends SwitchStep> = Awaited<ReturnType<GatewaySteps[K]>>;
 
@@ -56,6 +56,7 @@ export class QueueGateway {
       release: recorded('release', (i, r) => ({ deploymentId: i.instance.deploymentId, ...r })),
       failWaiters: recorded('failWaiters', (i, r) => ({ deploymentId: i.deploymentId, code: i.error.code, ...r })),
       snapshot: real.snapshot,
+      capacityRefused: real.capacityRefused,
     };
   }
 

@@ -32,6 +32,8 @@ export interface ServerBenchOptions {
   hostYaml?: string;
   /** The simulated card, e.g. "8GiB" (one 5 GiB simulator model at a time). */
   gpuMemory?: string;
+  /** The host's `host_ram`, e.g. "7GiB": what parked copies may take. */
+  hostRam?: string;
   /** The dev server and Postgres; the test harness's when absent. */
   services?: LifecycleServices;
 }
@@ -111,6 +113,7 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
           temporalAddress: services.temporalAddress,
           dataDir,
           gpuMemory: options.gpuMemory ?? '8GiB',
+          hostRam: options.hostRam,
           extra: options.hostYaml,
         }),
       }),
