@@ -1,11 +1,15 @@
 /**
  * A server and two host agents, each its own process, with one simulated 8 GiB card each: a 5 GiB
  * model fills a host. Where the server places models (every host is used before anything is
- * switched out), and a drain that moves a model to the other host (it serves from there, and keeps
- * doing so after an undrain and a server restart).
+ * switched out), what a deploy refuses on the hosts a deployment may run on (the second card has
+ * unified memory), and a drain that moves a model to the other host (it serves from there, and
+ * keeps doing so after an undrain and a server restart).
  */
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cannotParkReasons, hostBackedRefusals } from '../activities/engines/rules.js';
+import { apiErrors } from '../domain/catalogue.js';
 import { gpuUsage } from '../simulator/gpuLedger.js';
 import { Cluster, type ClusterHost } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
@@ -33,9 +37,30 @@ describe('placement over two empty hosts', () => {
   let cluster: Cluster;
 
   beforeAll(async () => {
-    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }, { gpuMemory: '8GiB' }] });
+    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }, { gpuMemory: '8GiB', memoryKind: 'unified' }] });
     await Promise.all(['m1', 'm2', 'm3'].map((name) => cluster.deploy(simDeployment(name))));
   }, 240_000);
+
+  it('capyctl deploy refuses a residency that a host it may run on, or its engine, cannot give; named onto discrete cards only, it is taken', async () => {
+    const [discrete, unified] = cluster.hosts as [ClusterHost, ClusterHost];
+    const deploy = (name: string, text: string) => {
+      const file = join(cluster.dir, `${name}.yaml`);
+      writeFileSync(file, text);
+      return cluster.capyctl(['deploy', 'model', '--file', file]);
+    };
+    const refusals = [
+      [simDeployment('hb', 'vllm', [], 'residency: host_backed\n'), apiErrors.invalidRequest(hostBackedRefusals.unifiedMemoryOn('hb', unified.hostId))],
+      ['name: gpt\nengine: vllm\nmodel: openai/gpt-oss-20b\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('gpt', cannotParkReasons.gptOss)],
+      ['name: tf\nengine: tensorfold\nmodel: sim/tf\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('tf', cannotParkReasons.engine('tensorfold'))],
+      ['name: eagle\nengine: sglang\nmodel: sim/eagle\nresidency: host_backed\nextra_args: ["--speculative-algorithm", "EAGLE"]\n', apiErrors.invalidRequest(hostBackedRefusals.keepsWeights('eagle'))],
+    ] as const;
+    const results = await Promise.all(refusals.map(([text], i) => deploy(`refused-${i}`, text)));
+    expect(results).toEqual(refusals.map(([, error]) => ({ code: 1, stdout: '', stderr: `capyctl: ${error.code}: ${error.message}\n` })));
+
+    const pinned = await deploy('pinned', simDeployment('hb', 'vllm', [], `residency: host_backed\nhosts: [${discrete.hostId}]\n`));
+    expect(pinned.code, pinned.stderr).toBe(0);
+    expect(pinned.stdout).toMatch(/^hb: created, revision 1 /);
+  }, 60_000);
   afterAll(async () => {
     await cluster?.close();
   });

@@ -1,5 +1,7 @@
 /** `capyctl settings check KIND [--file F] [--set k=v …] [--json]`: validates a document before a start. */
 import { parseArgs } from 'node:util';
+import { documentRefusal } from '../../activities/engines/rules.js';
+import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import { documentSchemas, type DocumentKind, loadSettingsFile, SettingsError } from '../../settings/load.js';
 import { type Command, exitCodes } from '../command.js';
 
@@ -23,6 +25,9 @@ export const settingsCheck: Command = {
     }
     try {
       const settings = loadSettingsFile(kind, values.file, { sets: values.set ?? [] });
+      // Refused here as a deploy would refuse it, before its first park would.
+      const refusal = kind === 'deployment' ? documentRefusal(settings as DeploymentSpec) : null;
+      if (refusal) throw new SettingsError(kind, values.file, [`residency: ${refusal.code}: ${refusal.message}`]);
       process.stdout.write(values.json ? `${JSON.stringify(settings, null, 2)}\n` : `${values.file ?? `the ${kind} defaults`}: valid\n`);
       return exitCodes.ok;
     } catch (e) {
