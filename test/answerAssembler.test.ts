@@ -56,6 +56,17 @@ describe('the answer assembler', () => {
     ]);
   });
 
+  it('says when the output comes: not with the role or an empty text, with the first word', () => {
+    const assembler = new AnswerAssembler();
+    const push = (c: unknown) => {
+      assembler.push(Buffer.from(`data: ${JSON.stringify(c)}\n\n`));
+      return assembler.output;
+    };
+    // The second empty text is read by the template of a token's chunk the first one made.
+    expect([stream[0], chunk({ delta: { content: '' } }), chunk({ delta: { content: '' } })].map(push)).toEqual([false, false, false]);
+    expect(push(stream[1])).toBe(true);
+  });
+
   it('answers an error the engine streamed with its status and body', () => {
     const error = { error: { message: 'boom', type: 'InternalServerError', param: null, code: 503 } };
     expect(assemble([stream[0], stream[1], error])).toEqual({ status: 503, body: error });

@@ -8,6 +8,8 @@
  * (asked for with `stream_options.include_usage`).
  */
 
+import { isEmptyChunk } from './eventScanner.js';
+
 type Json = Record<string, unknown>;
 
 /** What the client is answered: the engine's status and JSON body. */
@@ -158,6 +160,8 @@ export class AnswerAssembler {
   private usage: unknown;
   private error: AssembledAnswer | undefined;
   private template: TokenTemplate | undefined;
+  /** A chunk carrying output has come: as the event scanner tells it, which is told not to look. */
+  output = false;
 
   /** Takes whole events (the bytes up to an event's end). */
   push(events: Buffer): void {
@@ -190,6 +194,7 @@ export class AnswerAssembler {
     const data = text.slice(from, to);
     if (data === '[DONE]') return;
     const chunk = JSON.parse(data) as unknown;
+    if (!this.output && !isEmptyChunk(chunk)) this.output = true;
     this.add(chunk);
     if (isObject(chunk) && !this.error) this.learnTemplate(data, chunk);
   }
@@ -201,6 +206,7 @@ export class AnswerAssembler {
     const [start, end] = [from + t.before.length, to - t.after.length];
     if (closingQuote(text, start) !== end) return false;
     const raw = text.slice(start, end);
+    if (raw !== '') this.output = true;
     t.choice.appendText(t.field, raw.includes('\\') ? (JSON.parse(`"${raw}"`) as string) : raw);
     return true;
   }

@@ -123,7 +123,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.status = status;
     this.headers = headers;
     if (!/^text\/event-stream\b/i.test(String(headers['content-type'] ?? ''))) return this.open();
-    this.scanner = new EventScanner();
+    this.scanner = new EventScanner({ findOutput: !this.x.assemble });
     if (this.x.assemble) this.assembler = new AnswerAssembler();
   }
 
@@ -148,13 +148,14 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   /** Takes a stream's events into the whole answer; nothing goes to the client before its end. */
   private assemble(controller: Dispatcher.DispatchController, scan: Scan): void {
-    if (scan.output && !this.output) this.outputCame();
+    const assembler = this.assembler!;
     try {
-      this.assembler!.push(scan.whole);
+      assembler.push(scan.whole);
     } catch (e) {
       // Not the JSON of a stream's chunks: the engine failed.
       return controller.abort(e as Error);
     }
+    if (assembler.output && !this.output) this.outputCame();
     if (scan.oversized) this.stop({ kind: 'bound', why: `a single piece of the answer is larger than ${MAX_STREAM_PIECE_BYTES} bytes` });
   }
 
