@@ -47,7 +47,6 @@ describe('capyctl settings check', () => {
   it('refuses a deployment whose residency asks for a park its engine cannot give, as a deploy would', async () => {
     const cases = [
       ['gpt-oss.yaml', 'name: gpt\nengine: vllm\nmodel: openai/gpt-oss-20b\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('gpt', cannotParkReasons.gptOss)],
-      ['tf.yaml', 'name: tf\nengine: tensorfold\nmodel: m\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('tf', cannotParkReasons.engine('tensorfold'))],
       ['eagle.yaml', 'name: eagle\nengine: sglang\nmodel: m\nresidency: host_backed\nextra_args: ["--speculative-algorithm", "EAGLE"]\n', apiErrors.invalidRequest(hostBackedRefusals.keepsWeights('eagle'))],
     ] as const;
     const results = await Promise.all(cases.map(([name, text]) => capyctl(['settings', 'check', 'deployment', '--file', file(name, text)])));

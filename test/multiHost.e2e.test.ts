@@ -7,6 +7,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cannotParkReasons, hostBackedRefusals } from '../activities/engines/rules.js';
 import { apiErrors } from '../domain/catalogue.js';
@@ -41,25 +42,23 @@ describe('placement over two empty hosts', () => {
     await Promise.all(['m1', 'm2', 'm3'].map((name) => cluster.deploy(simDeployment(name))));
   }, 240_000);
 
-  it('capyctl deploy refuses a residency that a host it may run on, or its engine, cannot give; named onto discrete cards only, it is taken', async () => {
+  it('a deploy refuses a residency that a host it may run on, or its engine, cannot give; named onto discrete cards only, it is taken', async () => {
     const [discrete, unified] = cluster.hosts as [ClusterHost, ClusterHost];
-    const deploy = (name: string, text: string) => {
-      const file = join(cluster.dir, `${name}.yaml`);
-      writeFileSync(file, text);
-      return cluster.capyctl(['deploy', 'model', '--file', file]);
-    };
+    const file = join(cluster.dir, 'hb.yaml');
+    writeFileSync(file, simDeployment('hb', 'vllm', [], 'residency: host_backed\n'));
     const refusals = [
-      [simDeployment('hb', 'vllm', [], 'residency: host_backed\n'), apiErrors.invalidRequest(hostBackedRefusals.unifiedMemoryOn('hb', unified.hostId))],
       ['name: gpt\nengine: vllm\nmodel: openai/gpt-oss-20b\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('gpt', cannotParkReasons.gptOss)],
       ['name: tf\nengine: tensorfold\nmodel: sim/tf\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('tf', cannotParkReasons.engine('tensorfold'))],
       ['name: eagle\nengine: sglang\nmodel: sim/eagle\nresidency: host_backed\nextra_args: ["--speculative-algorithm", "EAGLE"]\n', apiErrors.invalidRequest(hostBackedRefusals.keepsWeights('eagle'))],
     ] as const;
-    const results = await Promise.all(refusals.map(([text], i) => deploy(`refused-${i}`, text)));
-    expect(results).toEqual(refusals.map(([, error]) => ({ code: 1, stdout: '', stderr: `capyctl: ${error.code}: ${error.message}\n` })));
+    const deploy = (text: string) => cluster.api('POST', '/management/v1/deployments', parseYaml(text));
+    const [cli, ...api] = await Promise.all([cluster.capyctl(['deploy', 'model', '--file', file]), ...refusals.map(([text]) => deploy(text))]);
+    const unifiedRefusal = apiErrors.invalidRequest(hostBackedRefusals.unifiedMemoryOn('hb', unified.hostId));
+    expect(cli).toEqual({ code: 1, stdout: '', stderr: `capyctl: ${unifiedRefusal.code}: ${unifiedRefusal.message}\n` });
+    expect(api.map((r) => [r.status, r.body])).toEqual(refusals.map(([, e]) => [e.status, { code: e.code, message: e.message, retryable: e.retryable }]));
 
-    const pinned = await deploy('pinned', simDeployment('hb', 'vllm', [], `residency: host_backed\nhosts: [${discrete.hostId}]\n`));
-    expect(pinned.code, pinned.stderr).toBe(0);
-    expect(pinned.stdout).toMatch(/^hb: created, revision 1 /);
+    const pinned = await deploy(simDeployment('hb', 'vllm', [], `residency: host_backed\nhosts: [${discrete.hostId}]\n`));
+    expect(pinned.status).toBe(201);
   }, 60_000);
   afterAll(async () => {
     await cluster?.close();
