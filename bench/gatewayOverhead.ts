@@ -19,12 +19,15 @@
  *        (the bare proxy shows the floor), not whether the gateway holds streams back;
  *  (c) 1,000 concurrent requests for a parked model: wakes (switch workflows for it, from Temporal)
  *      and answers; target 1 and 1,000;
+ *  (e) as (a), with longer non-streamed answers (LONG_ANSWERS tokens): the gateway asks the engine
+ *      for a stream of a whole answer and assembles it, so its cost grows with the answer's length;
+ *      the engine writing a stream rather than one JSON is counted in it;
  *  (d) 4,096 requests waiting for a model that is starting: growth of the gateway process's RSS
  *      (/proc/<pid>/status), which counts garbage not yet collected too, and of its heap and
  *      external memory after a full collection (through its inspector, which only this part turns
  *      on); target < 64 MiB.
  *
- * Run: `npx tsx bench/gatewayOverhead.ts`. BENCH_PARTS=ab (any of a, b, c, d) runs only those;
+ * Run: `npx tsx bench/gatewayOverhead.ts`. BENCH_PARTS=ab (any of a, b, c, d, e) runs only those;
  * BENCH_CPU_PROF=<dir> runs the gateway with `node --cpu-prof` and leaves its profile there.
  */
 import { spawn } from 'node:child_process';
@@ -45,6 +48,9 @@ import { until } from '../test/support/until.js';
 
 const WARM_UP = 300;
 const LATENCY_REQUESTS = 3_000;
+/** (e)'s answer lengths, in tokens, and its requests per way and length. */
+const LONG_ANSWERS = [16, 256];
+const LONG_REQUESTS = 1_000;
 const STREAMS = 32;
 const TOKENS_PER_STREAM = 2_000;
 const STREAM_ROUNDS = 5;
@@ -56,7 +62,7 @@ const PACED_TOKENS_PER_S = 1_000;
 const PARKED_BURST = 1_000;
 const WAITING = 4_096;
 const MiB = 2 ** 20;
-const PARTS = process.env.BENCH_PARTS ?? 'abcd';
+const PARTS = process.env.BENCH_PARTS ?? 'abcde';
 /** How long the gateway may take to stop before it is killed with its engines. */
 const STOP_BOUND_MS = Number(process.env.STOP_BOUND_MS ?? 30_000);
 
@@ -136,11 +142,12 @@ async function liveMemoryOf(inspectorPort: number): Promise<number> {
 const chatBody = (model: string, more: Record<string, unknown>) => JSON.stringify({ model, messages: [{ role: 'user', content: 'ping' }], ...more });
 
 /**
- * Latencies of a sequential 1-token answer, one keep-alive connection per target, the targets taking
- * turns request by request so that drift in the machine's speed falls on all of them alike.
+ * Latencies of a sequential non-streamed answer of `tokens`, one keep-alive connection per target,
+ * the targets taking turns request by request so that drift in the machine's speed falls on all of
+ * them alike.
  */
-async function latencies(targets: Record<string, string>, model: string): Promise<Record<string, number[]>> {
-  const body = chatBody(model, { max_tokens: 1 });
+async function latencies(targets: Record<string, string>, model: string, tokens: number, requests: number): Promise<Record<string, number[]>> {
+  const body = chatBody(model, { max_tokens: tokens });
   const pools = Object.entries(targets).map(([name, url]) => [name, new Pool(url, { connections: 1 })] as const);
   const once = async (pool: Pool) => {
     const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body });
@@ -149,7 +156,7 @@ async function latencies(targets: Record<string, string>, model: string): Promis
   };
   const samples: Record<string, number[]> = Object.fromEntries(pools.map(([name]) => [name, []]));
   for (let i = 0; i < WARM_UP; i++) for (const [, pool] of pools) await once(pool);
-  for (let i = 0; i < LATENCY_REQUESTS; i++) {
+  for (let i = 0; i < requests; i++) {
     // Each target goes first in turn: none always follows the same one.
     for (let k = 0; k < pools.length; k++) {
       const [name, pool] = pools[(i + k) % pools.length]!;
@@ -283,14 +290,21 @@ async function main() {
     const percentOf = (v: number, of: number) => `${((100 * v) / of).toFixed(1)}%`;
     const spread = (xs: number[], fmt: (v: number) => string) => `${fmt(Math.min(...xs))} … ${fmt(Math.max(...xs))}`;
 
-    if (PARTS.includes('a') || PARTS.includes('b')) {
+    if (PARTS.includes('a') || PARTS.includes('b') || PARTS.includes('e')) {
       const targets = await waysTo('bench-hot');
       if (PARTS.includes('a')) {
-        const lat = await latencies(targets, 'bench-hot');
+        const lat = await latencies(targets, 'bench-hot', 1, LATENCY_REQUESTS);
         const [d, b, g] = [median(lat.direct!), median(lat.bare!), median(lat.gateway!)];
         const p90 = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length * 0.9)]!;
         show({ measure: `(a) 1-token answer, median of ${LATENCY_REQUESTS}`, direct: ms(d), bare: ms(b), gateway: ms(g), result: `+${ms(g - d)} (bare proxy +${ms(b - d)})`, target: '≤ +0.5 ms' });
         show({ measure: '(a) 90th percentile', direct: ms(p90(lat.direct!)), bare: ms(p90(lat.bare!)), gateway: ms(p90(lat.gateway!)), result: '', target: '' });
+      }
+      if (PARTS.includes('e')) {
+        for (const tokens of LONG_ANSWERS) {
+          const lat = await latencies(targets, 'bench-hot', tokens, LONG_REQUESTS);
+          const [d, b, g] = [median(lat.direct!), median(lat.bare!), median(lat.gateway!)];
+          show({ measure: `(e) ${tokens}-token answer, median of ${LONG_REQUESTS}`, direct: ms(d), bare: ms(b), gateway: ms(g), result: `+${ms(g - d)} (bare proxy +${ms(b - d)})`, target: '' });
+        }
       }
       if (PARTS.includes('b')) {
         const tps = await streamRates(targets, 'bench-hot');

@@ -37,7 +37,7 @@ export interface HostLoad {
   keptBytes: number;
 }
 
-export const mayRunOn = (deployment: Placed, hostId: string): boolean => deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
+export const mayRunOn = (deployment: Pick<Placed, 'spec'>, hostId: string): boolean => deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
 
 /** The host among `hosts` that holds an instance of the deployment, which stays there. */
 export function heldOn(deployment: Placed, hosts: readonly string[]): string | undefined {

@@ -75,8 +75,10 @@ export class Shapes {
     return { ...(this.envelope(this.g.kind === 'chat' ? 'chat.completion' : 'text_completion', [choice]) as object), usage };
   }
 
+  /** The chunk that ends a choice also says which stop string ended it, as vLLM's does: none here. */
   private chunk(delta: unknown, logprobs: unknown, finishReason: string | null): unknown {
-    return this.envelope('chat.completion.chunk', [{ index: 0, delta, logprobs, finish_reason: finishReason }]);
+    const ending = finishReason === null ? {} : { stop_reason: null };
+    return this.envelope('chat.completion.chunk', [{ index: 0, delta, logprobs, finish_reason: finishReason, ...ending }]);
   }
 
   private envelope(object: string, choices: unknown[]): unknown {

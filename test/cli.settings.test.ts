@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commandIndex } from '../cli/commandIndex.js';
 import { describe, expect, it } from 'vitest';
+import { cannotParkReasons, hostBackedRefusals } from '../activities/engines/rules.js';
+import { apiErrors } from '../domain/catalogue.js';
 import { CAPYCTL, capyctl } from './support/capyctl.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'capyctl-cli-'));
@@ -65,6 +67,17 @@ describe('capyctl settings check', () => {
       `invalid standalone settings in ${path}:\n` +
         '  - host.resource_policy.queue.admission_window: 45s is out of range: allowed 1ms to 30s\n' +
         '  - host.resource_policy.queue.colour: unknown key\n',
+    );
+  });
+
+  it('refuses a deployment whose residency asks for a park its engine cannot give, as a deploy would', async () => {
+    const cases = [
+      ['gpt-oss.yaml', 'name: gpt\nengine: vllm\nmodel: openai/gpt-oss-20b\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('gpt', cannotParkReasons.gptOss)],
+      ['eagle.yaml', 'name: eagle\nengine: sglang\nmodel: m\nresidency: host_backed\nextra_args: ["--speculative-algorithm", "EAGLE"]\n', apiErrors.invalidRequest(hostBackedRefusals.keepsWeights('eagle'))],
+    ] as const;
+    const results = await Promise.all(cases.map(([name, text]) => capyctl(['settings', 'check', 'deployment', '--file', file(name, text)])));
+    expect(results).toEqual(
+      cases.map(([name, , error]) => ({ code: 2, stdout: '', stderr: `invalid deployment settings in ${join(dir, name)}:\n  - residency: ${error.code}: ${error.message}\n` })),
     );
   });
 

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import {
   cannotParkReasons,
+  documentRefusal,
   expectedMaxRunning,
   hostBackedRefusals,
+  hostsRefusal,
   keepsWeightsWhenParked,
   maxRunningToPass,
   type ParkSituation,
@@ -207,6 +209,27 @@ describe('capability_missing:deep_park', () => {
   it('refuses a decision model its engine cannot wake too: the refusal is about the deployment, not this release', () => {
     const plan = parkPlan(situation({ model: 'openai/gpt-oss-20b', decision: { prompt: 'p', options: ['a', 'b'] } }));
     expect(plan).toEqual(refused(cannotParkReasons.gptOss));
+  });
+});
+
+describe('refusals at deploy', () => {
+  it('refuses a residency that asks for a park its engine cannot do or cannot wake from, not one left unsaid', () => {
+    const refusal = (fields: Record<string, unknown>) => documentRefusal(deployment(fields))?.message ?? null;
+    expect(refusal({ model: 'openai/gpt-oss-20b', residency: 'host_backed' })).toBe(refusalMessage(cannotParkReasons.gptOss));
+    expect(refusal({ engine: 'tensorfold', residency: 'host_backed' })).toBe(refusalMessage(cannotParkReasons.engine('tensorfold')));
+    for (const fields of [{ model: 'openai/gpt-oss-20b' }, { engine: 'tensorfold' }, { engine: 'tensorfold', residency: 'restart_only' }, { residency: 'host_backed' }]) {
+      expect(refusal(fields)).toBeNull();
+    }
+  });
+
+  it('refuses host_backed where a host it may run on has unified memory', () => {
+    const hosts = [
+      { id: 'gpu-a', gpus: [{ memoryKind: 'discrete' as const }] },
+      { id: 'gpu-b', gpus: [{ memoryKind: 'discrete' as const }, { memoryKind: 'unified' as const }] },
+    ];
+    expect(hostsRefusal(deployment({ residency: 'host_backed' }), hosts)?.message).toBe(hostBackedRefusals.unifiedMemoryOn('my-model', 'gpu-b'));
+    expect(hostsRefusal(deployment({ residency: 'deep' }), hosts)).toBeNull();
+    expect(hostsRefusal(deployment({ residency: 'host_backed' }), hosts.slice(0, 1))).toBeNull();
   });
 });
 

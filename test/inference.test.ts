@@ -44,6 +44,8 @@ interface Bench {
   ids: Record<string, string>;
   /** How each dispatched request ended, as its ticket was told. */
   finishes: { deploymentId: string; cut: boolean }[];
+  /** The deployments of the dispatched requests whose first output came, in order. */
+  outputs: string[];
   close(): Promise<void>;
 }
 
@@ -62,13 +64,18 @@ async function gateway(
   const baseUrls = new Map<string, string | null>();
   const queue = new RequestQueue({ limits: () => ({ ...LIMITS, ...options.limits }), onDemand: () => {} });
   const finishes: Bench['finishes'] = [];
+  const outputs: string[] = [];
   // Records each ticket's end as the relay reports it.
   const admit = queue.admit.bind(queue);
   queue.admit = async (arrival): Promise<Admission> => {
     const admission = await admit(arrival);
     if (admission.kind === 'dispatch') {
       const { ticket } = admission;
-      const finish = ticket.finish.bind(ticket);
+      const [finish, firstOutput] = [ticket.finish.bind(ticket), ticket.firstOutput.bind(ticket)];
+      ticket.firstOutput = () => {
+        outputs.push(arrival.deploymentId);
+        firstOutput();
+      };
       ticket.finish = (how) => {
         finishes.push({ deploymentId: arrival.deploymentId, cut: how.cut });
         finish(how);
@@ -105,6 +112,7 @@ async function gateway(
     queue,
     ids,
     finishes,
+    outputs,
     async close() {
       for (const id of Object.values(ids)) queue.failWaiters(id, apiErrors.internal());
       await app.close();
@@ -143,7 +151,9 @@ describe('answers through the gateway', () => {
   it.each([
     ['chat, whole', '/v1/chat/completions', 'chat-a', chat('chat-a')],
     ['chat, streamed', '/v1/chat/completions', 'chat-a', chat('chat-a', { stream: true, stream_options: { include_usage: true } })],
+    ['chat with logprobs, whole', '/v1/chat/completions', 'chat-a', chat('chat-a', { logprobs: true, top_logprobs: 2 })],
     ['text, whole', '/v1/completions', 'chat-a', { model: 'chat-a', prompt: 'Capybaras are', max_tokens: 24 }],
+    ['SGLang chat, whole', '/v1/chat/completions', 'chat-b', chat('chat-b')],
     ['text, streamed', '/v1/completions', 'chat-a', { model: 'chat-a', prompt: 'Capybaras are', max_tokens: 24, stream: true }],
     ['SGLang chat, streamed', '/v1/chat/completions', 'chat-b', chat('chat-b', { stream: true })],
   ])('%s: the bytes are the engine’s own answer', async (_, path, model, body) => {
@@ -277,18 +287,20 @@ describe('answers cut short', () => {
     expect(bench.queue.cutBeforeOutput([bench.ids['chat-a']!])).toEqual([]);
   });
 
-  it('a client that hangs up while a whole answer is generated stops the engine’s work', async () => {
+  it('a client that hangs up while a whole answer is generated stops the engine’s work; its output had come', async () => {
     const sim = await startSimulator('vllm', ['m', '--served-model-name', 'chat-a', '--sim-load-ms', '50', '--sim-tokens-per-s', '20']);
     const bench = await gateway({ 'chat-a': { engine: 'vllm', baseUrl: sim.baseUrl } });
     const client = new AbortController();
     const pending = postJson(`${bench.url}/v1/chat/completions`, chat('chat-a', { max_tokens: 2000 }), client.signal).catch(() => undefined);
-    await until('the engine to take the request', async () => ((await sim.state()).running === 1 ? true : undefined), 3_000);
+    // The client sees nothing of a whole answer before its end; the gateway sees the engine's stream of it.
+    await until('the first output', () => (bench.outputs.length === 1 ? true : undefined), 3_000);
     client.abort();
     await pending;
     await until('the engine to run nothing', async () => ((await sim.state()).running === 0 ? true : undefined), 3_000);
     await until('the ticket to finish', () => (bench.finishes.length === 1 ? true : undefined), 3_000);
-    // A whole answer shows nothing before it ends, so the gateway cannot tell the engine had begun.
     expect(bench.finishes).toEqual([{ deploymentId: bench.ids['chat-a'], cut: true }]);
+    // It had output, so the engine's count of running requests speaks for it.
+    expect(bench.queue.cutBeforeOutput([bench.ids['chat-a']!])).toEqual([]);
   });
 
   it('a hang-up before any output marks the deployment cut before output', async () => {
@@ -358,7 +370,7 @@ const event = (delta: Record<string, unknown>) => `data: ${JSON.stringify({ id: 
 describe('the request as the engine gets it', () => {
   const done = (res: ServerResponse) => res.end(event({ content: 'hi' }) + 'data: [DONE]\n\n');
   // Spacing and key order a re-encoding would not keep.
-  const written = '{ "max_tokens":8,  "model": "chat-a", "messages":[{"role":"user","content":"hi"}] }';
+  const written = '{ "max_tokens":8,  "model": "chat-a", "messages":[{"role":"user","content":"hi"}], "stream": true }';
   const send = (bench: Bench, headers: Record<string, string> = {}) =>
     request(`${bench.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer client-key', ...headers }, body: written });
 
@@ -407,6 +419,16 @@ describe('the request as the engine gets it', () => {
     const { rid, ...rest } = JSON.parse(String(engine.bodies[0]));
     expect(rid).toMatch(/^[0-9a-f-]{36}$/);
     expect(rest).toEqual(JSON.parse(written));
+  });
+
+  it('asks a whole answer as a stream with its usage, and answers it whole', async () => {
+    const engine = await upstream(done);
+    const bench = await gateway({ 'chat-a': { engine: 'vllm', baseUrl: engine.baseUrl } });
+    const whole = { max_tokens: 8, model: 'chat-a', messages: [{ role: 'user', content: 'hi' }] };
+    const res = await postJson(`${bench.url}/v1/chat/completions`, whole);
+    expect(res.headers['content-type']).toBe('application/json');
+    expect(await res.body.json()).toEqual({ id: 'c', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'hi', tool_calls: [] }, finish_reason: null }] });
+    expect(JSON.parse(String(engine.bodies[0]))).toEqual({ ...whole, stream: true, stream_options: { include_usage: true } });
   });
 });
 

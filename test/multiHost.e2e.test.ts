@@ -1,13 +1,16 @@
 /**
  * A server and two host agents, each its own process, with one simulated 8 GiB card each: a 5 GiB
  * model fills a host. Where the server places models (every host is used before anything is
- * switched out, and no host where models kept loaded hold the memory), and a drain that moves a model to the other host (it serves from there, and keeps
- * doing so after an undrain and a server restart).
+ * switched out, and no host where models kept loaded hold the memory), what a deploy refuses on the
+ * hosts a deployment may run on (the second card has unified memory), and a drain that moves a model
+ * to the other host (it serves from there, and keeps doing so after an undrain and a server restart).
  */
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { cannotParkReasons, hostBackedRefusals } from '../activities/engines/rules.js';
 import { apiErrors } from '../domain/catalogue.js';
 import { gpuUsage } from '../simulator/gpuLedger.js';
 import { Cluster, type ClusterHost } from './support/cluster.js';
@@ -37,9 +40,28 @@ describe('placement over two empty hosts', () => {
   let cluster: Cluster;
 
   beforeAll(async () => {
-    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }, { gpuMemory: '8GiB' }] });
+    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }, { gpuMemory: '8GiB', memoryKind: 'unified' }] });
     await Promise.all(['m1', 'm2', 'm3'].map((name) => cluster.deploy(simDeployment(name))));
   }, 240_000);
+
+  it('a deploy refuses a residency that a host it may run on, or its engine, cannot give; named onto discrete cards only, it is taken', async () => {
+    const [discrete, unified] = cluster.hosts as [ClusterHost, ClusterHost];
+    const file = join(cluster.dir, 'hb.yaml');
+    writeFileSync(file, simDeployment('hb', 'vllm', [], 'residency: host_backed\n'));
+    const refusals = [
+      ['name: gpt\nengine: vllm\nmodel: openai/gpt-oss-20b\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('gpt', cannotParkReasons.gptOss)],
+      ['name: tf\nengine: tensorfold\nmodel: sim/tf\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('tf', cannotParkReasons.engine('tensorfold'))],
+      ['name: eagle\nengine: sglang\nmodel: sim/eagle\nresidency: host_backed\nextra_args: ["--speculative-algorithm", "EAGLE"]\n', apiErrors.invalidRequest(hostBackedRefusals.keepsWeights('eagle'))],
+    ] as const;
+    const deploy = (text: string) => cluster.api('POST', '/management/v1/deployments', parseYaml(text));
+    const [cli, ...api] = await Promise.all([cluster.capyctl(['deploy', 'model', '--file', file]), ...refusals.map(([text]) => deploy(text))]);
+    const unifiedRefusal = apiErrors.invalidRequest(hostBackedRefusals.unifiedMemoryOn('hb', unified.hostId));
+    expect(cli).toEqual({ code: 1, stdout: '', stderr: `capyctl: ${unifiedRefusal.code}: ${unifiedRefusal.message}\n` });
+    expect(api.map((r) => [r.status, r.body])).toEqual(refusals.map(([, e]) => [e.status, { code: e.code, message: e.message, retryable: e.retryable }]));
+
+    const pinned = await deploy(simDeployment('hb', 'vllm', [], `residency: host_backed\nhosts: [${discrete.hostId}]\n`));
+    expect(pinned.status).toBe(201);
+  }, 60_000);
   afterAll(async () => {
     await cluster?.close();
   });

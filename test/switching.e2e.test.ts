@@ -7,6 +7,7 @@
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Deployment } from '../store/deployments.js';
 import type { CommandReceipt } from '../workflows/definitions.js';
@@ -188,9 +189,8 @@ describe('switching, end to end', () => {
     expect(await bench.engine(a)).toMatchObject({ state: 'parked', running: 0, waiting: 0, violations: [] });
   });
 
-  it('a client that hangs up mid non-streamed answer: the engine stops its work, and the victim is stopped, not parked', async () => {
-    await loaded(a);
-    const generation = bench.server.table.get(a.id)!.instances[0]!.generation;
+  /** A non-streamed answer from chat-a that its client hangs up on once chat-a drains for chat-b; chat-b's reply. */
+  async function hangUpOnWholeAnswer(): Promise<Reply> {
     const client = new AbortController();
     const whole = bench.chat(a, { max_tokens: 400 }, client.signal).catch((e: Error) => e);
     await until('chat-a to run it', async () => ((await bench.engine(a)).running === 1 ? true : undefined));
@@ -198,8 +198,28 @@ describe('switching, end to end', () => {
     await until('chat-a to close its dispatch after the window', () => (bench.server.queue.dispatchOf(a.id) === 'closed' ? true : undefined));
     client.abort();
     expect(await whole).toBeInstanceOf(Error);
-    expect((await waiter).status).toBe(200);
-    // Nothing of a whole answer shows before it ends: the engine may not have started it, so the stop settles it.
+    return waiter;
+  }
+
+  it('a client that hangs up mid non-streamed answer: the engine stops its work, then the victim parks', async () => {
+    await loaded(a);
+    expect((await hangUpOnWholeAnswer()).status).toBe(200);
+    // Its engine had produced output, so it parked (not stopped), and never with a request in flight.
+    expect(bench.stateOf(a)).toBe('parked');
+    expect(await bench.engine(a)).toMatchObject({ state: 'parked', running: 0, waiting: 0, violations: [] });
+  });
+
+  it('a client that hangs up on a non-streamed answer before any output: the victim is stopped, not parked', async () => {
+    await loaded(a);
+    const generation = bench.server.table.get(a.id)!.instances[0]!.generation;
+    // The engine takes the request and never produces a token of it.
+    await request(`${bench.host.engineUrl({ deploymentId: a.id, instanceIndex: 0 })}/sim/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ requests_never_finish: true }),
+    }).then((r) => r.body.dump());
+    expect((await hangUpOnWholeAnswer()).status).toBe(200);
+    // The engine may not have started it, so its count proves nothing: the stop settles it.
     expect(bench.stateOf(a)).toBe('stopped');
     expect((await bench.chat(a)).status).toBe(200);
     expect(bench.server.table.get(a.id)!.instances[0]).toMatchObject({ generation: generation + 1, observedState: 'ready' });
@@ -227,14 +247,14 @@ describe('switching, end to end', () => {
     }
   });
 
-  it('a single piece of a streamed answer larger than 64 KiB ends the stream; the engine runs nothing after', async () => {
+  it('a single piece of an answer larger than 64 KiB ends it, streamed or not; the engine runs nothing after', async () => {
     // A decision model lists every option with its log-probability in its one token's piece.
     const options = Array.from({ length: 2_000 }, (_, i) => `option-number-${i}`).join(',');
     const decide = await bench.deploy('chat-decide', simDeployment('chat-decide', 'vllm', ['--sim-decision', options]));
     await loaded(decide);
-    const whole = await bench.chat(decide, { logprobs: true, top_logprobs: 1 });
-    expect(whole.status).toBe(200);
-    expect(JSON.stringify(whole.body).length).toBeGreaterThan(64 * 1024);
+    // The engine is asked for a stream of a whole answer too, and its one piece is too large.
+    expect(await bench.chat(decide, { logprobs: true, top_logprobs: 1 }).catch((e: Error) => e)).toBeInstanceOf(Error);
+    await until('the engine to run nothing', async () => ((await bench.engine(decide)).running === 0 ? true : undefined), 3_000);
     const stream = await bench.stream(decide, { logprobs: true, top_logprobs: 1 }).then((s) => s.rest()).catch((e: Error) => e);
     expect(stream).toBeInstanceOf(Error);
     await until('the engine to run nothing', async () => ((await bench.engine(decide)).running === 0 ? true : undefined), 3_000);

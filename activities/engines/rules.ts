@@ -5,7 +5,7 @@
  * adapters call them; nothing here does I/O.
  */
 import { type ApiError, apiErrors, releaseLines, releasingLines } from '../../domain/catalogue.js';
-import type { MemoryKind, ParkTier } from '../../domain/vocabulary.js';
+import type { EngineName, MemoryKind, ParkTier } from '../../domain/vocabulary.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { MaxRunning, MaxRunningContext } from './engine.js';
 import { findCount, findOption } from './launchOptions.js';
@@ -27,6 +27,8 @@ export const cannotParkReasons = {
   nvfp4OnSglang: 'SGLang does not wake NVFP4 (ModelOpt) checkpoints correctly unless it keeps their weights in memory',
   nemotronVlOnVllm:
     'vLLM 0.31.0 answers Nemotron 3.5 Super VL wrongly after a park and a wake (the engine is that version, or its version is not known)',
+  /** An engine that does not park at all, asked to by `residency`. */
+  engine: (engine: EngineName) => `${engine} does not park (capyctl engine list shows DEEP PARK disabled)`,
 } as const;
 
 /** Model names as checkpoints spell them: `openai/gpt-oss-20b`, `nvidia/Nemotron-3.5-Super-VL-FP8`. */
@@ -72,16 +74,52 @@ export function parkRefusal(spec: DeploymentSpec, engineVersion?: string): ApiEr
 export const hostBackedRefusals = {
   unifiedMemory: (name: string) =>
     `deployment ${name}: residency: host_backed needs a discrete card, and this host's GPU has unified memory; use residency: deep`,
+  /** At deploy, naming a host the deployment may run on. */
+  unifiedMemoryOn: (name: string, hostId: string) =>
+    `deployment ${name}: residency: host_backed needs a discrete card, and host ${hostId}, which it may run on, has unified memory; ` +
+    'use residency: deep, or name only hosts with discrete cards in hosts',
   keepsWeights: (name: string) =>
     `deployment ${name}: residency: host_backed is refused for SGLang with speculative decoding (--speculative-algorithm), ` +
     'which parks with its weights in memory',
 } as const;
 
-function residencyRefusal(spec: DeploymentSpec, memoryKind: MemoryKind): ApiError | null {
+/** `host_backed` where it cannot hold; `memoryKind` is absent before a host is known. */
+function hostBackedRefusal(spec: DeploymentSpec, memoryKind: MemoryKind | undefined): ApiError | null {
   if (spec.residency !== 'host_backed') return null;
   if (keepsWeightsWhenParked(spec)) return apiErrors.invalidRequest(hostBackedRefusals.keepsWeights(spec.name));
   if (memoryKind === 'unified') return apiErrors.invalidRequest(hostBackedRefusals.unifiedMemory(spec.name));
   return null;
+}
+
+/**
+ * What a deployment document is refused for on its own, at deploy and by `settings check
+ * deployment`, before it could be refused a park: a residency that asks for a park (`deep`,
+ * `host_backed`) that its engine cannot do (DEEP PARK disabled in `capyctl engine list`) or from
+ * which its engine does not wake the model correctly (`parkRefusal`), and `host_backed` for SGLang
+ * with speculative decoding. A deployment that names no residency is not refused here: it stops
+ * where its engine cannot park, and is refused a park where it cannot wake.
+ */
+export function documentRefusal(spec: DeploymentSpec): ApiError | null {
+  if (spec.residency !== 'deep' && spec.residency !== 'host_backed') return null;
+  if (engineTraits[spec.engine].parkTiers.length === 0) return apiErrors.capabilityMissingDeepPark(spec.name, cannotParkReasons.engine(spec.engine));
+  return parkRefusal(spec) ?? hostBackedRefusal(spec, undefined);
+}
+
+/** A host as the host-dependent rules see it: the memory of its GPUs. */
+export interface HostMemory {
+  id: string;
+  gpus: ReadonlyArray<{ memoryKind: MemoryKind }>;
+}
+
+/**
+ * What a deployment is refused for on the hosts it may run on, at deploy: `host_backed` where one of
+ * them has unified memory. A park on such a host refuses it too (`parkPlan`), for a host that
+ * registers later.
+ */
+export function hostsRefusal(spec: DeploymentSpec, hosts: readonly HostMemory[]): ApiError | null {
+  if (spec.residency !== 'host_backed') return null;
+  const unified = hosts.find((h) => h.gpus.some((g) => g.memoryKind === 'unified'));
+  return unified ? apiErrors.invalidRequest(hostBackedRefusals.unifiedMemoryOn(spec.name, unified.id)) : null;
 }
 
 // ─── Park tier ──────────────────────────────────────────────────────────────────────────────────
@@ -138,7 +176,7 @@ export function parkPlan(s: ParkSituation): ParkPlan {
   if (spec.residency === 'restart_only') return stop('restart_only');
   const traits = engineTraits[spec.engine];
   if (traits.parkTiers.length === 0) return stop('engine_cannot_park');
-  const refusal = parkRefusal(spec, s.engineVersion) ?? residencyRefusal(spec, s.memoryKind);
+  const refusal = parkRefusal(spec, s.engineVersion) ?? hostBackedRefusal(spec, s.memoryKind);
   if (refusal) return { kind: 'refused', error: refusal };
   if (spec.decision) return stop('decision_model');
   if (s.launchedTier === null) return stop('launched_unable_to_park');

@@ -1,5 +1,7 @@
 /** `capyctl settings check KIND [--file F] [--set k=v …] [--json]`: validates a document before a start. */
 import { parseArgs } from 'node:util';
+import { documentRefusal } from '../../activities/engines/rules.js';
+import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import { type BaseDocument, documentSchemas, type DocumentKind, loadSettingsFile, SettingsError } from '../../settings/load.js';
 import { overridesFromEnv } from '../../settings/overrides.js';
 import { baseDocument } from '../processSettings.js';
@@ -37,6 +39,9 @@ export const settingsCheck: Command = {
       // The document the start would run: a standalone's file over its embedded defaults.
       const base = baseDocument(kind);
       const settings = loadSettingsFile(kind, values.file, { sets, base });
+      // Refused here as a deploy would refuse it, before its first park would.
+      const refusal = kind === 'deployment' ? documentRefusal(settings as DeploymentSpec) : null;
+      if (refusal) throw new SettingsError(kind, values.file, [`residency: ${refusal.code}: ${refusal.message}`]);
       process.stdout.write(values.json ? `${JSON.stringify(settings, null, 2)}\n` : `${checked(kind, values.file, base, sets)}: valid\n`);
       return exitCodes.ok;
     } catch (e) {

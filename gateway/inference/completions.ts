@@ -56,6 +56,26 @@ function hangUpOf(reply: FastifyReply): AbortSignal {
   return client.signal;
 }
 
+/**
+ * A whole answer the gateway assembles from a stream: every answer not asked as a stream, unless the
+ * client gave stream options, which the engine refuses without a stream (its error is the answer).
+ */
+function asksWholeAnswer(body: Record<string, unknown>): boolean {
+  return body.stream !== true && body.stream_options === undefined;
+}
+
+/**
+ * The body the engine gets: the client's bytes unless something is added. A whole answer is asked
+ * for as a stream with its usage; SGLang aborts a request by its `rid`, so naming it after the
+ * request lets an abort find it.
+ */
+function engineBody(body: Record<string, unknown>, raw: Buffer, add: { assemble: boolean; rid: string | undefined }): Buffer {
+  if (!add.assemble && add.rid === undefined) return raw;
+  const streamed = add.assemble ? { stream: true, stream_options: { include_usage: true } } : {};
+  const named = add.rid === undefined ? {} : { rid: add.rid };
+  return Buffer.from(JSON.stringify({ ...body, ...streamed, ...named }));
+}
+
 export function completionRoutes(deps: CompletionDeps) {
   return async (app: FastifyInstance) => {
     const route = app.withTypeProvider<ZodTypeProvider>();
@@ -76,8 +96,8 @@ export function completionRoutes(deps: CompletionDeps) {
           return;
         }
         if (admission.kind === 'refused') return replyWith(reply, admission.error);
-        // SGLang aborts a request by its `rid`: naming it after the request lets an abort find it.
-        const body = deployment.spec.engine === 'sglang' ? Buffer.from(JSON.stringify({ ...request.body, rid: request.id })) : raw;
+        const assemble = asksWholeAnswer(request.body);
+        const body = engineBody(request.body, raw, { assemble, rid: deployment.spec.engine === 'sglang' ? request.id : undefined });
         let engine: EngineRoute;
         try {
           engine = deps.routeTo(admission.ticket.instance);
@@ -95,6 +115,7 @@ export function completionRoutes(deps: CompletionDeps) {
           // uncompressed for its events to be read as they pass.
           headers: { ...forwardableHeaders(request.headers, ['authorization', 'content-length', 'accept-encoding', INGRESS_SECRET_HEADER]), ...engine.headers },
           body,
+          assemble,
           res: reply.raw,
           hangUp,
           dispatcher: deps.dispatcher,

@@ -45,7 +45,15 @@ function endsWith(bytes: Buffer, end: Buffer): boolean {
 export class EventScanner {
   /** The bytes of the event still arriving. */
   private partial: Buffer = Buffer.alloc(0);
-  private sawOutput = false;
+  private sawOutput: boolean;
+
+  /**
+   * `findOutput: false` when what reads the events parses them and says when the output comes (the
+   * assembler of a whole answer): then only event ends and sizes are looked for, and `output` says nothing.
+   */
+  constructor({ findOutput = true }: { findOutput?: boolean } = {}) {
+    this.sawOutput = !findOutput;
+  }
 
   push(chunk: Buffer): Scan {
     const bytes = this.partial.length === 0 ? chunk : Buffer.concat([this.partial, chunk]);
@@ -98,7 +106,7 @@ function isOutput(event: string): boolean {
 type Choice = { finish_reason?: unknown; text?: unknown; delta?: Record<string, unknown> };
 
 /** A chunk whose every choice has no text, no finish reason and a delta holding only the role or empty fields. */
-function isEmptyChunk(chunk: unknown): boolean {
+export function isEmptyChunk(chunk: unknown): boolean {
   const choices = (chunk as { choices?: unknown } | null)?.choices;
   if (!Array.isArray(choices) || choices.length === 0) return false;
   return (choices as Choice[]).every(

@@ -9,6 +9,10 @@
  * only the role, is held back with them. Every way an exchange ends short closes the engine's
  * connection, which is what makes vLLM and SGLang stop working on the request.
  *
+ * A client that asked for a whole answer gets one made from the engine's stream (`assemble`): its
+ * first output is seen as it comes, so a hang-up after it is a cut with output, as for a stream, and
+ * the stream's bounds hold for it too. Its status and headers wait for the stream's end.
+ *
  * The exchange is an undici dispatch handler rather than a `request()` and its body stream: every
  * chunk of every answer passes here, and a handler takes each one as it is parsed, without a
  * Readable and an async iterator in between (bench/gatewayOverhead.ts measures the difference).
@@ -20,7 +24,11 @@ import { type ApiError, apiErrors, renderApiError } from '../../domain/catalogue
 import { CLIENT_READ_IDLE_MS, MAX_STREAM_PIECE_BYTES } from '../../domain/limits.js';
 import { forwardableHeaders } from '../../net/forwarding.js';
 import type { Ticket } from '../requestQueue.js';
-import { EventScanner } from './eventScanner.js';
+import { AnswerAssembler } from './answerAssembler.js';
+import { EventScanner, type Scan } from './eventScanner.js';
+
+/** A stream's own headers, which a whole answer does not have. */
+const STREAM_HEADERS = ['content-type', 'content-length', 'cache-control', 'x-accel-buffering'];
 
 export interface RelayInput {
   ticket: Ticket;
@@ -28,6 +36,8 @@ export interface RelayInput {
   url: string;
   headers: Record<string, string | string[]>;
   body: Buffer;
+  /** The client asked for a whole answer and the engine for a stream: the answer is assembled from it. */
+  assemble: boolean;
   /** The client's reply, taken over from Fastify. */
   res: ServerResponse;
   /** Fires when the client hangs up. */
@@ -54,7 +64,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   private headers: Record<string, string | string[]> = {};
   /** Set for a stream of events; a whole answer has no opening chunk, so its arrival is its output. */
   private scanner: EventScanner | undefined;
-  /** The status and headers have gone to the client: the first output came. */
+  /** Set for a stream the client is answered whole. */
+  private assembler: AnswerAssembler | undefined;
+  /** The first output came. */
+  private output = false;
+  /** The status and headers have gone to the client: the first output came to a stream, or its end to a whole answer. */
   private opened = false;
   /** A stream's events before its first output. */
   private readonly held: Buffer[] = [];
@@ -108,8 +122,9 @@ class Exchange implements Dispatcher.DispatchHandler {
   onResponseStart(_: Dispatcher.DispatchController, status: number, headers: Record<string, string | string[]>): void {
     this.status = status;
     this.headers = headers;
-    if (/^text\/event-stream\b/i.test(String(headers['content-type'] ?? ''))) this.scanner = new EventScanner();
-    else this.open();
+    if (!/^text\/event-stream\b/i.test(String(headers['content-type'] ?? ''))) return this.open();
+    this.scanner = new EventScanner({ findOutput: !this.x.assemble });
+    if (this.x.assemble) this.assembler = new AnswerAssembler();
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -117,6 +132,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.idle?.refresh();
     if (!this.scanner) return this.write(controller, chunk);
     const scan = this.scanner.push(chunk);
+    if (this.assembler) return this.assemble(controller, scan);
     let whole = scan.whole;
     if (!this.opened) {
       this.held.push(whole);
@@ -130,11 +146,43 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (scan.oversized) this.stop({ kind: 'bound', why: `a single piece of the answer is larger than ${MAX_STREAM_PIECE_BYTES} bytes` });
   }
 
+  /** Takes a stream's events into the whole answer; nothing goes to the client before its end. */
+  private assemble(controller: Dispatcher.DispatchController, scan: Scan): void {
+    const assembler = this.assembler!;
+    try {
+      assembler.push(scan.whole);
+    } catch (e) {
+      // Not the JSON of a stream's chunks: the engine failed.
+      return controller.abort(e as Error);
+    }
+    if (assembler.output && !this.output) this.outputCame();
+    if (scan.oversized) this.stop({ kind: 'bound', why: `a single piece of the answer is larger than ${MAX_STREAM_PIECE_BYTES} bytes` });
+  }
+
   onResponseEnd(): void {
     if (this.ended) return;
+    if (this.assembler) return this.answerWhole();
     // A stream that ended without output (only its opening, say) is the whole answer all the same.
     if (!this.opened) this.open();
     this.x.res.end(Buffer.concat([...this.held, this.scanner?.rest() ?? Buffer.alloc(0)]));
+    this.end(false);
+  }
+
+  /** The stream ended: the client is answered the whole answer made from it, as the engine would have answered it. */
+  private answerWhole(): void {
+    const assembler = this.assembler!;
+    try {
+      assembler.push(this.scanner!.rest());
+    } catch (e) {
+      return this.fail(e as Error);
+    }
+    const { status, body } = assembler.whole();
+    const json = JSON.stringify(body);
+    const headers = forwardableHeaders(this.headers, STREAM_HEADERS);
+    this.status = status;
+    this.headers = { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(json)) };
+    this.open();
+    this.x.res.end(json);
     this.end(false);
   }
 
@@ -164,12 +212,18 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.end(true);
   }
 
-  /** The first output came: the status and headers go to the client, and the engine's silence is bounded from now. */
-  private open(): void {
-    this.opened = true;
+  /** The first output came: the deadline is met, and the engine's silence is bounded from now. */
+  private outputCame(): void {
+    this.output = true;
     this.x.ticket.firstOutput();
-    this.x.res.writeHead(this.status, forwardableHeaders(this.headers));
     this.armIdle();
+  }
+
+  /** The status and headers go to the client: with the first output, or with the whole answer. */
+  private open(): void {
+    if (!this.output) this.outputCame();
+    this.opened = true;
+    this.x.res.writeHead(this.status, forwardableHeaders(this.headers));
   }
 
   private armIdle(): void {
@@ -192,7 +246,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     clearTimeout(this.slow);
     this.slow = undefined;
     if (this.stopped || this.ended) return;
-    if (this.opened) this.armIdle();
+    if (this.output) this.armIdle();
     this.controller?.resume();
   }
 

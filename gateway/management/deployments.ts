@@ -6,11 +6,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { documentRefusal, hostsRefusal } from '../../activities/engines/rules.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { activations, instanceStates, type InstanceState, parkTiers } from '../../domain/vocabulary.js';
 import { deploymentDocument, type DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
+import { mayRunOn } from '../../server/placement.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
+import { listHosts } from '../../store/hosts.js';
 import type { CommandReceipt } from '../../workflows/definitions.js';
 import type { OperatorLifecycle } from '../lifecycleClient.js';
 import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
@@ -146,6 +149,10 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
     routes.post('/management/v1/deployments', { schema: { body: deploymentDocument, response: { 200: deployReply, 201: deployReply } } }, async (request, reply) => {
+      // Refused where the operator can act, not at its first park.
+      const spec = request.body;
+      const refusal = documentRefusal(spec) ?? hostsRefusal(spec, (await listHosts(db)).filter((h) => mayRunOn({ spec }, h.id)));
+      if (refusal) throw new CapyError(refusal);
       // A new revision is measured where it may run; with no host yet, the host's registration starts it.
       const { deployment, outcome } = await lifecycle.deploy(request.body);
       request.log.info({ deploymentId: deployment.id, revision: deployment.revision, outcome }, 'deployment saved');

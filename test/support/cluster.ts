@@ -62,6 +62,8 @@ export class CapyProcess {
 export interface ClusterHostOptions {
   /** One simulated card; "8GiB" holds one 5 GiB simulator model at a time. */
   gpuMemory?: string;
+  /** The card's kind of memory; discrete unless said. */
+  memoryKind?: 'discrete' | 'unified';
   /** More lines of the host document (YAML). */
   yaml?: string;
 }
@@ -148,6 +150,7 @@ export class Cluster {
         temporalAddress: this.services.temporalAddress,
         dataDir,
         gpuMemory: options.gpuMemory ?? '8GiB',
+        memoryKind: options.memoryKind,
         extra: options.yaml,
       }),
     );
