@@ -81,6 +81,8 @@ export class EngineError extends Error {
 /** Calls with a deadline; adapters pass it to every HTTP call so a hung engine cannot hang a step. */
 export interface CallOptions {
   signal?: AbortSignal;
+  /** Told what a step skipped (an optional route the engine does not have). */
+  warn?: (message: string) => void;
 }
 
 export interface EngineAdapter {

@@ -25,7 +25,7 @@ const cannotPark = async (): Promise<never> => {
 export const tensorfold: EngineAdapter = {
   ...adapterFacts('tensorfold'),
 
-  launch: (ctx) => buildLaunchPlan(ctx, { model: ['--model', ctx.spec.model], options: [] }),
+  launch: (ctx) => buildLaunchPlan(ctx),
   isReady: (endpoint, options) => answers200(endpoint, '/health', options),
   park: cannotPark,
   wake: cannotPark,

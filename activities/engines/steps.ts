@@ -1,0 +1,133 @@
+/**
+ * Runs a park or a wake as the contract table lists it (contracts.ts): each step's request, and what
+ * its answer means. A step of an optional route the engine does not have is skipped with a warning;
+ * every failure names the engine, the request and what the engine answered.
+ */
+import { z } from 'zod';
+import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
+import { engineContracts, type RouteContract, routesTierNeeds, type Step, type StepFacts } from './contracts.js';
+import { type CallOptions, type EngineEndpoint, EngineError } from './engine.js';
+import { exchange, type EngineReply, refusal } from './http.js';
+
+/** How people call each engine in a message. */
+export const engineLabels: Record<EngineName, string> = { vllm: 'vLLM', sglang: 'SGLang', tensorfold: 'TensorFold' };
+
+const sleepState = z.object({ is_sleeping: z.boolean() });
+const modelInfo = z.object({ model_path: z.string() });
+const weightsUpdate = z.object({ success: z.boolean(), message: z.string().nullish() });
+
+export const requestLine = (route: RouteContract, query?: string): string => `${route.method} ${route.path}${query ? `?${query}` : ''}`;
+
+function parsed<S extends z.ZodType>(engine: EngineName, endpoint: EngineEndpoint, line: string, reply: EngineReply, schema: S): z.output<S> {
+  let value: unknown;
+  try {
+    value = JSON.parse(reply.body);
+  } catch {
+    value = undefined;
+  }
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    throw new EngineError('refused', `${engineLabels[engine]} at ${endpoint.baseUrl} answered ${line} with ${reply.status} but an unexpected body: ${reply.body.slice(0, 200)}`);
+  }
+  return result.data;
+}
+
+/** What a step's successful answer says, checked by its role. */
+function checkAnswer(engine: EngineName, endpoint: EngineEndpoint, step: Step, line: string, reply: EngineReply, facts: StepFacts): void {
+  const who = `${engineLabels[engine]} at ${endpoint.baseUrl}`;
+  switch (step.role) {
+    case 'expect_asleep':
+      if (!parsed(engine, endpoint, line, reply, sleepState).is_sleeping) throw new EngineError('refused', `${who} answered the sleep with 200 but ${line} says it is not sleeping`);
+      return;
+    case 'expect_awake':
+      if (parsed(engine, endpoint, line, reply, sleepState).is_sleeping) throw new EngineError('not_ready', `${who} answered the wake with 200 but ${line} says it is still sleeping`);
+      return;
+    case 'read_model_path':
+      facts.modelPath = parsed(engine, endpoint, line, reply, modelInfo).model_path;
+      return;
+    case 'reload': {
+      // SGLang answers a failed load 400, or 200 with `success: false`, which says the same.
+      if (engine !== 'sglang') return;
+      const outcome = parsed(engine, endpoint, line, reply, weightsUpdate);
+      if (!outcome.success) throw new EngineError('reload_failed', `${who} did not reload its weights: ${line} answered ${outcome.message ?? 'success: false'}`);
+      return;
+    }
+    case undefined:
+      return;
+  }
+}
+
+/** The error of a step the engine answered with an error status. */
+function failedStep(engine: EngineName, endpoint: EngineEndpoint, step: Step, line: string, reply: EngineReply): EngineError {
+  const error = refusal(endpoint, line, reply, engineLabels[engine]);
+  // An error answer from a reload (a full GPU among them) means the weights did not come back.
+  if (step.role === 'reload') return new EngineError('reload_failed', `${engineLabels[engine]} at ${endpoint.baseUrl} did not reload its weights: ${error.message}`);
+  return error;
+}
+
+export async function runSteps(engine: EngineName, endpoint: EngineEndpoint, steps: readonly Step[], options: CallOptions = {}): Promise<void> {
+  const facts: StepFacts = { modelPath: '' };
+  for (const step of steps) {
+    const line = requestLine(step.route, step.query);
+    const json = typeof step.json === 'function' ? (step.json as (f: StepFacts) => unknown)(facts) : step.json;
+    const reply = await exchange(endpoint, `${step.route.path}${step.query ? `?${step.query}` : ''}`, { method: step.route.method, json, signal: options.signal });
+    if (reply.status === 404 && step.route.optional) {
+      options.warn?.(`${engineLabels[engine]} at ${endpoint.baseUrl} has no ${line} (404); skipped, since it only refines the step`);
+      continue;
+    }
+    if (reply.status < 200 || reply.status >= 300) throw failedStep(engine, endpoint, step, line, reply);
+    checkAnswer(engine, endpoint, step, line, reply, facts);
+  }
+}
+
+/**
+ * Before a park: every route the tier's park and wake need, where the engine can be asked without
+ * doing anything (`GET` on a POST route: 405 when it has it). A missing one refuses the park, so
+ * the model stops instead of parking where it could never wake.
+ */
+export async function missingRoutes(endpoint: EngineEndpoint, routes: readonly RouteContract[], options: CallOptions = {}): Promise<string[]> {
+  const missing: string[] = [];
+  for (const route of routes) {
+    const probe = route.probedByGet ? 'GET' : route.method === 'GET' ? 'GET' : undefined;
+    if (probe === undefined) continue;
+    const reply = await exchange(endpoint, route.path, { method: probe, signal: options.signal });
+    if (reply.status === 404) missing.push(requestLine(route));
+  }
+  return missing;
+}
+
+/** The steps of a park or wake at `tier`; refused for a tier the engine does not park at. */
+function tierSteps(engine: EngineName, phase: 'park' | 'wake', tier: ParkTier): readonly Step[] {
+  const steps = engineContracts[engine][phase][tier];
+  if (steps === undefined) throw new EngineError('refused', `${engineLabels[engine]} cannot park at tier ${tier}`);
+  return steps;
+}
+
+/**
+ * A park as the table lists it, after checking the engine has every route the tier's park and wake
+ * need: a missing one refuses this (first) park, naming the route and the engine's version, rather
+ * than failing the wake after the memory is gone.
+ */
+export async function parkByContract(
+  engine: EngineName,
+  endpoint: EngineEndpoint,
+  tier: ParkTier,
+  version: () => Promise<string | null>,
+  options: CallOptions = {},
+): Promise<void> {
+  const steps = tierSteps(engine, 'park', tier);
+  const missing = await missingRoutes(endpoint, routesTierNeeds(engine, tier), options);
+  if (missing.length > 0) {
+    const reported = await version().catch(() => null);
+    const hint = engineContracts[engine].missingRouteHint;
+    throw new EngineError(
+      'refused',
+      `${engineLabels[engine]} ${reported ?? '(version not reported)'} at ${endpoint.baseUrl} cannot park at tier ${tier}: ` +
+        `it has no ${missing.join(', ')} (404)${hint ? `; ${hint}` : ''}`,
+    );
+  }
+  await runSteps(engine, endpoint, steps, options);
+}
+
+export const wakeByContract = (engine: EngineName, endpoint: EngineEndpoint, tier: ParkTier, options: CallOptions = {}): Promise<void> =>
+  runSteps(engine, endpoint, tierSteps(engine, 'wake', tier), options);
