@@ -10,8 +10,9 @@ import { freePort } from '../deploy/temporalDevServer.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import type { EngineSupervisor, InstanceKey, InstanceSlot, SupervisedEngine } from '../hostAgent/supervisor.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
-import { type Checkpoint, measureCheckpoint } from './checkpoint.js';
+import { type Checkpoint, reservedCheckpoint } from './checkpoint.js';
 import { type EngineAdapter, EngineError, type EngineLoad, type Probe, type ProbeAnswer } from './engines/engine.js';
+import type { LaunchMemory } from './engines/memoryBound.js';
 import { whileHeartbeating } from './heartbeat.js';
 
 /** Failure types the workflows read; EngineError kinds pass through under their own names. */
@@ -30,6 +31,8 @@ export interface HostActivityDeps {
   supervisor: EngineSupervisor;
   /** The command each engine's arguments follow (the host document's `engines.<name>.command`). */
   engineCommands: Record<EngineName, readonly string[]>;
+  /** The size of the host's largest GPU: what a deployment's own memory bound is counted against. */
+  largestGpuBytes: number;
   /** Set for every engine when the host's GPUs are simulated. */
   engineEnv: Record<string, string>;
   engineStopGraceMs: number;
@@ -43,6 +46,7 @@ export interface LaunchInput {
   spec: DeploymentSpec;
   gpuIndex: number;
   parkTier: ParkTier | null;
+  memory: LaunchMemory;
 }
 
 export interface LaunchResult {
@@ -80,10 +84,10 @@ export function createHostActivities(deps: HostActivityDeps) {
   };
 
   return {
-    /** Measures the checkpoint a revision brings: its weights' bytes on the GPU. */
+    /** Measures the checkpoint a revision brings: its weights' bytes on the GPU and its KV budget. */
     async measureCheckpoint(input: { spec: DeploymentSpec }): Promise<Checkpoint> {
       try {
-        return measureCheckpoint(input.spec.model, [...deps.engineCommands[input.spec.engine], ...input.spec.extra_args]);
+        return reservedCheckpoint(input.spec, deps.engineCommands[input.spec.engine], deps.largestGpuBytes);
       } catch (e) {
         throw ApplicationFailure.nonRetryable((e as Error).message, hostFailureTypes.checkpointMissing);
       }
@@ -103,6 +107,7 @@ export function createHostActivities(deps: HostActivityDeps) {
         port,
         gpuIndex: input.gpuIndex,
         parkTier: input.parkTier,
+        memory: input.memory,
       });
       plan.env = { ...deps.engineEnv, ...plan.env };
       const engine = deps.supervisor.launch({

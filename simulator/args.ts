@@ -3,6 +3,7 @@
  * and every other flag accepted and ignored, because real engines take hundreds and a launch plan
  * written for the real engine must start the simulator unchanged.
  */
+import { engineContracts } from '../activities/engines/contracts.js';
 import { parseBytes, parseDuration } from '../settings/units.js';
 
 export const dialectNames = ['vllm', 'sglang', 'tensorfold'] as const;
@@ -33,7 +34,10 @@ export interface SimConfig {
   /** The value given on the command line, when there was one (SGLang reports it as such). */
   maxRunningFlag: number | undefined;
   weightsBytes: number;
+  /** The KV cache declared (`--sim-kv`): what an engine without a bound takes, and what a checkpoint measures. */
   kvBytes: number;
+  /** The engine's GPU memory bound (`--gpu-memory-utilization`, `--mem-fraction-static`), when given. */
+  memoryShare: number | undefined;
   timings: SimTimings;
   /** Set for a decision model: it answers one of these. */
   decisionOptions: string[] | undefined;
@@ -49,6 +53,11 @@ export class SimArgsError extends Error {
 }
 
 type FlagKind = 'string' | 'boolean';
+
+/** The flag, without its dashes, that bounds the engine's GPU memory (contracts.ts); none for TensorFold. */
+function boundFlag(dialect: DialectName): string | undefined {
+  return engineContracts[dialect].memoryBound?.option.replace(/^--/, '');
+}
 
 /** The engine flags each dialect understands; the same flag means the same thing in every dialect. */
 const engineFlags: Record<DialectName, Record<string, FlagKind>> = {
@@ -75,6 +84,11 @@ const engineFlags: Record<DialectName, Record<string, FlagKind>> = {
   // The contract did not name --served-model-name for TensorFold; capyctl's adapters pass it to every engine.
   tensorfold: { model: 'string', port: 'string', host: 'string', 'max-running': 'string', 'served-model-name': 'string' },
 };
+
+for (const dialect of dialectNames) {
+  const flag = boundFlag(dialect);
+  if (flag !== undefined) engineFlags[dialect][flag] = 'string';
+}
 
 const simFlags: Record<string, FlagKind> = {
   'sim-weights': 'string',
@@ -160,6 +174,15 @@ function millis(values: Scanned['values'], name: string, fallback: number): numb
   return n;
 }
 
+/** A share of the device, in (0, 1]. */
+function share(values: Scanned['values'], name: string | undefined): number | undefined {
+  const raw = name === undefined ? undefined : text(values, name);
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0 || n > 1) throw new SimArgsError(`--${name} ${raw}: expected a share of the GPU above 0 and at most 1`);
+  return n;
+}
+
 function rate(values: Scanned['values'], name: string, fallback: number): number {
   const raw = text(values, name);
   if (raw === undefined) return fallback;
@@ -200,6 +223,7 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
     maxRunningFlag,
     weightsBytes: bytes(values, 'sim-weights', 8 * GiB),
     kvBytes: bytes(values, 'sim-kv', 2 * GiB),
+    memoryShare: share(values, boundFlag(name)),
     timings: {
       loadMs: millis(values, 'sim-load-ms', 2000),
       parkMs: millis(values, 'sim-park-ms', 300),

@@ -6,8 +6,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ParkTier } from '../domain/vocabulary.js';
 import type { SimConfig } from './args.js';
-import type { Allocation } from './gpuLedger.js';
-import { EngineMemory, type GpuPlacement, type MemoryParts } from './memory.js';
+import { engineContracts } from '../activities/engines/contracts.js';
+import { EngineMemory, type GpuPlacement, type MemoryParts, type StartOutcome, type StartSizing } from './memory.js';
 import { Slots } from './slots.js';
 
 export type EngineState = 'loading' | 'ready' | 'parking' | 'parked' | 'waking' | 'reloading';
@@ -57,6 +57,12 @@ export interface SimState {
   faults: Faults;
 }
 
+/** The dialect's bound rule at the share its command line gave, or at the engine's own default share. */
+function startSizing(config: SimConfig): StartSizing {
+  const bound = engineContracts[config.dialect].memoryBound;
+  return bound === null ? { rule: 'declared' } : { rule: bound.rule, share: config.memoryShare ?? bound.defaultShare };
+}
+
 export class SimEngine {
   state: EngineState = 'loading';
   readonly memory: EngineMemory;
@@ -80,7 +86,7 @@ export class SimEngine {
     readonly config: SimConfig,
     placement: GpuPlacement | undefined,
   ) {
-    this.memory = new EngineMemory(config.weightsBytes, config.kvBytes, placement, `${config.dialect} ${config.model}`);
+    this.memory = new EngineMemory(config.weightsBytes, config.kvBytes, placement, `${config.dialect} ${config.model}`, startSizing(config));
     this.slots = new Slots(config.maxRunning);
   }
 
@@ -110,8 +116,8 @@ export class SimEngine {
     return aborted;
   }
 
-  /** The start's first step: takes weights and KV cache, or says why not (the caller exits as out of memory). */
-  allocate(): Promise<{ allocation: Allocation; triedBytes: number }> {
+  /** The start's first step: takes weights and KV cache, or says why not in the engine's words (the caller exits). */
+  allocate(): Promise<StartOutcome> {
     return this.memory.load();
   }
 

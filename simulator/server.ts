@@ -105,8 +105,8 @@ export async function runSimulator(argv: readonly string[], env: NodeJS.ProcessE
     process.stderr.write(`RuntimeError: No CUDA GPUs are available (${e.message})\n`);
     return simExitCodes.failed;
   }
-  if (!start.allocation.ok) {
-    process.stderr.write(`torch.OutOfMemoryError: ${engine.memory.outOfMemoryMessage(start.triedBytes, start.allocation)}\n`);
+  if (!start.ok) {
+    process.stderr.write(`${start.line}\n`);
     return simExitCodes.failed;
   }
 

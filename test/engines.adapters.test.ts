@@ -17,6 +17,7 @@ const GiB = 2 ** 30;
 const WEIGHTS = GiB;
 const KV = GiB / 2;
 const GPU = 0;
+const GPU_BYTES = 24 * GiB;
 const HOST_COMMAND = ['engine-command-of-the-host'];
 /** Quick timings; a load long enough to see the engine not ready yet. */
 const SIM_FLAGS = [
@@ -28,7 +29,7 @@ const QUESTION: Probe = { kind: 'prompt', prompt: 'Describe the river.', maxToke
 let gpuDir: string;
 beforeAll(async () => {
   gpuDir = mkdtempSync(join(tmpdir(), 'capyctl-engines-'));
-  await createSimulatedGpu(gpuDir, GPU, 24 * GiB);
+  await createSimulatedGpu(gpuDir, GPU, GPU_BYTES);
 });
 afterEach(stopSimulators);
 afterAll(() => rmSync(gpuDir, { recursive: true, force: true }));
@@ -53,11 +54,13 @@ async function launch(
   engine: EngineName,
   parkTier: ParkTier | null,
   fields: Record<string, unknown> = {},
-  options: { simFlags?: string[]; dropArgs?: string[]; gpu?: { dir: string; index: number } } = {},
+  options: { simFlags?: string[]; dropArgs?: string[]; gpu?: { dir: string; index: number }; gpuBytes?: number; othersBytes?: number } = {},
 ): Promise<Launched> {
   const adapter = adapters[engine];
   const spec = deploymentDocument.parse({ name: 'my-model', engine, model: 'Qwen3-4B', ...fields });
-  const plan = adapter.launch({ spec, command: HOST_COMMAND, port: 0, gpuIndex: GPU, parkTier });
+  // Bounded to what the ledger reserves for it, alone on its card unless told what the others hold.
+  const memory = { gpuBytes: options.gpuBytes ?? GPU_BYTES, reservedBytes: WEIGHTS + KV, othersBytes: options.othersBytes ?? 0 };
+  const plan = adapter.launch({ spec, command: HOST_COMMAND, port: 0, gpuIndex: GPU, parkTier, memory });
   expect(plan.argv.slice(0, HOST_COMMAND.length)).toEqual(HOST_COMMAND);
   const args = plan.argv.slice(HOST_COMMAND.length).filter((a) => !options.dropArgs?.includes(a));
   const sim = await startSimulator(engine, [...args, ...SIM_FLAGS, ...(options.simFlags ?? [])], {
@@ -204,10 +207,10 @@ describe('vLLM', () => {
     const dir = mkdtempSync(join(tmpdir(), 'capyctl-engines-small-'));
     try {
       await createSimulatedGpu(dir, GPU, 2 * GiB);
-      const gpu = { dir, index: GPU };
-      const parked = await ready(await launch('vllm', 'host_ram', {}, { gpu }));
+      const gpu = { gpu: { dir, index: GPU }, gpuBytes: 2 * GiB };
+      const parked = await ready(await launch('vllm', 'host_ram', {}, gpu));
       await parked.adapter.park(parked.endpoint, 'host_ram');
-      await ready(await launch('vllm', null, { name: 'other' }, { gpu }));
+      await ready(await launch('vllm', null, { name: 'other' }, gpu));
       expect((await engineError(parked.adapter.wake(parked.endpoint, 'host_ram'))).kind).toBe('out_of_memory');
     } finally {
       await stopSimulators();
@@ -230,7 +233,8 @@ describe('SGLang', () => {
     await until(async () => (await e.sim.state().catch(() => undefined)) !== undefined);
     expect(await e.adapter.maxRunning(e.endpoint, ctx)).toEqual({ source: 'engine_default' });
 
-    const declared = await ready(await launch('sglang', 'host_ram', { max_concurrent_requests: 16 }));
+    // The first one still holds its memory: SGLang fills the card up to its share, counting it.
+    const declared = await ready(await launch('sglang', 'host_ram', { max_concurrent_requests: 16 }, { othersBytes: WEIGHTS + KV }));
     expect(await declared.adapter.maxRunning(declared.endpoint, { spec: declared.spec, command: HOST_COMMAND })).toEqual({
       count: 16,
       source: 'engine',

@@ -112,7 +112,7 @@ describe('the simulator serves the table', () => {
 
   it.each(parking)('$engine launched for $tier answers each park and wake request as the table says', async ({ engine, tier }) => {
     const spec = deploymentDocument.parse({ name: 'my-model', engine, model: MODEL_PATH });
-    const plan = adapters[engine].launch({ spec, command: [], port: 0, gpuIndex: 0, parkTier: tier });
+    const plan = adapters[engine].launch({ spec, command: [], port: 0, gpuIndex: 0, parkTier: tier, memory: { gpuBytes: 24 * 2 ** 30, reservedBytes: 6 * 2 ** 30, othersBytes: 0 } });
     const sim = await startSimulator(engine, [...plan.argv, '--sim-load-ms', '0', '--sim-park-ms', '0', '--sim-wake-ms', '0', '--sim-reload-ms', '0'], {
       env: plan.env,
     });

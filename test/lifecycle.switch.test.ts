@@ -30,6 +30,8 @@ import { type Lifecycle, simDeployment, startLifecycle } from './support/lifecyc
 import { until } from './support/until.js';
 
 const GiB = 2 ** 30;
+/** One 5 GiB model (4 GiB of weights, 1 GiB of KV cache) alone on the 8 GiB card. */
+const MODEL_MEMORY = { gpuBytes: 8 * GiB, reservedBytes: 5 * GiB, othersBytes: 0 };
 const TIMEOUTS: SwitchInput['timeouts'] = { drainMs: 2_000, wakeWindowMs: 5_000, startMs: 30_000 };
 
 let lc: Lifecycle;
@@ -61,7 +63,7 @@ function switchInput(plan: Plan): SwitchInput {
     serverTaskQueue: lc.serverTaskQueue,
     startedAtMs: Date.now(),
     target: t
-      ? { name: t.model.name, revision: t.model.revision, spec: t.model.spec, instance: ref(t.model, t.generation), action: t.action, tier: t.tier, gpuIndex: 0 }
+      ? { name: t.model.name, revision: t.model.revision, spec: t.model.spec, instance: ref(t.model, t.generation), action: t.action, tier: t.tier, gpuIndex: 0, memory: MODEL_MEMORY }
       : null,
     victims: (plan.victims ?? []).map((v) => ({ name: v.model.name, instance: ref(v.model, v.generation), release: v.release })),
     admissionWindowMs: plan.windowMs ?? null,

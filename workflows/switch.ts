@@ -286,7 +286,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   /** A full start: launch, ready, and the first answer to the wake check, recorded for this generation. */
   async function startAndRecord(t: SwitchTarget): Promise<void> {
     const deadline = Date.now() + timeouts.startMs;
-    await host(timeouts.startMs).launchEngine({ key: t.instance, spec: t.spec, gpuIndex: t.gpuIndex, parkTier: t.tier });
+    await host(timeouts.startMs).launchEngine({ key: t.instance, spec: t.spec, gpuIndex: t.gpuIndex, parkTier: t.tier, memory: t.memory });
     await host(deadline - Date.now()).awaitEngineReady({ key: t.instance });
     const probe = probeFor(t.spec);
     const answer = await host(deadline - Date.now()).probeEngine({ key: t.instance, probe });

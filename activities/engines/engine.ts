@@ -4,6 +4,7 @@
  */
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { EngineName, MaxRunningSource, ParkTier } from '../../domain/vocabulary.js';
+import type { LaunchMemory } from './memoryBound.js';
 
 /** How the host should start the engine process. */
 export interface LaunchPlan {
@@ -22,6 +23,8 @@ export interface LaunchContext {
   gpuIndex: number;
   /** The tier it will park at, or null when it will never park (it stops instead). */
   parkTier: ParkTier | null;
+  /** The GPU's size and what the ledger counts on it, for the engine's memory bound. */
+  memory: LaunchMemory;
 }
 
 /** A running engine process, as the adapter reaches it. */

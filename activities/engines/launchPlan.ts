@@ -1,16 +1,17 @@
 /** The command line every adapter builds the same way, from its engine's contract (contracts.ts). */
 import { engineContracts } from './contracts.js';
 import type { LaunchContext, LaunchPlan } from './engine.js';
+import { memoryBoundArgs } from './memoryBound.js';
 import { maxRunningToPass } from './rules.js';
 
 /**
  * The host's command, the model, the name it serves, where to listen, the bound on requests run at
- * once when CapyCTL passes one, the engine's own options and those parking needs, then the
+ * once when CapyCTL passes one, its GPU memory bound, the engine's own options and those parking needs, then the
  * deployment's extra_args last so that they win. The engine serves the model under the deployment's
  * name, the name clients ask for, so requests and answers pass through unchanged.
  */
 export function buildLaunchPlan(ctx: LaunchContext): LaunchPlan {
-  const { spec, command, port, gpuIndex, parkTier } = ctx;
+  const { spec, command, port, gpuIndex, parkTier, memory } = ctx;
   const contract = engineContracts[spec.engine];
   const maxRunning = maxRunningToPass({ spec, command });
   const bound = maxRunning === undefined ? [] : [contract.maxRunning.option, String(maxRunning)];
@@ -27,6 +28,7 @@ export function buildLaunchPlan(ctx: LaunchContext): LaunchPlan {
       '--host',
       '127.0.0.1',
       ...bound,
+      ...memoryBoundArgs(spec, command, memory),
       ...contract.alwaysFlags,
       ...(parks ? contract.parkFlags(parkTier) : []),
       ...spec.extra_args,
