@@ -41,6 +41,8 @@ export interface SimConfig {
   timings: SimTimings;
   /** Set for a decision model: it answers one of these. */
   decisionOptions: string[] | undefined;
+  /** Set to make the start fail: the engine prints a traceback ending in this line and exits 1. */
+  exitAtStart: string | undefined;
   enableSleepMode: boolean;
   enableMemorySaver: boolean;
   enableWeightsCpuBackup: boolean;
@@ -100,6 +102,7 @@ const simFlags: Record<string, FlagKind> = {
   'sim-prefill-ms': 'string',
   'sim-tokens-per-s': 'string',
   'sim-decision': 'string',
+  'sim-exit-at-start': 'string',
 };
 
 const defaultPorts: Record<DialectName, number> = { vllm: 8000, sglang: 30000, tensorfold: 8080 };
@@ -233,6 +236,7 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
       tokensPerS: rate(values, 'sim-tokens-per-s', 50),
     },
     decisionOptions,
+    exitAtStart: text(values, 'sim-exit-at-start'),
     enableSleepMode: values.has('enable-sleep-mode'),
     enableMemorySaver: values.has('enable-memory-saver'),
     enableWeightsCpuBackup: values.has('enable-weights-cpu-backup'),

@@ -23,6 +23,8 @@ export interface Faults {
   requests_never_finish: boolean;
   /** A new stream goes silent after its first token, as an engine stuck mid-answer; it stays running. */
   streams_go_silent: boolean;
+  /** Paths the engine answers 404, as a build without those routes (an older or newer version). */
+  missing_routes: string[];
 }
 
 /** Why a request stopped early: its client hung up, or the engine was told to abort it. */
@@ -68,7 +70,7 @@ export class SimEngine {
   readonly memory: EngineMemory;
   readonly slots: Slots;
   readonly violations: string[] = [];
-  readonly faults: Faults = { wrong_answer_after_wake: false, reload_fails: false, wake_hangs: false, requests_never_finish: false, streams_go_silent: false };
+  readonly faults: Faults = { wrong_answer_after_wake: false, reload_fails: false, wake_hangs: false, requests_never_finish: false, streams_go_silent: false, missing_routes: [] };
   readonly inFlight = new Set<InFlightRequest>();
   parkedLevel: 1 | 2 | null = null;
   parkedTier: ParkTier | null = null;
@@ -199,7 +201,7 @@ export class SimEngine {
       max_running: this.slots.limit,
       violations: [...this.violations],
       draft_lost: this.draftLost,
-      faults: { ...this.faults },
+      faults: { ...this.faults, missing_routes: [...this.faults.missing_routes] },
     };
   }
 

@@ -218,9 +218,34 @@ describe('vLLM', () => {
     }
   });
 
-  it('refuses to park when launched unable to (no sleep mode)', async () => {
+  it('refuses to park when launched unable to (no sleep mode), naming the route and its version', async () => {
     const e = await ready(await launch('vllm', null));
-    expect((await engineError(e.adapter.park(e.endpoint, 'host_ram'))).kind).toBe('refused');
+    const refused = await engineError(e.adapter.park(e.endpoint, 'host_ram'));
+    expect({ kind: refused.kind, message: refused.message }).toEqual({
+      kind: 'refused',
+      message:
+        `vLLM 0.10.1 at ${e.endpoint.baseUrl} cannot park at tier host_ram: it has no POST /sleep, GET /is_sleeping, POST /wake_up (404); ` +
+        'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
+    });
+    expect((await e.sim.state()).gpu_bytes).toBe(WEIGHTS + KV);
+  });
+
+  it('skips a prefix-cache reset it does not have, with a warning; refuses a deep park without the weight reload, still holding its memory', async () => {
+    const e = await ready(await launch('vllm', 'deep'));
+    await post(`${e.sim.baseUrl}/sim/faults`, { missing_routes: ['/reset_prefix_cache'] });
+    const before = await e.adapter.probe(e.endpoint, QUESTION);
+    await e.adapter.park(e.endpoint, 'host_ram');
+    const warnings: string[] = [];
+    await e.adapter.wake(e.endpoint, 'host_ram', { warn: (w) => warnings.push(w) });
+    expect(warnings).toEqual([`vLLM at ${e.endpoint.baseUrl} has no POST /reset_prefix_cache (404); skipped, since it only refines the step`]);
+    expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(before);
+
+    await post(`${e.sim.baseUrl}/sim/faults`, { missing_routes: ['/collective_rpc'] });
+    const refused = await engineError(e.adapter.park(e.endpoint, 'deep'));
+    expect(refused.message).toBe(
+      `vLLM 0.10.1 at ${e.endpoint.baseUrl} cannot park at tier deep: it has no POST /collective_rpc (404); ` +
+        'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
+    );
     expect((await e.sim.state()).gpu_bytes).toBe(WEIGHTS + KV);
   });
 });

@@ -8,6 +8,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { engineContracts, routesTierNeeds, type Step } from '../activities/engines/contracts.js';
+import { EngineError } from '../activities/engines/engine.js';
 import { adapters } from '../activities/engines/index.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
@@ -139,5 +140,124 @@ describe('the simulator serves the table', () => {
       }
       if (step.role === 'expect_asleep' || step.role === 'expect_awake') expect(JSON.parse(text), request).toEqual(JSON.parse(answer));
     }
+  });
+});
+
+describe('every error of the adapters names what really happened', () => {
+  const scriptedEngine = new ScriptedEngine();
+  let baseUrl: string;
+  let endpoint: { baseUrl: string; model: string };
+  beforeAll(async () => {
+    baseUrl = await scriptedEngine.listen();
+    endpoint = { baseUrl, model: 'my-model' };
+  });
+  afterAll(() => scriptedEngine.close());
+
+  const answer = (status: number, body: unknown): Scripted => ({ request: '', body: undefined, status, answer: typeof body === 'string' ? body : JSON.stringify(body) });
+  const vllmPark = (tier: ParkTier) => preflight('vllm', tier);
+  const vllmWake = (tier: ParkTier) => engineContracts.vllm.wake[tier]!.map(scripted);
+  const error = (call: Promise<unknown>) => call.then(() => expect.unreachable('it succeeded'), (e: unknown) => e as EngineError);
+  const notFound = answer(404, { detail: 'Not Found' });
+
+  it.each([
+    {
+      case: 'a step answered with an error',
+      script: () => [...vllmPark('host_ram'), answer(500, { error: { message: 'boom' } })],
+      call: () => adapters.vllm.park(endpoint, 'host_ram'),
+      kind: 'refused',
+      message: () => `vLLM at ${baseUrl} answered POST /sleep?level=1 with 500: {"error":{"message":"boom"}}`,
+    },
+    {
+      case: 'a wake the GPU has no room for',
+      script: () => [answer(500, { error: { message: 'CUDA out of memory. Tried to allocate 2.00 GiB' } })],
+      call: () => adapters.vllm.wake(endpoint, 'host_ram'),
+      kind: 'out_of_memory',
+      message: () => `vLLM at ${baseUrl} answered POST /wake_up with 500: {"error":{"message":"CUDA out of memory. Tried to allocate 2.00 GiB"}}`,
+    },
+    {
+      case: 'a route the wake needs that the engine does not have',
+      script: () => [notFound],
+      call: () => adapters.vllm.wake(endpoint, 'host_ram'),
+      kind: 'refused',
+      message: () => `vLLM at ${baseUrl} answered POST /wake_up with 404: has no such route`,
+    },
+    {
+      case: 'a sleep answered 200 that did not sleep',
+      script: () => [...vllmPark('host_ram'), answer(200, ''), answer(200, { is_sleeping: false })],
+      call: () => adapters.vllm.park(endpoint, 'host_ram'),
+      kind: 'refused',
+      message: () => `vLLM at ${baseUrl} answered the sleep with 200 but GET /is_sleeping says it is not sleeping`,
+    },
+    {
+      case: 'a wake answered 200 that is still sleeping',
+      script: () => [...vllmWake('host_ram').slice(0, 2), answer(200, { is_sleeping: true })],
+      call: () => adapters.vllm.wake(endpoint, 'host_ram'),
+      kind: 'not_ready',
+      message: () => `vLLM at ${baseUrl} answered the wake with 200 but GET /is_sleeping says it is still sleeping`,
+    },
+    {
+      case: 'an answer that does not parse',
+      script: () => [...vllmPark('deep'), answer(200, ''), answer(200, 'asleep')],
+      call: () => adapters.vllm.park(endpoint, 'deep'),
+      kind: 'refused',
+      message: () => `vLLM at ${baseUrl} answered GET /is_sleeping with 200 but an unexpected body: asleep`,
+    },
+    {
+      case: 'a weight reload the engine failed',
+      script: () => [vllmWake('deep')[0]!, answer(500, { error: { message: 'reload_weights failed' } })],
+      call: () => adapters.vllm.wake(endpoint, 'deep'),
+      kind: 'reload_failed',
+      message: () => `vLLM at ${baseUrl} did not reload its weights: vLLM at ${baseUrl} answered POST /collective_rpc with 500: {"error":{"message":"reload_weights failed"}}`,
+    },
+    {
+      case: 'a weight reload SGLang answered with success false',
+      script: () => [...engineContracts.sglang.wake.deep!.map(scripted).slice(0, 2), answer(200, { success: false, message: 'no such file' })],
+      call: () => adapters.sglang.wake(endpoint, 'deep'),
+      kind: 'reload_failed',
+      message: () => `SGLang at ${baseUrl} did not reload its weights: POST /update_weights_from_disk answered no such file`,
+    },
+    {
+      case: 'a park whose wake route is missing, refused before it parks',
+      script: () => [...vllmPark('deep').slice(0, 3), notFound, answer(200, { version: '0.9.2' })],
+      call: () => adapters.vllm.park(endpoint, 'deep'),
+      kind: 'refused',
+      message: () =>
+        `vLLM 0.9.2 at ${baseUrl} cannot park at tier deep: it has no POST /collective_rpc (404); ` +
+        'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
+    },
+    {
+      case: 'a tier the engine does not park at',
+      script: () => [],
+      call: () => adapters.vllm.park(endpoint, 'kv_only'),
+      kind: 'refused',
+      message: () => 'vLLM cannot park at tier kv_only',
+    },
+  ])('$case', async ({ script, call, kind, message }) => {
+    scriptedEngine.play(script());
+    const e = await error(call());
+    expect(e).toBeInstanceOf(EngineError);
+    expect({ kind: e.kind, message: e.message }).toEqual({ kind, message: message() });
+  });
+
+  it('skips an optional route the engine does not have, with a warning, and the wake goes on', async () => {
+    const [wake, , check] = vllmWake('host_ram');
+    scriptedEngine.play([wake!, notFound, check!]);
+    const warnings: string[] = [];
+    await adapters.vllm.wake(endpoint, 'host_ram', { warn: (w) => warnings.push(w) });
+    expect(warnings).toEqual([`vLLM at ${baseUrl} has no POST /reset_prefix_cache (404); skipped, since it only refines the step`]);
+    // The version probe is optional too: an engine without it has not said.
+    scriptedEngine.play([notFound]);
+    expect(await adapters.vllm.version(endpoint)).toBeNull();
+  });
+
+  it('says nothing answered, or that the call was cut, naming the request', async () => {
+    const closed = { baseUrl: 'http://127.0.0.1:9', model: 'my-model' };
+    const unreachable = await error(adapters.vllm.wake(closed, 'host_ram'));
+    expect(unreachable.kind).toBe('unreachable');
+    expect(unreachable.message).toMatch(/^POST \/wake_up on http:\/\/127\.0\.0\.1:9: .*ECONNREFUSED/);
+    scriptedEngine.play([]);
+    const cut = await error(adapters.vllm.wake(endpoint, 'host_ram', { signal: AbortSignal.abort('the wake window ended') }));
+    expect({ kind: cut.kind, message: cut.message }).toEqual({ kind: 'timeout', message: `POST /wake_up on ${baseUrl} was aborted: the wake window ended` });
+    expect((await error(adapters.tensorfold.park(endpoint, 'host_ram'))).message).toBe('TensorFold cannot park; it stops instead');
   });
 });

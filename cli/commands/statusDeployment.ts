@@ -1,4 +1,4 @@
-/** `capyctl status deployment NAME [--json]`: one deployment, its activation and its checkpoint. */
+/** `capyctl status deployment NAME [--json]`: one deployment, its activation, its checkpoint and why its last start failed. */
 import type { DeploymentBody } from '../../gateway/management/deployments.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
@@ -23,6 +23,7 @@ export const statusDeployment = operatorCommand({
       ['operator_stopped', d.operator_stopped ? 'yes' : 'no'],
     ];
     process.stdout.write(table(['NAME', 'STATE', 'READY', 'REVISION', 'HOSTS'], [deploymentRow(d)]));
+    if (d.start_failure !== undefined) facts.push(['start_failure', d.start_failure]);
     process.stdout.write(`\n${facts.map(([k, v]) => `${k}: ${v}`).join('\n')}\n`);
     if (d.instances.length > 0) {
       const rows = d.instances.map((i) => [String(i.index), i.host_id, String(i.generation), i.state]);
