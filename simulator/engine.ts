@@ -25,6 +25,8 @@ export interface Faults {
   streams_go_silent: boolean;
   /** Paths the engine answers 404, as a build without those routes (an older or newer version). */
   missing_routes: string[];
+  /** It samples even at temperature 0, as some simulators and samplers do (answers repeat only when pinned). */
+  ignores_temperature: boolean;
 }
 
 /** Why a request stopped early: its client hung up, or the engine was told to abort it. */
@@ -70,7 +72,7 @@ export class SimEngine {
   readonly memory: EngineMemory;
   readonly slots: Slots;
   readonly violations: string[] = [];
-  readonly faults: Faults = { wrong_answer_after_wake: false, reload_fails: false, wake_hangs: false, requests_never_finish: false, streams_go_silent: false, missing_routes: [] };
+  readonly faults: Faults = { wrong_answer_after_wake: false, reload_fails: false, wake_hangs: false, requests_never_finish: false, streams_go_silent: false, missing_routes: [], ignores_temperature: false };
   readonly inFlight = new Set<InFlightRequest>();
   parkedLevel: 1 | 2 | null = null;
   parkedTier: ParkTier | null = null;

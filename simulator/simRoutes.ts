@@ -14,6 +14,7 @@ const faultRequest = z.strictObject({
   requests_never_finish: z.boolean().optional(),
   streams_go_silent: z.boolean().optional(),
   missing_routes: z.array(z.string().startsWith('/')).optional(),
+  ignores_temperature: z.boolean().optional(),
   crash: z.boolean().optional(),
 });
 

@@ -200,6 +200,21 @@ describe.each(['vllm', 'sglang'] as const)('%s wake faults', (engine) => {
     expect((await engineError(e.adapter.wake(e.endpoint, 'host_ram', { signal: AbortSignal.timeout(300) }))).kind).toBe('timeout');
     expect(Date.now() - started).toBeLessThan(2_000);
   });
+
+  it('an engine that samples at temperature 0 still answers the wake check the same: the check pins its seed and top_k', async () => {
+    const e = await ready(await launch(engine, 'host_ram'));
+    const first = await e.adapter.probe(e.endpoint, QUESTION);
+    await post(`${e.sim.baseUrl}/sim/faults`, { ignores_temperature: true });
+    // Asked with temperature 0 alone, it answers differently each time.
+    const ask = async () => {
+      const res = await post(`${e.sim.baseUrl}/v1/completions`, { model: e.spec.name, prompt: QUESTION.prompt, max_tokens: QUESTION.maxTokens, temperature: 0 });
+      return ((await res.json()) as { choices: Array<{ text: string }> }).choices[0]!.text;
+    };
+    expect(await ask()).not.toBe(await ask());
+    await e.adapter.park(e.endpoint, 'host_ram');
+    await e.adapter.wake(e.endpoint, 'host_ram');
+    expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(first);
+  });
 });
 
 describe('vLLM', () => {

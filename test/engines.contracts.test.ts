@@ -108,6 +108,27 @@ describe('each adapter sends exactly the table’s requests', () => {
   });
 });
 
+describe('the wake check', () => {
+  const scriptedEngine = new ScriptedEngine();
+  let baseUrl: string;
+  beforeAll(async () => {
+    baseUrl = await scriptedEngine.listen();
+  });
+  afterAll(() => scriptedEngine.close());
+
+  it.each(['vllm', 'sglang', 'tensorfold'] as const)('%s is asked with every determinism knob the table lists', async (engine) => {
+    scriptedEngine.play([{ request: '', body: undefined, status: 200, answer: JSON.stringify({ choices: [{ text: 'the river' }] }) }]);
+    const probe = { kind: 'prompt', prompt: 'Describe the river.', maxTokens: 8 } as const;
+    expect(await adapters[engine].probe({ baseUrl, model: 'my-model' }, probe)).toEqual({ kind: 'prompt', text: 'the river' });
+    expect(scriptedEngine.seen).toEqual([
+      {
+        request: 'POST /v1/completions',
+        body: { model: 'my-model', prompt: probe.prompt, max_tokens: 8, ...engineContracts[engine].determinism, stream: false },
+      },
+    ]);
+  });
+});
+
 describe('the simulator serves the table', () => {
   afterEach(stopSimulators);
 

@@ -65,5 +65,5 @@ export const sglang: EngineAdapter = {
     await post(endpoint, contract.routes.abort.path, { json: { rid: requestId, abort_all: false }, ...options });
   },
 
-  probe: (endpoint, probe, options) => askProbe(endpoint, probe, options),
+  probe: (endpoint, probe, options) => askProbe(endpoint, probe, contract.determinism, options),
 };

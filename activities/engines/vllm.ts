@@ -2,6 +2,7 @@
  * vLLM's OpenAI-compatible server. Parking is its sleep mode: level 1 copies the weights to host
  * RAM, level 2 drops them; both give back the KV cache. The requests are contracts.ts's.
  */
+import { engineContracts } from './contracts.js';
 import type { EngineAdapter } from './engine.js';
 import { answers200, versionRoute } from './http.js';
 import { buildLaunchPlan } from './launchPlan.js';
@@ -40,5 +41,5 @@ export const vllm: EngineAdapter = {
   // vLLM aborts a request when its HTTP connection closes: the ingress closing it is the abort.
   abort: async () => {},
 
-  probe: (endpoint, probe, options) => askProbe(endpoint, probe, options),
+  probe: (endpoint, probe, options) => askProbe(endpoint, probe, engineContracts.vllm.determinism, options),
 };
