@@ -68,6 +68,8 @@ export interface MemoryBoundContract {
 }
 
 export interface EngineContract<Route extends string = string> {
+  /** How messages name the engine. */
+  label: string;
   /** The version these facts were read for; the simulator reports it. */
   version: string;
   /** How the model is named on the command line. */
@@ -109,6 +111,7 @@ const vllmRoutes = {
 const reloadWeights = { method: 'reload_weights', args: [], kwargs: {}, timeout: null };
 
 const vllm: EngineContract<keyof typeof vllmRoutes> = {
+  label: 'vLLM',
   version: '0.10.1',
   modelArgs: (model) => [model],
   parkFlags: () => ['--enable-sleep-mode'],
@@ -200,6 +203,7 @@ const sglangWake = (tier: ParkTier): Step[] => [
 ];
 
 const sglang: EngineContract<keyof typeof sglangRoutes> = {
+  label: 'SGLang',
   version: '0.5.4',
   modelArgs: (model) => ['--model-path', model],
   parkFlags: (tier) => ['--enable-memory-saver', ...(tier === 'host_ram' ? ['--enable-weights-cpu-backup'] : [])],
@@ -225,6 +229,7 @@ const sglang: EngineContract<keyof typeof sglangRoutes> = {
 // ─── TensorFold ─────────────────────────────────────────────────────────────────────────────────
 
 const tensorfold: EngineContract<'health' | 'version'> = {
+  label: 'TensorFold',
   version: '1.0.0',
   modelArgs: (model) => ['--model', model],
   parkFlags: () => [],

@@ -9,32 +9,37 @@ import { engineContracts, type RouteContract, routesTierNeeds, type Step, type S
 import { type CallOptions, type EngineEndpoint, EngineError } from './engine.js';
 import { exchange, type EngineReply, refusal } from './http.js';
 
-/** How people call each engine in a message. */
-export const engineLabels: Record<EngineName, string> = { vllm: 'vLLM', sglang: 'SGLang', tensorfold: 'TensorFold' };
+const label = (engine: EngineName): string => engineContracts[engine].label;
 
 const sleepState = z.object({ is_sleeping: z.boolean() });
 const modelInfo = z.object({ model_path: z.string() });
 const weightsUpdate = z.object({ success: z.boolean(), message: z.string().nullish() });
 
-export const requestLine = (route: RouteContract, query?: string): string => `${route.method} ${route.path}${query ? `?${query}` : ''}`;
+/** The path and query a step asks for. */
+const target = (route: RouteContract, query?: string): string => `${route.path}${query ? `?${query}` : ''}`;
+/** How a message names a request: `POST /sleep?level=1`. */
+const requestLine = (route: RouteContract, query?: string): string => `${route.method} ${target(route, query)}`;
+
+/** The body as JSON; undefined when it is not JSON. */
+function jsonOf(body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+}
 
 function parsed<S extends z.ZodType>(engine: EngineName, endpoint: EngineEndpoint, line: string, reply: EngineReply, schema: S): z.output<S> {
-  let value: unknown;
-  try {
-    value = JSON.parse(reply.body);
-  } catch {
-    value = undefined;
-  }
-  const result = schema.safeParse(value);
+  const result = schema.safeParse(jsonOf(reply.body));
   if (!result.success) {
-    throw new EngineError('refused', `${engineLabels[engine]} at ${endpoint.baseUrl} answered ${line} with ${reply.status} but an unexpected body: ${reply.body.slice(0, 200)}`);
+    throw new EngineError('refused', `${label(engine)} at ${endpoint.baseUrl} answered ${line} with ${reply.status} but an unexpected body: ${reply.body.slice(0, 200)}`);
   }
   return result.data;
 }
 
 /** What a step's successful answer says, checked by its role. */
 function checkAnswer(engine: EngineName, endpoint: EngineEndpoint, step: Step, line: string, reply: EngineReply, facts: StepFacts): void {
-  const who = `${engineLabels[engine]} at ${endpoint.baseUrl}`;
+  const who = `${label(engine)} at ${endpoint.baseUrl}`;
   switch (step.role) {
     case 'expect_asleep':
       if (!parsed(engine, endpoint, line, reply, sleepState).is_sleeping) throw new EngineError('refused', `${who} answered the sleep with 200 but ${line} says it is not sleeping`);
@@ -46,10 +51,9 @@ function checkAnswer(engine: EngineName, endpoint: EngineEndpoint, step: Step, l
       facts.modelPath = parsed(engine, endpoint, line, reply, modelInfo).model_path;
       return;
     case 'reload': {
-      // SGLang answers a failed load 400, or 200 with `success: false`, which says the same.
-      if (engine !== 'sglang') return;
-      const outcome = parsed(engine, endpoint, line, reply, weightsUpdate);
-      if (!outcome.success) throw new EngineError('reload_failed', `${who} did not reload its weights: ${line} answered ${outcome.message ?? 'success: false'}`);
+      // A failed load usually answers an error status, but a 200 with `success: false` (SGLang) says the same.
+      const outcome = weightsUpdate.safeParse(jsonOf(reply.body));
+      if (outcome.success && !outcome.data.success) throw new EngineError('reload_failed', `${who} did not reload its weights: ${line} answered ${outcome.data.message ?? 'success: false'}`);
       return;
     }
     case undefined:
@@ -59,20 +63,20 @@ function checkAnswer(engine: EngineName, endpoint: EngineEndpoint, step: Step, l
 
 /** The error of a step the engine answered with an error status. */
 function failedStep(engine: EngineName, endpoint: EngineEndpoint, step: Step, line: string, reply: EngineReply): EngineError {
-  const error = refusal(endpoint, line, reply, engineLabels[engine]);
+  const error = refusal(endpoint, line, reply, label(engine));
   // An error answer from a reload (a full GPU among them) means the weights did not come back.
-  if (step.role === 'reload') return new EngineError('reload_failed', `${engineLabels[engine]} at ${endpoint.baseUrl} did not reload its weights: ${error.message}`);
+  if (step.role === 'reload') return new EngineError('reload_failed', `${label(engine)} at ${endpoint.baseUrl} did not reload its weights: ${error.message}`);
   return error;
 }
 
-export async function runSteps(engine: EngineName, endpoint: EngineEndpoint, steps: readonly Step[], options: CallOptions = {}): Promise<void> {
+async function runSteps(engine: EngineName, endpoint: EngineEndpoint, steps: readonly Step[], options: CallOptions = {}): Promise<void> {
   const facts: StepFacts = { modelPath: '' };
   for (const step of steps) {
     const line = requestLine(step.route, step.query);
     const json = typeof step.json === 'function' ? (step.json as (f: StepFacts) => unknown)(facts) : step.json;
-    const reply = await exchange(endpoint, `${step.route.path}${step.query ? `?${step.query}` : ''}`, { method: step.route.method, json, signal: options.signal });
+    const reply = await exchange(endpoint, target(step.route, step.query), { method: step.route.method, json, signal: options.signal });
     if (reply.status === 404 && step.route.optional) {
-      options.warn?.(`${engineLabels[engine]} at ${endpoint.baseUrl} has no ${line} (404); skipped, since it only refines the step`);
+      options.warn?.(`${label(engine)} at ${endpoint.baseUrl} has no ${line} (404); skipped, since it only refines the step`);
       continue;
     }
     if (reply.status < 200 || reply.status >= 300) throw failedStep(engine, endpoint, step, line, reply);
@@ -82,15 +86,14 @@ export async function runSteps(engine: EngineName, endpoint: EngineEndpoint, ste
 
 /**
  * Before a park: every route the tier's park and wake need, where the engine can be asked without
- * doing anything (`GET` on a POST route: 405 when it has it). A missing one refuses the park, so
- * the model stops instead of parking where it could never wake.
+ * doing anything (a GET route, or `GET` on a POST route: 405 when it has it). A missing one refuses
+ * the park, so the model stops instead of parking where it could never wake.
  */
-export async function missingRoutes(endpoint: EngineEndpoint, routes: readonly RouteContract[], options: CallOptions = {}): Promise<string[]> {
+async function missingRoutes(endpoint: EngineEndpoint, routes: readonly RouteContract[], options: CallOptions = {}): Promise<string[]> {
   const missing: string[] = [];
   for (const route of routes) {
-    const probe = route.probedByGet ? 'GET' : route.method === 'GET' ? 'GET' : undefined;
-    if (probe === undefined) continue;
-    const reply = await exchange(endpoint, route.path, { method: probe, signal: options.signal });
+    if (route.method !== 'GET' && !route.probedByGet) continue;
+    const reply = await exchange(endpoint, route.path, { method: 'GET', signal: options.signal });
     if (reply.status === 404) missing.push(requestLine(route));
   }
   return missing;
@@ -99,7 +102,7 @@ export async function missingRoutes(endpoint: EngineEndpoint, routes: readonly R
 /** The steps of a park or wake at `tier`; refused for a tier the engine does not park at. */
 function tierSteps(engine: EngineName, phase: 'park' | 'wake', tier: ParkTier): readonly Step[] {
   const steps = engineContracts[engine][phase][tier];
-  if (steps === undefined) throw new EngineError('refused', `${engineLabels[engine]} cannot park at tier ${tier}`);
+  if (steps === undefined) throw new EngineError('refused', `${label(engine)} cannot park at tier ${tier}`);
   return steps;
 }
 
@@ -122,7 +125,7 @@ export async function parkByContract(
     const hint = engineContracts[engine].missingRouteHint;
     throw new EngineError(
       'refused',
-      `${engineLabels[engine]} ${reported ?? '(version not reported)'} at ${endpoint.baseUrl} cannot park at tier ${tier}: ` +
+      `${label(engine)} ${reported ?? '(version not reported)'} at ${endpoint.baseUrl} cannot park at tier ${tier}: ` +
         `it has no ${missing.join(', ')} (404)${hint ? `; ${hint}` : ''}`,
     );
   }
