@@ -5,16 +5,26 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { dialectNames, parseSimArgs } from '../simulator/args.js';
+import { engineContracts } from './engines/contracts.js';
+import { declaredShare } from './engines/memoryBound.js';
 
 export interface Checkpoint {
   weightBytes: number;
-  /** The GPU memory the engine takes beyond the weights (KV cache), when the launch says. */
+  /** The GPU memory the engine takes beyond the weights (its KV cache budget). */
   kvBytes: number;
   source: 'simulator' | 'files';
 }
 
 const WEIGHT_FILE = /\.(safetensors|bin|pt|gguf)$/;
+
+/**
+ * A real checkpoint declares no KV cache: the ledger reserves a quarter of its weights for one (a
+ * 16 GB model gets 4 GB, tens of thousands of tokens for a mid-size model), unless the deployment
+ * bounds its engine itself.
+ */
+const KV_SHARE_OF_WEIGHTS = 0.25;
 
 function sizeOfWeights(dir: string): number {
   let total = 0;
@@ -53,5 +63,28 @@ export function measureCheckpoint(model: string, args: readonly string[]): Check
   if (!folder) throw new Error(`checkpoint ${model} is not on this host: neither a folder nor in the Hugging Face cache`);
   const weightBytes = sizeOfWeights(folder);
   if (weightBytes === 0) throw new Error(`checkpoint ${model} has no weight files in ${folder}`);
-  return { weightBytes, kvBytes: 0, source: 'files' };
+  return { weightBytes, kvBytes: Math.floor(weightBytes * KV_SHARE_OF_WEIGHTS), source: 'files' };
+}
+
+const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
+
+/**
+ * What the ledger reserves for a deployment: its measured checkpoint, whose KV budget is what the
+ * deployment's own memory bound leaves after the weights when its extra_args set one (counted on the
+ * host's largest GPU, the most the figure can take). A figure that leaves nothing for the KV cache
+ * cannot start anywhere and is refused.
+ */
+export function reservedCheckpoint(spec: DeploymentSpec, command: readonly string[], largestGpuBytes: number): Checkpoint {
+  const measured = measureCheckpoint(spec.model, [...command, ...spec.extra_args]);
+  const share = declaredShare(spec);
+  if (share === undefined) return measured;
+  const option = engineContracts[spec.engine].memoryBound!.option;
+  const taken = Math.floor(share * largestGpuBytes);
+  if (!(share > 0 && share <= 1) || taken <= measured.weightBytes) {
+    throw new Error(
+      `its extra_args set ${option} ${share}, which gives the engine ${gib(Math.max(0, taken))} of this host's largest GPU ` +
+        `(${gib(largestGpuBytes)}): no room for a KV cache beside its ${gib(measured.weightBytes)} of weights`,
+    );
+  }
+  return { ...measured, kvBytes: taken - measured.weightBytes };
 }

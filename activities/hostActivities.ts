@@ -10,8 +10,9 @@ import { freePort } from '../deploy/temporalDevServer.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import type { EngineSupervisor, InstanceKey, InstanceSlot, SupervisedEngine } from '../hostAgent/supervisor.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
-import { type Checkpoint, measureCheckpoint } from './checkpoint.js';
+import { type Checkpoint, reservedCheckpoint } from './checkpoint.js';
 import { type EngineAdapter, EngineError, type EngineLoad, type Probe, type ProbeAnswer } from './engines/engine.js';
+import type { LaunchMemory } from './engines/memoryBound.js';
 import { whileHeartbeating } from './heartbeat.js';
 
 /** Failure types the workflows read; EngineError kinds pass through under their own names. */
@@ -22,6 +23,15 @@ export const hostFailureTypes = {
   checkpointMissing: 'checkpoint_missing',
 } as const;
 
+/** What an engine that exited leaves in its failure's details: how it ended, and its last stderr lines. */
+export interface ExitFailureDetails {
+  how: string;
+  stderr: string[];
+}
+
+/** About the last screen of an engine's stderr: a Python traceback's tail and the line before it. */
+const STDERR_LINES = 20;
+
 const NON_RETRYABLE: ReadonlySet<EngineError['kind']> = new Set(['out_of_memory', 'reload_failed', 'refused']);
 const READY_POLL_MS = 250;
 
@@ -30,6 +40,8 @@ export interface HostActivityDeps {
   supervisor: EngineSupervisor;
   /** The command each engine's arguments follow (the host document's `engines.<name>.command`). */
   engineCommands: Record<EngineName, readonly string[]>;
+  /** The size of the host's largest GPU: what a deployment's own memory bound is counted against. */
+  largestGpuBytes: number;
   /** Set for every engine when the host's GPUs are simulated. */
   engineEnv: Record<string, string>;
   engineStopGraceMs: number;
@@ -43,6 +55,7 @@ export interface LaunchInput {
   spec: DeploymentSpec;
   gpuIndex: number;
   parkTier: ParkTier | null;
+  memory: LaunchMemory;
 }
 
 export interface LaunchResult {
@@ -70,20 +83,32 @@ export function createHostActivities(deps: HostActivityDeps) {
     return engine;
   };
 
+  /** Where an adapter says what it skipped (an optional route its engine does not have). */
+  const warnFor = (key: InstanceKey) => (message: string) => deps.logger.warn({ ...key }, message);
+
+  /**
+   * An engine that exited: how, and its last lines of stderr (why, in its own words), in the failure's
+   * message for the Temporal history and in its details for the start's refusal.
+   */
   const exitFailure = (engine: SupervisedEngine) => {
-    const tail = engine.exit?.outputTail ?? '';
-    const oom = /out of memory/i.test(tail);
-    return ApplicationFailure.nonRetryable(
-      `engine of ${engine.key.deploymentId}/${engine.key.instanceIndex} exited (code ${engine.exit?.code}, signal ${engine.exit?.signal})${oom ? ': out of memory' : ''}: ${tail.trim().split('\n').slice(-3).join(' | ')}`,
-      oom ? 'out_of_memory' : hostFailureTypes.engineExited,
-    );
+    const exit = engine.exit!;
+    const lines = exit.stderrTail.split('\n').filter((l) => l.trim() !== '').slice(-STDERR_LINES);
+    const oom = lines.some((l) => /out of memory/i.test(l));
+    const how = exit.signal !== null ? `signal ${exit.signal}` : `code ${exit.code}`;
+    const failure: ExitFailureDetails = { how, stderr: lines };
+    return ApplicationFailure.create({
+      message: `engine of ${engine.key.deploymentId}/${engine.key.instanceIndex} exited (${how})${oom ? ': out of memory' : ''}; its last lines of stderr:\n${lines.join('\n')}`,
+      type: oom ? 'out_of_memory' : hostFailureTypes.engineExited,
+      nonRetryable: true,
+      details: [failure],
+    });
   };
 
   return {
-    /** Measures the checkpoint a revision brings: its weights' bytes on the GPU. */
+    /** Measures the checkpoint a revision brings: its weights' bytes on the GPU and its KV budget. */
     async measureCheckpoint(input: { spec: DeploymentSpec }): Promise<Checkpoint> {
       try {
-        return measureCheckpoint(input.spec.model, [...deps.engineCommands[input.spec.engine], ...input.spec.extra_args]);
+        return reservedCheckpoint(input.spec, deps.engineCommands[input.spec.engine], deps.largestGpuBytes);
       } catch (e) {
         throw ApplicationFailure.nonRetryable((e as Error).message, hostFailureTypes.checkpointMissing);
       }
@@ -103,6 +128,7 @@ export function createHostActivities(deps: HostActivityDeps) {
         port,
         gpuIndex: input.gpuIndex,
         parkTier: input.parkTier,
+        memory: input.memory,
       });
       plan.env = { ...deps.engineEnv, ...plan.env };
       const engine = deps.supervisor.launch({
@@ -146,7 +172,7 @@ export function createHostActivities(deps: HostActivityDeps) {
         throw ApplicationFailure.retryable(`instance ${input.key.deploymentId}/${input.key.instanceIndex} still has ${busy} request(s)`, hostFailureTypes.engineBusy);
       }
       engine.stage = 'parking';
-      await whileHeartbeating((signal) => engine.adapter.park(engine.endpoint, input.tier, { signal })).catch(asFailure);
+      await whileHeartbeating((signal) => engine.adapter.park(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) })).catch(asFailure);
       engine.stage = 'parked';
     },
 
@@ -155,7 +181,7 @@ export function createHostActivities(deps: HostActivityDeps) {
       const engine = running(input.key);
       if (engine.stage === 'ready') return;
       engine.stage = 'waking';
-      await whileHeartbeating((signal) => engine.adapter.wake(engine.endpoint, input.tier, { signal })).catch(asFailure);
+      await whileHeartbeating((signal) => engine.adapter.wake(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) })).catch(asFailure);
       engine.stage = 'ready';
     },
 

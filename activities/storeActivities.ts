@@ -4,7 +4,7 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../store/db.js';
-import { checkpointOf, deleteDeployment, findDeployment, recordCheckpoint, recordMeasureFailure, setOperatorStopped } from '../store/deployments.js';
+import { checkpointOf, deleteDeployment, findDeployment, recordCheckpoint, recordMeasureFailure, recordStartFailure, setOperatorStopped } from '../store/deployments.js';
 import { findHost, type Host } from '../store/hosts.js';
 import { type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
@@ -50,6 +50,10 @@ export function createStoreActivities(db: Db) {
 
     async recordMeasureFailure(input: { deploymentId: string; revision: number; reason: string }) {
       await recordMeasureFailure(db, input.deploymentId, input.revision, input.reason);
+    },
+
+    async recordStartFailure(input: { deploymentId: string; failure: string | null }) {
+      await recordStartFailure(db, input.deploymentId, input.failure);
     },
 
     async setOperatorStopped(input: { deploymentId: string; stopped: boolean }) {

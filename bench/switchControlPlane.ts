@@ -46,7 +46,7 @@ async function simulatorOwnTimes(dir: string, rounds: number) {
   await createSimulatedGpu(dir, 0, 6 * GiB);
   const port = await freePort();
   const vllm = adapters.vllm;
-  const plan = vllm.launch({ spec, command: [process.execPath, CAPYCTL, 'sim', 'vllm'], port, gpuIndex: 0, parkTier: 'host_ram' });
+  const plan = vllm.launch({ spec, command: [process.execPath, CAPYCTL, 'sim', 'vllm'], port, gpuIndex: 0, parkTier: 'host_ram', memory: { gpuBytes: 6 * GiB, reservedBytes: 6 * GiB, othersBytes: 0 } });
   const [exe, ...args] = plan.argv;
   const child = spawn(exe!, args, { env: { ...process.env, ...plan.env, CAPYCTL_SIM_GPU_DIR: dir }, stdio: 'ignore' });
   const endpoint = { baseUrl: `http://127.0.0.1:${port}`, model: spec.name };

@@ -129,9 +129,23 @@ export const apiErrors = {
       true,
       `wake of deployment ${deploymentId} failed: it did not finish within the wake window of ${wakeWindowMs} ms; the model was stopped and the next request loads it fresh`,
     ),
+  /**
+   * A wake that failed for a reason none of the three above names (an engine that refused a step,
+   * exited or stopped answering): what really happened, under the code of a wake whose outcome is unknown.
+   */
+  wakeFailed: (deploymentId: string, what: string) =>
+    error(503, 'wake_uncertain', true, `wake of deployment ${deploymentId} failed: ${what}; the model was stopped and the next request loads it fresh`),
   /** A start the switch could not finish (the engine ran out of memory, exited, or never became ready). */
   startFailed: (deploymentId: string, reason: string) =>
     error(503, 'unavailable', true, `deployment ${deploymentId} failed to start: ${reason}; retry shortly`),
+  /** A start whose engine exited: how, then its last lines of stderr, why in its own words. */
+  startFailedEngineExited: (deploymentId: string, how: string, stderr: readonly string[]) =>
+    error(
+      503,
+      'unavailable',
+      true,
+      `deployment ${deploymentId} failed to start: its engine exited (${how}); retry shortly. Its last lines of stderr:\n${stderr.map((l) => `  ${l}`).join('\n')}`,
+    ),
   parkedCapacity: (deploymentId: string) =>
     error(
       409,

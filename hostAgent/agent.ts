@@ -122,6 +122,7 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
       adapters,
       supervisor,
       engineCommands,
+      largestGpuBytes: Math.max(0, ...gpus.map((g) => g.memoryBytes)),
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,
       ingressInFlight: inFlightOf,

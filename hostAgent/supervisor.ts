@@ -27,8 +27,8 @@ export type EngineStage = 'starting' | 'ready' | 'parking' | 'parked' | 'waking'
 export interface EngineExit {
   code: number | null;
   signal: NodeJS.Signals | null;
-  /** The last lines the engine wrote, for the error a failed start or wake reports. */
-  outputTail: string;
+  /** The last of what the engine wrote on stderr, for the error a failed start or wake reports. */
+  stderrTail: string;
 }
 
 export interface SupervisedEngine {
@@ -60,7 +60,7 @@ export interface LaunchRequest {
   parkTier: ParkTier | null;
 }
 
-const TAIL_BYTES = 4_096;
+const TAIL_BYTES = 8_192;
 const slot = (k: InstanceSlot) => `${k.deploymentId}/${k.instanceIndex}`;
 export const sameStart = (a: InstanceKey, b: InstanceKey) =>
   a.deploymentId === b.deploymentId && a.instanceIndex === b.instanceIndex && a.generation === b.generation;
@@ -106,13 +106,13 @@ export class EngineSupervisor {
       env: { ...process.env, ...request.plan.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    // The log keeps both streams; the tail only stderr, where engines say why they stop.
     let tail = '';
-    const keep = (chunk: Buffer) => {
+    child.stdout!.on('data', (chunk: Buffer) => log.write(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => {
       log.write(chunk);
       tail = (tail + chunk.toString('utf8')).slice(-TAIL_BYTES);
-    };
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
+    });
 
     const engine: SupervisedEngine = {
       ...request,
@@ -121,7 +121,7 @@ export class EngineSupervisor {
       exit: undefined,
       exited: new Promise<EngineExit>((resolve) => {
         const finish = (code: number | null, signal: NodeJS.Signals | null) => {
-          const exit = { code, signal, outputTail: tail };
+          const exit = { code, signal, stderrTail: tail };
           engine.exit = exit;
           log.end();
           resolve(exit);

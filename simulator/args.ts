@@ -3,6 +3,7 @@
  * and every other flag accepted and ignored, because real engines take hundreds and a launch plan
  * written for the real engine must start the simulator unchanged.
  */
+import { engineContracts } from '../activities/engines/contracts.js';
 import { parseBytes, parseDuration } from '../settings/units.js';
 
 export const dialectNames = ['vllm', 'sglang', 'tensorfold'] as const;
@@ -33,10 +34,15 @@ export interface SimConfig {
   /** The value given on the command line, when there was one (SGLang reports it as such). */
   maxRunningFlag: number | undefined;
   weightsBytes: number;
+  /** The KV cache declared (`--sim-kv`): what an engine without a bound takes, and what a checkpoint measures. */
   kvBytes: number;
+  /** The engine's GPU memory bound (`--gpu-memory-utilization`, `--mem-fraction-static`), when given. */
+  memoryShare: number | undefined;
   timings: SimTimings;
   /** Set for a decision model: it answers one of these. */
   decisionOptions: string[] | undefined;
+  /** Set to make the start fail: the engine prints a traceback ending in this line and exits 1. */
+  exitAtStart: string | undefined;
   enableSleepMode: boolean;
   enableMemorySaver: boolean;
   enableWeightsCpuBackup: boolean;
@@ -49,6 +55,11 @@ export class SimArgsError extends Error {
 }
 
 type FlagKind = 'string' | 'boolean';
+
+/** The flag, without its dashes, that bounds the engine's GPU memory (contracts.ts); none for TensorFold. */
+function boundFlag(dialect: DialectName): string | undefined {
+  return engineContracts[dialect].memoryBound?.option.replace(/^--/, '');
+}
 
 /** The engine flags each dialect understands; the same flag means the same thing in every dialect. */
 const engineFlags: Record<DialectName, Record<string, FlagKind>> = {
@@ -76,6 +87,11 @@ const engineFlags: Record<DialectName, Record<string, FlagKind>> = {
   tensorfold: { model: 'string', port: 'string', host: 'string', 'max-running': 'string', 'served-model-name': 'string' },
 };
 
+for (const dialect of dialectNames) {
+  const flag = boundFlag(dialect);
+  if (flag !== undefined) engineFlags[dialect][flag] = 'string';
+}
+
 const simFlags: Record<string, FlagKind> = {
   'sim-weights': 'string',
   'sim-kv': 'string',
@@ -86,6 +102,7 @@ const simFlags: Record<string, FlagKind> = {
   'sim-prefill-ms': 'string',
   'sim-tokens-per-s': 'string',
   'sim-decision': 'string',
+  'sim-exit-at-start': 'string',
 };
 
 const defaultPorts: Record<DialectName, number> = { vllm: 8000, sglang: 30000, tensorfold: 8080 };
@@ -160,6 +177,15 @@ function millis(values: Scanned['values'], name: string, fallback: number): numb
   return n;
 }
 
+/** A share of the device, in (0, 1]. */
+function share(values: Scanned['values'], name: string | undefined): number | undefined {
+  const raw = name === undefined ? undefined : text(values, name);
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0 || n > 1) throw new SimArgsError(`--${name} ${raw}: expected a share of the GPU above 0 and at most 1`);
+  return n;
+}
+
 function rate(values: Scanned['values'], name: string, fallback: number): number {
   const raw = text(values, name);
   if (raw === undefined) return fallback;
@@ -200,6 +226,7 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
     maxRunningFlag,
     weightsBytes: bytes(values, 'sim-weights', 8 * GiB),
     kvBytes: bytes(values, 'sim-kv', 2 * GiB),
+    memoryShare: share(values, boundFlag(name)),
     timings: {
       loadMs: millis(values, 'sim-load-ms', 2000),
       parkMs: millis(values, 'sim-park-ms', 300),
@@ -209,6 +236,7 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
       tokensPerS: rate(values, 'sim-tokens-per-s', 50),
     },
     decisionOptions,
+    exitAtStart: text(values, 'sim-exit-at-start'),
     enableSleepMode: values.has('enable-sleep-mode'),
     enableMemorySaver: values.has('enable-memory-saver'),
     enableWeightsCpuBackup: values.has('enable-weights-cpu-backup'),

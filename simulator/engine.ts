@@ -6,8 +6,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ParkTier } from '../domain/vocabulary.js';
 import type { SimConfig } from './args.js';
-import type { Allocation } from './gpuLedger.js';
-import { EngineMemory, type GpuPlacement, type MemoryParts } from './memory.js';
+import { engineContracts } from '../activities/engines/contracts.js';
+import { EngineMemory, type GpuPlacement, type MemoryParts, type StartOutcome, type StartSizing } from './memory.js';
 import { Slots } from './slots.js';
 
 export type EngineState = 'loading' | 'ready' | 'parking' | 'parked' | 'waking' | 'reloading';
@@ -23,6 +23,10 @@ export interface Faults {
   requests_never_finish: boolean;
   /** A new stream goes silent after its first token, as an engine stuck mid-answer; it stays running. */
   streams_go_silent: boolean;
+  /** Paths the engine answers 404, as a build without those routes (an older or newer version). */
+  missing_routes: string[];
+  /** It samples even at temperature 0, as some simulators and samplers do (answers repeat only when pinned). */
+  ignores_temperature: boolean;
 }
 
 /** Why a request stopped early: its client hung up, or the engine was told to abort it. */
@@ -57,12 +61,18 @@ export interface SimState {
   faults: Faults;
 }
 
+/** The dialect's bound rule at the share its command line gave, or at the engine's own default share. */
+function startSizing(config: SimConfig): StartSizing {
+  const bound = engineContracts[config.dialect].memoryBound;
+  return bound === null ? { rule: 'declared' } : { rule: bound.rule, share: config.memoryShare ?? bound.defaultShare };
+}
+
 export class SimEngine {
   state: EngineState = 'loading';
   readonly memory: EngineMemory;
   readonly slots: Slots;
   readonly violations: string[] = [];
-  readonly faults: Faults = { wrong_answer_after_wake: false, reload_fails: false, wake_hangs: false, requests_never_finish: false, streams_go_silent: false };
+  readonly faults: Faults = { wrong_answer_after_wake: false, reload_fails: false, wake_hangs: false, requests_never_finish: false, streams_go_silent: false, missing_routes: [], ignores_temperature: false };
   readonly inFlight = new Set<InFlightRequest>();
   parkedLevel: 1 | 2 | null = null;
   parkedTier: ParkTier | null = null;
@@ -80,7 +90,7 @@ export class SimEngine {
     readonly config: SimConfig,
     placement: GpuPlacement | undefined,
   ) {
-    this.memory = new EngineMemory(config.weightsBytes, config.kvBytes, placement, `${config.dialect} ${config.model}`);
+    this.memory = new EngineMemory(config.weightsBytes, config.kvBytes, placement, `${config.dialect} ${config.model}`, startSizing(config));
     this.slots = new Slots(config.maxRunning);
   }
 
@@ -110,8 +120,8 @@ export class SimEngine {
     return aborted;
   }
 
-  /** The start's first step: takes weights and KV cache, or says why not (the caller exits as out of memory). */
-  allocate(): Promise<{ allocation: Allocation; triedBytes: number }> {
+  /** The start's first step: takes weights and KV cache, or says why not in the engine's words (the caller exits). */
+  allocate(): Promise<StartOutcome> {
     return this.memory.load();
   }
 
@@ -193,7 +203,7 @@ export class SimEngine {
       max_running: this.slots.limit,
       violations: [...this.violations],
       draft_lost: this.draftLost,
-      faults: { ...this.faults },
+      faults: { ...this.faults, missing_routes: [...this.faults.missing_routes] },
     };
   }
 

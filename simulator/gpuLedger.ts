@@ -55,6 +55,15 @@ export async function gpuUsage(dir: string, index: number): Promise<GpuUsage> {
 
 export type Allocation = { ok: true } | { ok: false; capacityBytes: number; freeBytes: number };
 
+/** The device's room as an engine sees it at start. */
+export interface Room {
+  capacityBytes: number;
+  freeBytes: number;
+}
+
+/** How much an engine takes given the room it finds, or the line it dies with. */
+export type Sizing = (room: Room) => { bytes: number } | { refusal: string };
+
 /**
  * One process's holding on one device. Every change is written to its owner file; an increase is
  * checked under the lock against what the live owners hold.
@@ -70,8 +79,11 @@ export class GpuHolding {
     private readonly label: string,
   ) {}
 
-  /** Takes `bytes` more, or refuses when the device has no room for them. */
-  async allocate(bytes: number): Promise<Allocation> {
+  /**
+   * Takes `bytes` more, or refuses when the device has no room for them. A sizing decides the bytes
+   * from the room under the same lock, as an engine sizes its KV cache from what it finds free.
+   */
+  async allocate(want: number | Sizing): Promise<Allocation & { bytes?: number; refusal?: string }> {
     // Outside the lock, whose folder does not exist on a device never created.
     const capacityBytes = await readCapacity(this.dir, this.index);
     return withLock(this.dir, this.index, async () => {
@@ -82,11 +94,13 @@ export class GpuHolding {
         if (isAlive(owner.pid)) used += owner.gpuBytes;
         else await unlink(ownerFile(this.dir, this.index, owner.pid)).catch(() => {});
       }
-      const freeBytes = capacityBytes - used - this.gpuBytes;
-      if (bytes > freeBytes) return { ok: false, capacityBytes, freeBytes: Math.max(0, freeBytes) };
-      this.gpuBytes += bytes;
+      const freeBytes = Math.max(0, capacityBytes - used - this.gpuBytes);
+      const sized = typeof want === 'number' ? { bytes: want } : want({ capacityBytes, freeBytes });
+      if ('refusal' in sized) return { ok: false, capacityBytes, freeBytes, refusal: sized.refusal };
+      if (sized.bytes > freeBytes) return { ok: false, capacityBytes, freeBytes };
+      this.gpuBytes += sized.bytes;
       await this.write();
-      return { ok: true };
+      return { ok: true, bytes: sized.bytes };
     });
   }
 

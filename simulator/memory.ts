@@ -3,8 +3,9 @@
  * change goes through the shared GPU ledger when there is one (CAPYCTL_SIM_GPU_DIR), so two engines
  * on one simulated device cannot both hold more than it has.
  */
+import type { MemoryBoundContract } from '../activities/engines/contracts.js';
 import { SimArgsError } from './args.js';
-import { type Allocation, GpuHolding } from './gpuLedger.js';
+import { type Allocation, GpuHolding, type Room, type Sizing } from './gpuLedger.js';
 
 export type WeightsPlace = 'gpu' | 'host' | 'dropped';
 
@@ -18,6 +19,17 @@ export interface GpuPlacement {
   dir: string;
   index: number;
 }
+
+/**
+ * How the engine sizes its memory at start on a simulated GPU: its engine's bound rule at the share it
+ * was given (or the engine's default share), or, for an engine with no bound, its declared KV cache.
+ */
+export type StartSizing = { rule: MemoryBoundContract['rule']; share: number } | { rule: 'declared' };
+
+/** The start's outcome: the line an engine that cannot start dies with. */
+export type StartOutcome = { ok: true } | { ok: false; line: string };
+
+const gib = (n: number) => (n / 2 ** 30).toFixed(2);
 
 /** Reads the device from the environment, as a real engine reads CUDA_VISIBLE_DEVICES. */
 export function gpuPlacementFromEnv(env: NodeJS.ProcessEnv): GpuPlacement | undefined {
@@ -43,9 +55,11 @@ export class EngineMemory {
 
   constructor(
     readonly weightsBytes: number,
-    readonly kvBytes: number,
+    /** The declared KV cache; a bounded engine on a simulated GPU sizes its own at start. */
+    public kvBytes: number,
     readonly placement: GpuPlacement | undefined,
     label: string,
+    private readonly sizing: StartSizing = { rule: 'declared' },
   ) {
     this.holding = placement && new GpuHolding(placement.dir, placement.index, label);
   }
@@ -62,12 +76,57 @@ export class EngineMemory {
     return this.weights === 'gpu' && this.kvOnGpu;
   }
 
-  /** The start: weights and KV cache in one allocation, as an engine sizes both before serving. */
-  async load(): Promise<{ allocation: Allocation; triedBytes: number }> {
-    const result = await this.restore({ weights: true, kv: true });
+  /**
+   * The start: weights and KV cache in one allocation, as an engine sizes both before serving. A
+   * bounded engine takes its share of the device by its engine's rule (contracts.ts); without a
+   * simulated device there is nothing to share and the declared KV cache is taken.
+   */
+  async load(): Promise<StartOutcome> {
+    if (this.holding === undefined || this.sizing.rule === 'declared') {
+      const { allocation, triedBytes } = await this.restore({ weights: true, kv: true });
+      this.weightsGarbage = false;
+      return allocation.ok ? { ok: true } : { ok: false, line: `torch.OutOfMemoryError: ${this.outOfMemoryMessage(triedBytes, allocation)}` };
+    }
+    const sized = this.sizing;
+    const allocation = await this.holding.allocate((room) => this.startSize(sized, room));
+    if (!allocation.ok) {
+      return { ok: false, line: allocation.refusal ?? `torch.OutOfMemoryError: ${this.outOfMemoryMessage(this.weightsBytes, allocation)}` };
+    }
+    this.kvBytes = allocation.bytes! - this.weightsBytes;
     // Read from disk: good weights, unlike a wake into dropped ones.
+    this.weights = 'gpu';
+    this.kvOnGpu = true;
     this.weightsGarbage = false;
-    return result;
+    await this.holding.setHostRam(0);
+    return { ok: true };
+  }
+
+  /** What the engine takes of `room` at `share`, in its own words when it cannot start (contracts.ts). */
+  private startSize(sized: Exclude<StartSizing, { rule: 'declared' }>, room: Room): ReturnType<Sizing> {
+    const { share } = sized;
+    const { capacityBytes, freeBytes } = room;
+    if (sized.rule === 'share_of_total') {
+      // vLLM: the share of the whole device, free at start, weights and KV cache within it.
+      const take = Math.floor(share * capacityBytes);
+      if (freeBytes < take) {
+        return {
+          refusal:
+            `ValueError: Free memory on device (${gib(freeBytes)}/${gib(capacityBytes)} GiB) on startup is less than desired GPU memory ` +
+            `utilization (${share}, ${gib(take)} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.`,
+        };
+      }
+      if (take <= this.weightsBytes) {
+        return { refusal: 'ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.' };
+      }
+      return { bytes: take };
+    }
+    // SGLang: weights first, then a KV pool of what is free less (1 − share) of the whole device.
+    if (this.weightsBytes > freeBytes) {
+      return { refusal: `torch.OutOfMemoryError: ${this.outOfMemoryMessage(this.weightsBytes, { ok: false, capacityBytes, freeBytes })}` };
+    }
+    const kv = Math.floor(freeBytes - this.weightsBytes - (1 - share) * capacityBytes);
+    if (kv <= 0) return { refusal: 'RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.' };
+    return { bytes: this.weightsBytes + kv };
   }
 
   /**
@@ -120,10 +179,9 @@ export class EngineMemory {
 
   /** PyTorch's wording, so logs and error bodies read like the real thing. */
   outOfMemoryMessage(triedBytes: number, refusal: Extract<Allocation, { ok: false }>): string {
-    const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
     return (
-      `CUDA out of memory. Tried to allocate ${gib(triedBytes)}. GPU ${this.placement?.index ?? 0} has a total capacity of ` +
-      `${gib(refusal.capacityBytes)} of which ${gib(refusal.freeBytes)} is free.`
+      `CUDA out of memory. Tried to allocate ${gib(triedBytes)} GiB. GPU ${this.placement?.index ?? 0} has a total capacity of ` +
+      `${gib(refusal.capacityBytes)} GiB of which ${gib(refusal.freeBytes)} GiB is free.`
     );
   }
 }

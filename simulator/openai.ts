@@ -19,6 +19,9 @@ interface Generation extends ShapeOptions {
   includeUsage: boolean;
   maxTokens: number;
   rid: string | undefined;
+  /** The sampling knobs a request may pin its answer with. */
+  seed: number | undefined;
+  topK: number | undefined;
 }
 
 /** A request the engine refuses, with the status the dialect's error JSON carries. */
@@ -97,7 +100,25 @@ function parseGeneration(kind: Kind, body: unknown, engine: SimEngine): Generati
     logprobs: kind === 'chat' && b.logprobs === true,
     topLogprobs,
     rid: typeof b.rid === 'string' ? b.rid : undefined,
+    seed: integer(b, 'seed'),
+    topK: integer(b, 'top_k'),
   };
+}
+
+function integer(body: Body, key: string): number | undefined {
+  const value = body[key];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value)) throw new Refusal(400, `\`${key}\` must be an integer`);
+  return value;
+}
+
+/**
+ * Under the ignores_temperature fault the engine samples whatever the temperature: `top_k: 1` is
+ * still greedy, a `seed` repeats its draw, and anything else draws anew each time.
+ */
+function samplingNoise(engine: SimEngine, g: Generation): string {
+  if (!engine.faults.ignores_temperature || g.topK === 1) return '';
+  return g.seed === undefined ? randomUUID() : `seed ${g.seed}`;
 }
 
 /** The answer the engine computes now: garbage weights, a decision model's option, or words. */
@@ -105,7 +126,7 @@ function answerFor(engine: SimEngine, g: Generation): Answer {
   if (engine.answersGarbage) return garbageText(g.maxTokens);
   const { model, decisionOptions } = engine.config;
   if (decisionOptions) return decide(model, g.prompt, engine.answerSalt, decisionOptions, g.maxTokens);
-  return answerText(model, g.prompt, engine.answerSalt, g.maxTokens, g.topLogprobs);
+  return answerText(model, g.prompt, engine.answerSalt + samplingNoise(engine, g), g.maxTokens, g.topLogprobs);
 }
 
 /** Resolves never; rejects when the request is aborted. */

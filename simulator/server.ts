@@ -22,6 +22,12 @@ const dialects: Record<DialectName, (engine: SimEngine, env: NodeJS.ProcessEnv) 
   tensorfold: tensorfoldDialect,
 };
 
+/** A Python traceback as an engine dies with at start: more frames than a log tail shows, then `last`. */
+function startTraceback(last: string): string {
+  const frames = Array.from({ length: 12 }, (_, i) => `  File "/opt/engine/launch.py", line ${100 + i}, in step_${i}\n    step_${i + 1}()`);
+  return `Traceback (most recent call last):\n${frames.join('\n')}\n${last}\n`;
+}
+
 /** Exit codes of a start that fails: the command line was wrong, or the engine could not start. */
 const simExitCodes = { usage: 2, failed: 1 } as const;
 
@@ -40,7 +46,8 @@ function serve(router: Router, engine: SimEngine, dialect: Dialect): Server {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
-    const route = router.find(req.method ?? 'GET', path);
+    // A route taken away by the missing_routes fault is one the engine does not have.
+    const route = engine.faults.missing_routes.includes(path) ? 404 : router.find(req.method ?? 'GET', path);
     // FastAPI's answers, which all three engines give for routes they do not have.
     if (route === 404) return sendJson(res, 404, { detail: 'Not Found' });
     if (route === 405) return sendJson(res, 405, { detail: 'Method Not Allowed' });
@@ -88,6 +95,10 @@ export async function runSimulator(argv: readonly string[], env: NodeJS.ProcessE
     return simExitCodes.usage;
   }
   const { config } = engine;
+  if (config.exitAtStart !== undefined) {
+    process.stderr.write(startTraceback(config.exitAtStart));
+    return simExitCodes.failed;
+  }
   const dialect = dialects[config.dialect](engine, env);
   const server = serve(buildRouter(engine, dialect), engine, dialect);
 
@@ -105,8 +116,8 @@ export async function runSimulator(argv: readonly string[], env: NodeJS.ProcessE
     process.stderr.write(`RuntimeError: No CUDA GPUs are available (${e.message})\n`);
     return simExitCodes.failed;
   }
-  if (!start.allocation.ok) {
-    process.stderr.write(`torch.OutOfMemoryError: ${engine.memory.outOfMemoryMessage(start.triedBytes, start.allocation)}\n`);
+  if (!start.ok) {
+    process.stderr.write(`${start.line}\n`);
     return simExitCodes.failed;
   }
 

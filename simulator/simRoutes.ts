@@ -13,6 +13,8 @@ const faultRequest = z.strictObject({
   wake_hangs: z.boolean().optional(),
   requests_never_finish: z.boolean().optional(),
   streams_go_silent: z.boolean().optional(),
+  missing_routes: z.array(z.string().startsWith('/')).optional(),
+  ignores_temperature: z.boolean().optional(),
   crash: z.boolean().optional(),
 });
 

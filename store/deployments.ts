@@ -15,6 +15,8 @@ export interface Deployment {
   checkpoint: Record<string, unknown> | null;
   /** Why the current revision's measurement failed; null unless it did (never beside a measurement). */
   measureFailure: string | null;
+  /** Why its latest start failed; null unless it did. */
+  startFailure: string | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -27,12 +29,13 @@ interface Row {
   operator_stopped: boolean;
   checkpoint: Record<string, unknown> | null;
   measure_failure: string | null;
+  start_failure: string | null;
   created_at: Date;
   updated_at: Date;
 }
 
 const SELECT = `
-  SELECT d.id, d.name, d.revision, r.spec, d.operator_stopped, r.checkpoint, r.measure_failure, d.created_at, d.updated_at
+  SELECT d.id, d.name, d.revision, r.spec, d.operator_stopped, r.checkpoint, r.measure_failure, d.start_failure, d.created_at, d.updated_at
   FROM deployments d JOIN deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.revision`;
 
 const fromRow = (r: Row): Deployment => ({
@@ -43,6 +46,7 @@ const fromRow = (r: Row): Deployment => ({
   operatorStopped: r.operator_stopped,
   checkpoint: r.checkpoint,
   measureFailure: r.measure_failure,
+  startFailure: r.start_failure,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
 });
@@ -153,6 +157,11 @@ export async function recordMeasureFailure(db: Db, id: string, revision: number,
     revision,
     reason,
   ]);
+}
+
+/** Records why the deployment's latest start failed, or clears it (`failure` null) when a start succeeds. */
+export async function recordStartFailure(db: Db, id: string, failure: string | null): Promise<void> {
+  await db.query('UPDATE deployments SET start_failure = $2 WHERE id = $1', [id, failure]);
 }
 
 /** Removes a deployment with its revisions, instances and wake references. True when it existed. */

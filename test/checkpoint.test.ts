@@ -2,7 +2,8 @@ import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { measureCheckpoint } from '../activities/checkpoint.js';
+import { measureCheckpoint, reservedCheckpoint } from '../activities/checkpoint.js';
+import { deploymentDocument } from '../settings/deploymentDocument.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'capyctl-ckpt-'));
 const file = (path: string, bytes: number) => {
@@ -22,7 +23,7 @@ describe('measuring a checkpoint', () => {
     file(join(model, 'model-00001-of-00002.safetensors'), 3_000);
     file(join(model, 'model-00002-of-00002.safetensors'), 2_000);
     file(join(model, 'config.json'), 500);
-    expect(measureCheckpoint(model, ['vllm', 'serve'])).toEqual({ weightBytes: 5_000, kvBytes: 0, source: 'files' });
+    expect(measureCheckpoint(model, ['vllm', 'serve'])).toEqual({ weightBytes: 5_000, kvBytes: 1_250, source: 'files' });
   });
 
   it('finds a Hugging Face ID in the cache, following its symlinks to the blobs', () => {
@@ -31,7 +32,7 @@ describe('measuring a checkpoint', () => {
     file(join(repo, 'blobs', 'abc'), 7_000);
     mkdirSync(join(repo, 'snapshots', 'rev1'), { recursive: true });
     symlinkSync(join(repo, 'blobs', 'abc'), join(repo, 'snapshots', 'rev1', 'model.safetensors'));
-    expect(measureCheckpoint('Qwen/Qwen3-4B', [])).toEqual({ weightBytes: 7_000, kvBytes: 0, source: 'files' });
+    expect(measureCheckpoint('Qwen/Qwen3-4B', [])).toEqual({ weightBytes: 7_000, kvBytes: 1_750, source: 'files' });
   });
 
   it('takes the simulator defaults when a simulated checkpoint declares nothing', () => {
@@ -54,6 +55,19 @@ describe('measuring a checkpoint', () => {
     process.env.HF_HOME = join(dir, 'empty-hf');
     expect(() => measureCheckpoint('org/missing', [])).toThrow(
       'checkpoint org/missing is not on this host: neither a folder nor in the Hugging Face cache',
+    );
+  });
+
+  it("reserves what a deployment's own memory bound leaves after its weights, and refuses a bound with no room", () => {
+    const GiB = 2 ** 30;
+    const spec = (extra: string[]) =>
+      deploymentDocument.parse({ name: 'm', engine: 'vllm', model: 'sim/m', extra_args: ['--sim-weights', '6GiB', ...extra] });
+    const sim = ['capyctl', 'sim', 'vllm'];
+    expect(reservedCheckpoint(spec([]), sim, 24 * GiB)).toMatchObject({ weightBytes: 6 * GiB, kvBytes: 2 * GiB });
+    expect(reservedCheckpoint(spec(['--gpu-memory-utilization', '0.5']), sim, 24 * GiB)).toMatchObject({ weightBytes: 6 * GiB, kvBytes: 6 * GiB });
+    expect(() => reservedCheckpoint(spec(['--gpu-memory-utilization=0.2']), sim, 24 * GiB)).toThrow(
+      "its extra_args set --gpu-memory-utilization 0.2, which gives the engine 4.80 GiB of this host's largest GPU (24.00 GiB): " +
+        'no room for a KV cache beside its 6.00 GiB of weights',
     );
   });
 });

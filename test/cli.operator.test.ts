@@ -250,6 +250,35 @@ describe('capyctl over the management API', () => {
     expect(ok(await cli('delete', 'deployment', 'broken-model'))).toBe('broken-model: deleted\n');
   });
 
+  it("says why a start failed: the engine's last lines of stderr, to start --wait, in its status and in its switch", async () => {
+    const last = 'RuntimeError: unknown flag: --host';
+    const crashing = simDeployment('crashing-model', 'vllm', ['--sim-weights', '1GiB', '--sim-kv', '1GiB', '--sim-exit-at-start', last]);
+    ok(await cli('deploy', 'model', '--file', file('crashing.yaml', crashing)));
+    const r = await cli('start', 'deployment', 'crashing-model', '--wait');
+    const id = await idOf('crashing-model');
+    const lines = r.stderr.split('\n');
+    const at = lines.findIndex((l) => l.startsWith(`capyctl: unavailable: deployment ${id} failed to start: its engine exited (code 1); retry shortly.`));
+    // About a screen of its traceback, ending with why.
+    const tail = lines.slice(at + 1, -1);
+    expect(tail).toHaveLength(20);
+    expect(tail.at(-1)).toBe(`  ${last}`);
+    const error = apiErrors.startFailedEngineExited(id, 'code 1', tail.map((l) => l.slice(2)));
+    expect(r).toMatchObject({ code: 1, stdout: '' });
+    expect(r.stderr.endsWith(`capyctl: ${error.code}: ${error.message}\n`), r.stderr).toBe(true);
+
+    expect(JSON.parse(ok(await cli('status', 'deployment', 'crashing-model', '--json')))).toMatchObject({ start_failure: error.message });
+    expect(ok(await cli('status', 'deployment', 'crashing-model'))).toContain(`\nstart_failure: ${error.message}\n`);
+    // The switch, as the Temporal Web UI finds it by its target, ended with the same words.
+    const switches = await until('the switch to be listed', async () => {
+      const ids: string[] = [];
+      for await (const run of temporal.workflow.list({ query: 'CapyTarget = "crashing-model"' })) ids.push(run.workflowId);
+      return ids.length > 0 ? ids : undefined;
+    });
+    expect(switches).toHaveLength(1);
+    expect(await temporal.workflow.getHandle(switches[0]!).result()).toMatchObject({ outcome: 'start_failed', error });
+    expect(ok(await cli('delete', 'deployment', 'crashing-model'))).toBe('crashing-model: stopped\n');
+  });
+
   it('lists hosts, and drains one: what it holds stops, nothing starts there until the drain ends', async () => {
     ok(await cli('start', 'deployment', 'other-model'));
     expect(await cli('list', 'hosts')).toMatchObject({

@@ -17,6 +17,7 @@ const GiB = 2 ** 30;
 const WEIGHTS = GiB;
 const KV = GiB / 2;
 const GPU = 0;
+const GPU_BYTES = 24 * GiB;
 const HOST_COMMAND = ['engine-command-of-the-host'];
 /** Quick timings; a load long enough to see the engine not ready yet. */
 const SIM_FLAGS = [
@@ -28,7 +29,7 @@ const QUESTION: Probe = { kind: 'prompt', prompt: 'Describe the river.', maxToke
 let gpuDir: string;
 beforeAll(async () => {
   gpuDir = mkdtempSync(join(tmpdir(), 'capyctl-engines-'));
-  await createSimulatedGpu(gpuDir, GPU, 24 * GiB);
+  await createSimulatedGpu(gpuDir, GPU, GPU_BYTES);
 });
 afterEach(stopSimulators);
 afterAll(() => rmSync(gpuDir, { recursive: true, force: true }));
@@ -53,11 +54,13 @@ async function launch(
   engine: EngineName,
   parkTier: ParkTier | null,
   fields: Record<string, unknown> = {},
-  options: { simFlags?: string[]; dropArgs?: string[]; gpu?: { dir: string; index: number } } = {},
+  options: { simFlags?: string[]; dropArgs?: string[]; gpu?: { dir: string; index: number }; gpuBytes?: number; othersBytes?: number } = {},
 ): Promise<Launched> {
   const adapter = adapters[engine];
   const spec = deploymentDocument.parse({ name: 'my-model', engine, model: 'Qwen3-4B', ...fields });
-  const plan = adapter.launch({ spec, command: HOST_COMMAND, port: 0, gpuIndex: GPU, parkTier });
+  // Bounded to what the ledger reserves for it, alone on its card unless told what the others hold.
+  const memory = { gpuBytes: options.gpuBytes ?? GPU_BYTES, reservedBytes: WEIGHTS + KV, othersBytes: options.othersBytes ?? 0 };
+  const plan = adapter.launch({ spec, command: HOST_COMMAND, port: 0, gpuIndex: GPU, parkTier, memory });
   expect(plan.argv.slice(0, HOST_COMMAND.length)).toEqual(HOST_COMMAND);
   const args = plan.argv.slice(HOST_COMMAND.length).filter((a) => !options.dropArgs?.includes(a));
   const sim = await startSimulator(engine, [...args, ...SIM_FLAGS, ...(options.simFlags ?? [])], {
@@ -197,6 +200,21 @@ describe.each(['vllm', 'sglang'] as const)('%s wake faults', (engine) => {
     expect((await engineError(e.adapter.wake(e.endpoint, 'host_ram', { signal: AbortSignal.timeout(300) }))).kind).toBe('timeout');
     expect(Date.now() - started).toBeLessThan(2_000);
   });
+
+  it('an engine that samples at temperature 0 still answers the wake check the same: the check pins its seed and top_k', async () => {
+    const e = await ready(await launch(engine, 'host_ram'));
+    const first = await e.adapter.probe(e.endpoint, QUESTION);
+    await post(`${e.sim.baseUrl}/sim/faults`, { ignores_temperature: true });
+    // Asked with temperature 0 alone, it answers differently each time.
+    const ask = async () => {
+      const res = await post(`${e.sim.baseUrl}/v1/completions`, { model: e.spec.name, prompt: QUESTION.prompt, max_tokens: QUESTION.maxTokens, temperature: 0 });
+      return ((await res.json()) as { choices: Array<{ text: string }> }).choices[0]!.text;
+    };
+    expect(await ask()).not.toBe(await ask());
+    await e.adapter.park(e.endpoint, 'host_ram');
+    await e.adapter.wake(e.endpoint, 'host_ram');
+    expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(first);
+  });
 });
 
 describe('vLLM', () => {
@@ -204,10 +222,10 @@ describe('vLLM', () => {
     const dir = mkdtempSync(join(tmpdir(), 'capyctl-engines-small-'));
     try {
       await createSimulatedGpu(dir, GPU, 2 * GiB);
-      const gpu = { dir, index: GPU };
-      const parked = await ready(await launch('vllm', 'host_ram', {}, { gpu }));
+      const gpu = { gpu: { dir, index: GPU }, gpuBytes: 2 * GiB };
+      const parked = await ready(await launch('vllm', 'host_ram', {}, gpu));
       await parked.adapter.park(parked.endpoint, 'host_ram');
-      await ready(await launch('vllm', null, { name: 'other' }, { gpu }));
+      await ready(await launch('vllm', null, { name: 'other' }, gpu));
       expect((await engineError(parked.adapter.wake(parked.endpoint, 'host_ram'))).kind).toBe('out_of_memory');
     } finally {
       await stopSimulators();
@@ -215,9 +233,34 @@ describe('vLLM', () => {
     }
   });
 
-  it('refuses to park when launched unable to (no sleep mode)', async () => {
+  it('refuses to park when launched unable to (no sleep mode), naming the route and its version', async () => {
     const e = await ready(await launch('vllm', null));
-    expect((await engineError(e.adapter.park(e.endpoint, 'host_ram'))).kind).toBe('refused');
+    const refused = await engineError(e.adapter.park(e.endpoint, 'host_ram'));
+    expect({ kind: refused.kind, message: refused.message }).toEqual({
+      kind: 'refused',
+      message:
+        `vLLM 0.10.1 at ${e.endpoint.baseUrl} cannot park at tier host_ram: it has no POST /sleep, GET /is_sleeping, POST /wake_up (404); ` +
+        'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
+    });
+    expect((await e.sim.state()).gpu_bytes).toBe(WEIGHTS + KV);
+  });
+
+  it('skips a prefix-cache reset it does not have, with a warning; refuses a deep park without the weight reload, still holding its memory', async () => {
+    const e = await ready(await launch('vllm', 'deep'));
+    await post(`${e.sim.baseUrl}/sim/faults`, { missing_routes: ['/reset_prefix_cache'] });
+    const before = await e.adapter.probe(e.endpoint, QUESTION);
+    await e.adapter.park(e.endpoint, 'host_ram');
+    const warnings: string[] = [];
+    await e.adapter.wake(e.endpoint, 'host_ram', { warn: (w) => warnings.push(w) });
+    expect(warnings).toEqual([`vLLM at ${e.endpoint.baseUrl} has no POST /reset_prefix_cache (404); skipped, since it only refines the step`]);
+    expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(before);
+
+    await post(`${e.sim.baseUrl}/sim/faults`, { missing_routes: ['/collective_rpc'] });
+    const refused = await engineError(e.adapter.park(e.endpoint, 'deep'));
+    expect(refused.message).toBe(
+      `vLLM 0.10.1 at ${e.endpoint.baseUrl} cannot park at tier deep: it has no POST /collective_rpc (404); ` +
+        'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
+    );
     expect((await e.sim.state()).gpu_bytes).toBe(WEIGHTS + KV);
   });
 });
@@ -230,7 +273,8 @@ describe('SGLang', () => {
     await until(async () => (await e.sim.state().catch(() => undefined)) !== undefined);
     expect(await e.adapter.maxRunning(e.endpoint, ctx)).toEqual({ source: 'engine_default' });
 
-    const declared = await ready(await launch('sglang', 'host_ram', { max_concurrent_requests: 16 }));
+    // The first one still holds its memory: SGLang fills the card up to its share, counting it.
+    const declared = await ready(await launch('sglang', 'host_ram', { max_concurrent_requests: 16 }, { othersBytes: WEIGHTS + KV }));
     expect(await declared.adapter.maxRunning(declared.endpoint, { spec: declared.spec, command: HOST_COMMAND })).toEqual({
       count: 16,
       source: 'engine',

@@ -8,10 +8,10 @@ describe('capyctl engine list', () => {
       code: 0,
       stderr: '',
       stdout:
-        'NAME         DEEP PARK   HOST RAM PARK   DEFAULT MAX RUNNING   MAX RUNNING OPTION\n' +
-        'vllm         enabled     enabled         32                    --max-num-seqs\n' +
-        'sglang       enabled     enabled         chosen by engine      --max-running-requests\n' +
-        'tensorfold   disabled    disabled        8                     --max-running\n',
+        'NAME         DEEP PARK   HOST RAM PARK   DEFAULT MAX RUNNING   MAX RUNNING OPTION       MEMORY BOUND OPTION\n' +
+        'vllm         enabled     enabled         32                    --max-num-seqs           --gpu-memory-utilization\n' +
+        'sglang       enabled     enabled         chosen by engine      --max-running-requests   --mem-fraction-static\n' +
+        'tensorfold   disabled    disabled        8                     --max-running            none\n',
     });
   });
 
@@ -19,9 +19,9 @@ describe('capyctl engine list', () => {
     const result = await capyctl(['engine', 'list', '--json']);
     expect(result.code).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual([
-      { name: 'vllm', deep_park: 'enabled', host_ram_park: 'enabled', default_max_running: 32, max_running_option: '--max-num-seqs' },
-      { name: 'sglang', deep_park: 'enabled', host_ram_park: 'enabled', default_max_running: null, max_running_option: '--max-running-requests' },
-      { name: 'tensorfold', deep_park: 'disabled', host_ram_park: 'disabled', default_max_running: 8, max_running_option: '--max-running' },
+      { name: 'vllm', deep_park: 'enabled', host_ram_park: 'enabled', default_max_running: 32, max_running_option: '--max-num-seqs', memory_bound_option: '--gpu-memory-utilization' },
+      { name: 'sglang', deep_park: 'enabled', host_ram_park: 'enabled', default_max_running: null, max_running_option: '--max-running-requests', memory_bound_option: '--mem-fraction-static' },
+      { name: 'tensorfold', deep_park: 'disabled', host_ram_park: 'disabled', default_max_running: 8, max_running_option: '--max-running', memory_bound_option: null },
     ]);
   });
 

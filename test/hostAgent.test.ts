@@ -65,7 +65,7 @@ describe('the host agent, a real process on the real dev server', () => {
       'extra_args: ["--sim-weights", "4GiB", "--sim-kv", "1GiB", "--sim-load-ms", "300", "--sim-park-ms", "50", "--sim-wake-ms", "50", "--sim-tokens-per-s", "20"]',
     ].join('\n'),
   });
-  const input: LaunchInput = { key: { deploymentId: '01M3R7A6YJW402N962HH17A66W', instanceIndex: 0, generation: 1 }, spec, gpuIndex: 0, parkTier: 'host_ram' };
+  const input: LaunchInput = { key: { deploymentId: '01M3R7A6YJW402N962HH17A66W', instanceIndex: 0, generation: 1 }, spec, gpuIndex: 0, parkTier: 'host_ram', memory: { gpuBytes: 16 * 2 ** 30, reservedBytes: 5 * 2 ** 30, othersBytes: 0 } };
   const hostYaml = (token: string) =>
     simHostYaml({
       hostId,

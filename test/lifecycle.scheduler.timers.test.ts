@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configureScheduler, reportDemand } from '../gateway/lifecycleClient.js';
+import { gpuUsage } from '../simulator/gpuLedger.js';
 import { workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
 import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
@@ -72,6 +73,21 @@ describe('victims when two models fit', () => {
     s = await startSchedulerBench({ gpuMemory: '11GiB' });
   });
   afterAll(() => s?.close());
+
+  it('holds two models at once only because each engine is bounded to what the ledger reserved for it', async () => {
+    // Unbounded, vLLM would take 90% of the card and SGLang then could not load its weights beside it.
+    const v = await s.deployMeasured('chat-v');
+    const g = await s.deployMeasured('chat-g', '', [], 'sglang');
+    expect((await s.command('start', { deploymentId: v, evict: false })).state).toBe('ready');
+    expect((await s.command('start', { deploymentId: g, evict: false })).state).toBe('ready');
+    const { owners, usedBytes, capacityBytes } = await gpuUsage(s.lc.gpuDir, 0);
+    // 5 GiB each, 4 GiB of weights and a 1 GiB KV budget (SGLang's float arithmetic may leave a byte).
+    expect(owners.map((o) => [o.label, Math.round(o.gpuBytes / 2 ** 10)])).toEqual(
+      expect.arrayContaining([['vllm sim/chat-v', 5 * 2 ** 20], ['sglang sim/chat-g', 5 * 2 ** 20]]),
+    );
+    expect(usedBytes).toBeLessThanOrEqual(capacityBytes);
+    for (const id of [v, g]) await s.command('stop', { deploymentId: id });
+  });
 
   it('never parks a model with waiting requests, even the least recently used', async () => {
     const [a, b, c] = [await s.deployMeasured('chat-a'), await s.deployMeasured('chat-b'), await s.deployMeasured('chat-c')];

@@ -30,6 +30,8 @@ import { type Lifecycle, simDeployment, startLifecycle } from './support/lifecyc
 import { until } from './support/until.js';
 
 const GiB = 2 ** 30;
+/** One 5 GiB model (4 GiB of weights, 1 GiB of KV cache) alone on the 8 GiB card. */
+const MODEL_MEMORY = { gpuBytes: 8 * GiB, reservedBytes: 5 * GiB, othersBytes: 0 };
 const TIMEOUTS: SwitchInput['timeouts'] = { drainMs: 2_000, wakeWindowMs: 5_000, startMs: 30_000 };
 
 let lc: Lifecycle;
@@ -61,7 +63,7 @@ function switchInput(plan: Plan): SwitchInput {
     serverTaskQueue: lc.serverTaskQueue,
     startedAtMs: Date.now(),
     target: t
-      ? { name: t.model.name, revision: t.model.revision, spec: t.model.spec, instance: ref(t.model, t.generation), action: t.action, tier: t.tier, gpuIndex: 0 }
+      ? { name: t.model.name, revision: t.model.revision, spec: t.model.spec, instance: ref(t.model, t.generation), action: t.action, tier: t.tier, gpuIndex: 0, memory: MODEL_MEMORY }
       : null,
     victims: (plan.victims ?? []).map((v) => ({ name: v.model.name, instance: ref(v.model, v.generation), release: v.release })),
     admissionWindowMs: plan.windowMs ?? null,
@@ -91,7 +93,7 @@ async function stop(models: Model[], generation = 1): Promise<string> {
 
 const park = (tier: ParkTier): Release => ({ kind: 'park', tier });
 
-async function fault(m: Model, faults: Record<string, boolean | undefined>): Promise<void> {
+async function fault(m: Model, faults: Record<string, boolean | readonly string[] | undefined>): Promise<void> {
   const reply = await request(`${lc.host.engineUrl({ deploymentId: m.id, instanceIndex: 0 })}/sim/faults`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -304,12 +306,23 @@ describe('a victim that does not park', () => {
 });
 
 describe('a failed wake', () => {
+  /** A wake that failed for another reason says what happened: the engine, the request, its answer. */
+  const refusedWake = (id: string) => ({
+    status: 503,
+    code: 'wake_uncertain',
+    message: expect.stringMatching(
+      new RegExp(`^wake of deployment ${id} failed: vLLM at http://127\\.0\\.0\\.1:\\d+ answered POST /wake_up with 404: has no such route; the model was stopped`),
+    ),
+    retryable: true,
+  });
   it.each([
-    { code: 'wake_mismatch', tier: 'host_ram', faults: { wrong_answer_after_wake: true }, wakeWindowMs: 5_000 },
-    { code: 'wake_reload_failed', tier: 'deep', faults: { reload_fails: true }, wakeWindowMs: 5_000 },
-    { code: 'wake_uncertain', tier: 'host_ram', faults: { wake_hangs: true }, wakeWindowMs: 1_500 },
-  ] as const)('$code: stops the target, frees the GPU, fails its waiters; a fresh start then works', async ({ code, tier, faults, wakeWindowMs }) => {
-    const m = await deploy(code.replaceAll('_', '-'));
+    { code: 'wake_mismatch', tier: 'host_ram', faults: { wrong_answer_after_wake: true }, wakeWindowMs: 5_000, expected: apiErrors.wakeMismatch },
+    { code: 'wake_reload_failed', tier: 'deep', faults: { reload_fails: true }, wakeWindowMs: 5_000, expected: apiErrors.wakeReloadFailed },
+    { code: 'wake_uncertain', tier: 'host_ram', faults: { wake_hangs: true }, wakeWindowMs: 1_500, expected: (id: string) => apiErrors.wakeUncertain(id, 1_500) },
+    // A 404 after 3 ms is not "did not finish within the wake window".
+    { code: 'wake_uncertain (refused)', tier: 'host_ram', faults: { missing_routes: ['/wake_up'] }, wakeWindowMs: 5_000, expected: refusedWake },
+  ] as const)('$code: stops the target, frees the GPU, fails its waiters; a fresh start then works', async ({ code, tier, faults, wakeWindowMs, expected }) => {
+    const m = await deploy(code.replace(/[^a-z]+/g, '-').replace(/-$/, ''));
     await ready(m);
     await runSwitch({ victims: [{ model: m, release: park(tier) }] });
     expect(await lc.gpuUsedBytes()).toBe(0);
@@ -317,13 +330,8 @@ describe('a failed wake', () => {
 
     const waiter = lc.gateway.request(m.id, 10);
     const r = await runSwitch({ target: { model: m, action: 'wake', tier }, timeouts: { wakeWindowMs } });
-    const expected = {
-      wake_mismatch: apiErrors.wakeMismatch(m.id),
-      wake_reload_failed: apiErrors.wakeReloadFailed(m.id),
-      wake_uncertain: apiErrors.wakeUncertain(m.id, wakeWindowMs),
-    }[code];
-    expect(r).toMatchObject({ outcome: 'wake_failed', target: { state: 'stopped' }, error: expected });
-    expect(failed(await waiter)).toEqual(expected);
+    expect(r).toMatchObject({ outcome: 'wake_failed', target: { state: 'stopped' }, error: expected(m.id) });
+    expect(failed(await waiter)).toEqual(expected(m.id));
     expect(await lc.gpuUsedBytes()).toBe(0);
     expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
 

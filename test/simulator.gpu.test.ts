@@ -22,7 +22,10 @@ beforeEach(async () => {
 afterEach(stopSimulators);
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const model = (name: string, weights: number, kv = 2) => [name, '--enable-sleep-mode', '--sim-weights', `${weights}GiB`, '--sim-kv', `${kv}GiB`, ...FAST];
+/** A vLLM bounded, as capyctl launches it, to its weights and KV cache on the 10 GiB card. */
+const model = (name: string, weights: number, kv = 2) => [
+  name, '--enable-sleep-mode', '--sim-weights', `${weights}GiB`, '--sim-kv', `${kv}GiB`, '--gpu-memory-utilization', String((weights + kv) / 10), ...FAST,
+];
 
 describe('simulated GPU', () => {
   it('refuses over-commit: the second engine exits 1 with PyTorch’s out-of-memory line and never listens', async () => {
@@ -31,15 +34,34 @@ describe('simulated GPU', () => {
     expect(usage).toMatchObject({ capacityBytes: 10 * GiB, usedBytes: 8 * GiB });
     expect(usage.owners).toEqual([{ pid: first.child.pid, gpuBytes: 8 * GiB, hostRamBytes: 0, label: 'vllm a' }]);
 
+    // SGLang loads its weights before it sizes its KV cache: they alone do not fit.
     const second = await startSimulator('sglang', ['--model-path', 'b', '--sim-weights', '6GiB', ...FAST], { gpu: { dir, index: 0 }, waitReady: false });
     expect((await second.exited).code).toBe(1);
-    expect(second.stderr()).toMatch(/^torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate 8\.00 GiB\. GPU 0 has a total capacity of 10\.00 GiB of which 2\.00 GiB is free\.$/m);
+    expect(second.stderr()).toMatch(/^torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate 6\.00 GiB\. GPU 0 has a total capacity of 10\.00 GiB of which 2\.00 GiB is free\.$/m);
     expect(second.stdout()).toBe('');
 
     // Another device is another ledger.
-    await startSimulator('sglang', ['--model-path', 'b', '--sim-weights', '6GiB', ...FAST], { gpu: { dir, index: 1 } });
+    await startSimulator('sglang', ['--model-path', 'b', '--sim-weights', '6GiB', '--mem-fraction-static', '0.8', ...FAST], { gpu: { dir, index: 1 } });
     expect((await gpuUsage(dir, 1)).usedBytes).toBe(8 * GiB);
     expect((await gpuUsage(dir, 0)).usedBytes).toBe(8 * GiB);
+  });
+
+  it('an engine launched without a bound takes its real default share of the card, so a second one does not start', async () => {
+    const unbounded = ['--sim-weights', '4GiB', '--sim-kv', '1GiB', ...FAST];
+    await startSimulator('vllm', ['a', ...unbounded], { gpu: { dir, index: 0 } });
+    // vLLM's 0.9 of the whole card, whatever its KV cache was declared as.
+    expect((await gpuUsage(dir, 0)).usedBytes).toBe(Math.floor(0.9 * 10 * GiB));
+    const second = await startSimulator('vllm', ['b', ...unbounded], { gpu: { dir, index: 0 }, waitReady: false });
+    expect((await second.exited).code).toBe(1);
+    expect(second.stderr()).toContain(
+      'ValueError: Free memory on device (1.00/10.00 GiB) on startup is less than desired GPU memory utilization (0.9, 9.00 GiB).',
+    );
+    // SGLang fills the card to its 0.88: a second one cannot even load its weights beside it.
+    await startSimulator('sglang', ['--model-path', 'c', ...unbounded], { gpu: { dir, index: 1 } });
+    expect((await gpuUsage(dir, 1)).usedBytes).toBe(Math.floor(0.88 * 10 * GiB));
+    const tight = await startSimulator('sglang', ['--model-path', 'd', ...unbounded], { gpu: { dir, index: 1 }, waitReady: false });
+    expect((await tight.exited).code).toBe(1);
+    expect(tight.stderr()).toMatch(/^torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate 4\.00 GiB\./m);
   });
 
   it('a parked engine frees its GPU memory; its wake with no room answers 500 and it stays parked', async () => {
@@ -88,7 +110,8 @@ describe('simulated GPU', () => {
     expect((await missing.exited).code).toBe(1);
     expect(missing.stderr()).toContain('RuntimeError: No CUDA GPUs are available');
 
-    const unlimited = await startSimulator('vllm', model('huge', 4096));
+    // Unbounded too: with no device there is nothing to take a share of.
+    const unlimited = await startSimulator('vllm', ['huge', '--sim-weights', '4096GiB', '--sim-kv', '2GiB', ...FAST]);
     expect(await unlimited.state()).toMatchObject({ gpu_index: null, gpu_bytes: 4098 * GiB });
   });
 });

@@ -4,6 +4,7 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { LaunchMemory } from '../activities/engines/memoryBound.js';
 import type { ApiError } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier, SwitchOutcome } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
@@ -91,6 +92,8 @@ export interface SwitchTarget {
   action: 'wake' | 'start';
   tier: ParkTier | null;
   gpuIndex: number;
+  /** What the engine's memory bound is computed from (a start passes it; a wake keeps its own). */
+  memory: LaunchMemory;
 }
 
 /**

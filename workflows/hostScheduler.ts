@@ -18,6 +18,7 @@ import {
 } from '@temporalio/workflow';
 import { apiErrors } from '../domain/catalogue.js';
 import { releasingLine } from '../activities/engines/rules.js';
+import type { LaunchMemory } from '../activities/engines/memoryBound.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import {
@@ -319,8 +320,9 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     const gpuIndex = room.gpuIndex;
     const { releases, hostRamFreeBytes } = releasesOf(victims, false);
     const released: SwitchVictim[] = victims.map(({ entry, view: h }, i) => ({ name: h.name, instance: entry.instance, release: releases[i]! }));
+    const memory = launchMemory(v, gpuIndex, victims);
     const target: SwitchTarget = wake
-      ? { name: v.name, revision: v.revision, spec: v.spec, instance: existing!.instance, action: 'wake', tier: existing!.tier, gpuIndex }
+      ? { name: v.name, revision: v.revision, spec: v.spec, instance: existing!.instance, action: 'wake', tier: existing!.tier, gpuIndex, memory }
       : {
           name: v.name,
           revision: v.revision,
@@ -330,6 +332,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
           action: 'start',
           tier: launchTier({ view: v, memoryKind: memoryKind(gpuIndex), hostRamFreeBytes }),
           gpuIndex,
+          memory,
         };
     if (!existing) {
       ledger().entries.push({ deploymentId: v.id, name: v.name, instance: target.instance, state: 'stopped', tier: null, gpuIndex, gpuBytes: 0, hostRamBytes: 0 });
@@ -342,6 +345,20 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     // A victim ready elsewhere has no window; on one host there is no elsewhere, so the window applies.
     const result = await runSwitch(target, released, victims.length > 0 ? opts.admissionWindowMs : null, checkpoints, begun);
     return { result };
+  }
+
+  /**
+   * The GPU's size, the model's reservation and what the others on that GPU hold once the victims
+   * are released (a victim parked `kv_only` keeps its weights, so SGLang finds less free and sizes a
+   * smaller KV cache, never a larger one).
+   */
+  function launchMemory(v: Viewed, gpuIndex: number, victims: Holder[]): LaunchMemory {
+    const leaving = new Set(victims.map((h) => h.entry.deploymentId));
+    const othersBytes = ledger()
+      .entries.filter((e) => e.gpuIndex === gpuIndex && e.deploymentId !== v.id && !leaving.has(e.deploymentId))
+      .reduce((sum, e) => sum + e.gpuBytes, 0);
+    const gpuBytes = ledger().gpus.find((g) => g.index === gpuIndex)?.memoryBytes ?? 0;
+    return { gpuBytes, reservedBytes: gpuNeed(v.checkpoint), othersBytes };
   }
 
   /** Takes `v`'s ready or parked instance away, with no target: an operator's park or stop, an idle timer. */

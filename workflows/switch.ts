@@ -21,7 +21,7 @@ import {
 import type { Probe, ProbeAnswer } from '../activities/engines/engine.js';
 import { releaseLine } from '../activities/engines/rules.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
-import type { HostActivities } from '../activities/hostActivities.js';
+import type { ExitFailureDetails, HostActivities } from '../activities/hostActivities.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releaseLines } from '../domain/catalogue.js';
 import type { InstanceState, ParkTier, SwitchOutcome } from '../domain/vocabulary.js';
@@ -263,23 +263,26 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     try {
       if (t.action === 'start') {
         await during(t.instance, 'starting', t.tier, () => startAndRecord(t));
+        await store.recordStartFailure({ deploymentId: id, failure: null });
         return null;
       }
       const mismatch = await during(t.instance, 'waking', t.tier, () => wakeAndCheck(t));
       return mismatch ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
     } catch (e) {
-      const cause = failureKind(e);
-      if (t.action === 'start') return { outcome: 'start_failed', error: apiErrors.startFailed(id, startFailureReason(cause, timeouts.startMs)) };
-      const reloadFailed = cause === 'reload_failed' || cause === 'out_of_memory';
-      const error = reloadFailed ? apiErrors.wakeReloadFailed(id) : apiErrors.wakeUncertain(id, timeouts.wakeWindowMs);
-      return { outcome: 'wake_failed', error };
+      const failure = failureOf(e);
+      if (t.action === 'start') {
+        const error = startError(id, failure, timeouts.startMs);
+        await store.recordStartFailure({ deploymentId: id, failure: error.message });
+        return { outcome: 'start_failed', error };
+      }
+      return { outcome: 'wake_failed', error: wakeError(id, failure, timeouts.wakeWindowMs) };
     }
   }
 
   /** A full start: launch, ready, and the first answer to the wake check, recorded for this generation. */
   async function startAndRecord(t: SwitchTarget): Promise<void> {
     const deadline = Date.now() + timeouts.startMs;
-    await host(timeouts.startMs).launchEngine({ key: t.instance, spec: t.spec, gpuIndex: t.gpuIndex, parkTier: t.tier });
+    await host(timeouts.startMs).launchEngine({ key: t.instance, spec: t.spec, gpuIndex: t.gpuIndex, parkTier: t.tier, memory: t.memory });
     await host(deadline - Date.now()).awaitEngineReady({ key: t.instance });
     const probe = probeFor(t.spec);
     const answer = await host(deadline - Date.now()).probeEngine({ key: t.instance, probe });
@@ -312,27 +315,48 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
 const stopLine = (release: Release) =>
   release.kind === 'stop' && release.reason === 'no_room' ? releaseLines.stoppedNoRoom : releaseLines.stopped;
 
+/** What went wrong in a step: its kind, the words of whatever failed, and an exited engine's details. */
+interface StepFailure {
+  /**
+   * An engine error's kind (`reload_failed`, `out_of_memory`, `not_ready`, …) or the host's
+   * (`engine_exited`, …); `timeout` when the step ran out of time, `cancelled` when it was cancelled.
+   */
+  kind: string;
+  message: string;
+  exit?: ExitFailureDetails;
+}
+
 /**
- * What went wrong in a step, by the names the host's failures carry: an engine error's kind
- * (`reload_failed`, `out_of_memory`, `not_ready`, …) or the host's (`engine_exited`, …); `timeout`
- * when the step ran out of time, `cancelled` when it was cancelled. Anything else is a bug in this
+ * What went wrong in a step, by the names the host's failures carry. Anything else is a bug in this
  * code and is rethrown, so the workflow task fails visibly instead of stopping a healthy model.
  */
-function failureKind(e: unknown): string {
+function failureOf(e: unknown): StepFailure {
   const cause = e instanceof ActivityFailure ? e.cause : e;
-  if (cause instanceof ApplicationFailure) return cause.type ?? 'error';
-  if (cause instanceof TimeoutFailure) return 'timeout';
-  if (cause instanceof CancelledFailure || isCancellation(e)) return 'cancelled';
+  if (cause instanceof ApplicationFailure) {
+    return { kind: cause.type ?? 'error', message: cause.message, exit: cause.details?.[0] as ExitFailureDetails | undefined };
+  }
+  if (cause instanceof TimeoutFailure) return { kind: 'timeout', message: cause.message };
+  if (cause instanceof CancelledFailure || isCancellation(e)) return { kind: 'cancelled', message: 'cancelled' };
   throw e;
 }
 
-const startFailureReasons: Record<string, string> = {
-  out_of_memory: 'out of memory',
-  engine_exited: 'its engine exited',
-  cancelled: 'the start was cancelled',
-};
+/**
+ * The spec's three codes keep their text for their own cases: weights that did not come back
+ * (reload_failed, or no memory to take them back), and a wake that ran out its window. Anything else
+ * says what happened, in the words of what failed.
+ */
+function wakeError(deploymentId: string, failure: StepFailure, wakeWindowMs: number): ApiError {
+  if (failure.kind === 'reload_failed' || failure.kind === 'out_of_memory') return apiErrors.wakeReloadFailed(deploymentId);
+  if (failure.kind === 'timeout') return apiErrors.wakeUncertain(deploymentId, wakeWindowMs);
+  return apiErrors.wakeFailed(deploymentId, failure.message);
+}
 
-function startFailureReason(kind: string, startMs: number): string {
-  if (kind === 'timeout' || kind === 'not_ready') return `not ready within ${startMs} ms`;
-  return startFailureReasons[kind] ?? kind;
+/** Why a start failed: an engine that exited says how and its last lines of stderr; a step that ran out of time says so. */
+function startError(deploymentId: string, failure: StepFailure, startMs: number): ApiError {
+  if (failure.exit) {
+    const how = `${failure.exit.how}${failure.kind === 'out_of_memory' ? ': out of memory' : ''}`;
+    return apiErrors.startFailedEngineExited(deploymentId, how, failure.exit.stderr);
+  }
+  const reason = failure.kind === 'timeout' ? `not ready within ${startMs} ms` : failure.kind === 'cancelled' ? 'the start was cancelled' : failure.message;
+  return apiErrors.startFailed(deploymentId, reason);
 }

@@ -4,6 +4,7 @@
  */
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { EngineName, MaxRunningSource, ParkTier } from '../../domain/vocabulary.js';
+import type { LaunchMemory } from './memoryBound.js';
 
 /** How the host should start the engine process. */
 export interface LaunchPlan {
@@ -22,6 +23,8 @@ export interface LaunchContext {
   gpuIndex: number;
   /** The tier it will park at, or null when it will never park (it stops instead). */
   parkTier: ParkTier | null;
+  /** The GPU's size and what the ledger counts on it, for the engine's memory bound. */
+  memory: LaunchMemory;
 }
 
 /** A running engine process, as the adapter reaches it. */
@@ -81,6 +84,8 @@ export class EngineError extends Error {
 /** Calls with a deadline; adapters pass it to every HTTP call so a hung engine cannot hang a step. */
 export interface CallOptions {
   signal?: AbortSignal;
+  /** Told what a step skipped (an optional route the engine does not have). */
+  warn?: (message: string) => void;
 }
 
 export interface EngineAdapter {

@@ -46,10 +46,14 @@ export async function exchange(endpoint: EngineEndpoint, path: string, call: Cal
 /** CUDA's and PyTorch's words for a full GPU, as engines pass them on in an error body. */
 const outOfMemory = /out of memory|OutOfMemoryError/i;
 
-/** The error an engine's non-2xx answer means. */
-export function refusal(endpoint: EngineEndpoint, path: string, reply: EngineReply): EngineError {
+/**
+ * The error an engine's non-2xx answer means, naming who answered, the request and the answer: a
+ * route the engine does not have says so.
+ */
+export function refusal(endpoint: EngineEndpoint, request: string, reply: EngineReply, who = 'the engine'): EngineError {
   const kind = reply.status >= 500 && outOfMemory.test(reply.body) ? 'out_of_memory' : 'refused';
-  return new EngineError(kind, `${path} on ${endpoint.baseUrl} answered ${reply.status}: ${reply.body.slice(0, 500)}`);
+  const what = reply.status === 404 ? 'has no such route' : reply.body.slice(0, 500);
+  return new EngineError(kind, `${who} at ${endpoint.baseUrl} answered ${request} with ${reply.status}: ${what}`);
 }
 
 const succeeded = (reply: EngineReply): boolean => reply.status >= 200 && reply.status < 300;
@@ -57,22 +61,22 @@ const succeeded = (reply: EngineReply): boolean => reply.status >= 200 && reply.
 /** A call that must succeed (2xx); returns the body. */
 export async function post(endpoint: EngineEndpoint, path: string, call: Omit<Call, 'method'> = {}): Promise<string> {
   const reply = await exchange(endpoint, path, { ...call, method: 'POST' });
-  if (!succeeded(reply)) throw refusal(endpoint, path, reply);
+  if (!succeeded(reply)) throw refusal(endpoint, `POST ${path}`, reply);
   return reply.body;
 }
 
 /** A successful answer parsed with `schema`; any other answer is an `EngineError`. */
-function expectJson<S extends z.ZodType>(endpoint: EngineEndpoint, path: string, reply: EngineReply, schema: S): z.output<S> {
-  if (!succeeded(reply)) throw refusal(endpoint, path, reply);
+function expectJson<S extends z.ZodType>(endpoint: EngineEndpoint, request: string, reply: EngineReply, schema: S): z.output<S> {
+  if (!succeeded(reply)) throw refusal(endpoint, request, reply);
   let value: unknown;
   try {
     value = JSON.parse(reply.body);
   } catch {
-    throw new EngineError('refused', `${path} on ${endpoint.baseUrl} answered something that is not JSON: ${reply.body.slice(0, 200)}`);
+    throw new EngineError('refused', `the engine at ${endpoint.baseUrl} answered ${request} with something that is not JSON: ${reply.body.slice(0, 200)}`);
   }
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
-    throw new EngineError('refused', `${path} on ${endpoint.baseUrl} answered an unexpected shape: ${parsed.error.message}`);
+    throw new EngineError('refused', `the engine at ${endpoint.baseUrl} answered ${request} with an unexpected shape: ${parsed.error.message}`);
   }
   return parsed.data;
 }
@@ -84,7 +88,7 @@ export async function fetchJson<S extends z.ZodType>(
   schema: S,
   call: Call = {},
 ): Promise<z.output<S>> {
-  return expectJson(endpoint, path, await exchange(endpoint, path, call), schema);
+  return expectJson(endpoint, `${call.method ?? 'GET'} ${path}`, await exchange(endpoint, path, call), schema);
 }
 
 /** Like `fetchJson`, but null when the engine has no such route (404). */
@@ -95,7 +99,7 @@ export async function fetchJsonIfServed<S extends z.ZodType>(
   call: Call = {},
 ): Promise<z.output<S> | null> {
   const reply = await exchange(endpoint, path, call);
-  return reply.status === 404 ? null : expectJson(endpoint, path, reply, schema);
+  return reply.status === 404 ? null : expectJson(endpoint, `${call.method ?? 'GET'} ${path}`, reply, schema);
 }
 
 /** Whether `GET path` answers 200 now; false while the engine refuses connections or answers otherwise. */
@@ -111,20 +115,4 @@ export async function answers200(endpoint: EngineEndpoint, path: string, call: C
 /** `GET /version` → `{"version":"0.10.1"}`, as vLLM (and TensorFold) answer it; null without the route. */
 export async function versionRoute(endpoint: EngineEndpoint, call: CallOptions = {}): Promise<string | null> {
   return (await fetchJsonIfServed(endpoint, '/version', z.object({ version: z.string() }), call))?.version ?? null;
-}
-
-/**
- * Runs a weight reload. An error answer from it (the engine's own failure, a full GPU among them)
- * means the weights did not come back: `reload_failed`. No answer at all stays `unreachable` or
- * `timeout`, since then nobody knows.
- */
-export async function reloading<T>(endpoint: EngineEndpoint, reload: () => Promise<T>): Promise<T> {
-  try {
-    return await reload();
-  } catch (e) {
-    if (e instanceof EngineError && (e.kind === 'refused' || e.kind === 'out_of_memory')) {
-      throw new EngineError('reload_failed', `the engine at ${endpoint.baseUrl} did not reload its weights: ${e.message}`);
-    }
-    throw e;
-  }
 }

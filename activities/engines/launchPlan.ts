@@ -1,31 +1,26 @@
-/** The command line every adapter builds the same way; each engine adds its model and parking options. */
+/** The command line every adapter builds the same way, from its engine's contract (contracts.ts). */
+import { engineContracts } from './contracts.js';
 import type { LaunchContext, LaunchPlan } from './engine.js';
+import { memoryBoundArgs } from './memoryBound.js';
 import { maxRunningToPass } from './rules.js';
-import { engineTraits } from './traits.js';
-
-export interface EngineArgs {
-  /** How the engine is told its checkpoint: `['M']`, `['--model-path', 'M']`. */
-  model: string[];
-  /** The options parking needs, and any the engine always gets. */
-  options: string[];
-  env?: Record<string, string>;
-}
 
 /**
  * The host's command, the model, the name it serves, where to listen, the bound on requests run at
- * once when CapyCTL passes one, the engine's options, then the deployment's extra_args last so that
- * they win. The engine serves the model under the deployment's name, the name clients ask for, so
- * requests and answers pass through unchanged.
+ * once when CapyCTL passes one, its GPU memory bound, the engine's own options and those parking needs, then the
+ * deployment's extra_args last so that they win. The engine serves the model under the deployment's
+ * name, the name clients ask for, so requests and answers pass through unchanged.
  */
-export function buildLaunchPlan(ctx: LaunchContext, args: EngineArgs): LaunchPlan {
-  const { spec, command, port, gpuIndex } = ctx;
+export function buildLaunchPlan(ctx: LaunchContext): LaunchPlan {
+  const { spec, command, port, gpuIndex, parkTier, memory } = ctx;
+  const contract = engineContracts[spec.engine];
   const maxRunning = maxRunningToPass({ spec, command });
-  const bound = maxRunning === undefined ? [] : [engineTraits[spec.engine].maxRunningOption, String(maxRunning)];
+  const bound = maxRunning === undefined ? [] : [contract.maxRunning.option, String(maxRunning)];
+  const parks = parkTier !== null;
   return {
     // 127.0.0.1 only: the host's ingress is the way in, and the control routes must not be reachable.
     argv: [
       ...command,
-      ...args.model,
+      ...contract.modelArgs(spec.model),
       '--served-model-name',
       spec.name,
       '--port',
@@ -33,9 +28,11 @@ export function buildLaunchPlan(ctx: LaunchContext, args: EngineArgs): LaunchPla
       '--host',
       '127.0.0.1',
       ...bound,
-      ...args.options,
+      ...memoryBoundArgs(spec, command, memory),
+      ...contract.alwaysFlags,
+      ...(parks ? contract.parkFlags(parkTier) : []),
       ...spec.extra_args,
     ],
-    env: { CUDA_VISIBLE_DEVICES: String(gpuIndex), ...args.env },
+    env: { CUDA_VISIBLE_DEVICES: String(gpuIndex), ...(parks ? contract.parkEnv : {}) },
   };
 }

@@ -52,6 +52,6 @@ export async function sampleMetrics(
 ): Promise<EngineLoad | null> {
   const reply = await exchange(endpoint, '/metrics', options);
   if (reply.status === 404) return null;
-  if (reply.status !== 200) throw refusal(endpoint, '/metrics', reply);
+  if (reply.status !== 200) throw refusal(endpoint, 'GET /metrics', reply);
   return loadFromMetrics(reply.body, names);
 }

@@ -45,10 +45,20 @@ export function decide(
   return { kind: 'decision', option, probabilities };
 }
 
-export async function askProbe(endpoint: EngineEndpoint, probe: Probe, options: CallOptions = {}): Promise<ProbeAnswer> {
+function withoutTopK(knobs: Readonly<Record<string, number>>): Record<string, number> {
+  const { top_k: _cut, ...rest } = knobs;
+  return rest;
+}
+
+/**
+ * `determinism`: every knob the engine has that pins its answer (contracts.ts): `temperature: 0`,
+ * and `seed` and `top_k: 1` where it takes them, so an engine that samples at temperature 0 still
+ * answers the same twice.
+ */
+export async function askProbe(endpoint: EngineEndpoint, probe: Probe, determinism: Readonly<Record<string, number>>, options: CallOptions = {}): Promise<ProbeAnswer> {
   const { signal } = options;
   if (probe.kind === 'prompt') {
-    const json = { model: endpoint.model, prompt: probe.prompt, max_tokens: probe.maxTokens, temperature: 0, stream: false };
+    const json = { model: endpoint.model, prompt: probe.prompt, max_tokens: probe.maxTokens, ...determinism, stream: false };
     const answer = await fetchJson(endpoint, '/v1/completions', completion, { method: 'POST', json, signal });
     return { kind: 'prompt', text: answer.choices[0]!.text };
   }
@@ -56,7 +66,9 @@ export async function askProbe(endpoint: EngineEndpoint, probe: Probe, options: 
     model: endpoint.model,
     messages: [{ role: 'user', content: probe.prompt }],
     max_tokens: 1,
-    temperature: 0,
+    // Not top_k: it would cut the alternatives whose probabilities the check compares. The decision
+    // is the likeliest option by those probabilities, whatever token was sampled.
+    ...withoutTopK(determinism),
     logprobs: true,
     top_logprobs: Math.max(TOP_LOGPROBS, probe.options.length),
     stream: false,

@@ -3,6 +3,7 @@
  * stream sends the assistant-role opening chunk before it reads the prompt, so that chunk is no sign
  * of progress (the gateway's concern; nothing to do here).
  */
+import { engineContracts } from './contracts.js';
 import type { EngineAdapter } from './engine.js';
 import { EngineError } from './engine.js';
 import { answers200, versionRoute } from './http.js';
@@ -25,7 +26,7 @@ const cannotPark = async (): Promise<never> => {
 export const tensorfold: EngineAdapter = {
   ...adapterFacts('tensorfold'),
 
-  launch: (ctx) => buildLaunchPlan(ctx, { model: ['--model', ctx.spec.model], options: [] }),
+  launch: (ctx) => buildLaunchPlan(ctx),
   isReady: (endpoint, options) => answers200(endpoint, '/health', options),
   park: cannotPark,
   wake: cannotPark,
@@ -35,5 +36,5 @@ export const tensorfold: EngineAdapter = {
   version: (endpoint, options) => versionRoute(endpoint, options),
   // Like vLLM, it stops a request's work when its HTTP connection closes.
   abort: async () => {},
-  probe: (endpoint, probe, options) => askProbe(endpoint, probe, options),
+  probe: (endpoint, probe, options) => askProbe(endpoint, probe, engineContracts.tensorfold.determinism, options),
 };

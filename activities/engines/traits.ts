@@ -3,6 +3,7 @@
  * `capyctl engine list` all read them here, so the three never disagree.
  */
 import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
+import { engineContracts } from './contracts.js';
 import type { EngineAdapter } from './engine.js';
 
 export interface EngineTraits {
@@ -24,15 +25,15 @@ export interface EngineTraits {
 
 export const engineTraits: Readonly<Record<EngineName, EngineTraits>> = {
   // vLLM's own default (256, or 1024 on large cards) is far above the 32 a model runs at once here.
-  vllm: { parkTiers: ['host_ram', 'deep'], defaultMaxRunning: 32, maxRunningOption: '--max-num-seqs', tierFixedAtLaunch: false },
+  vllm: { parkTiers: ['host_ram', 'deep'], defaultMaxRunning: 32, maxRunningOption: engineContracts.vllm.maxRunning.option, tierFixedAtLaunch: false },
   // SGLang sizes its batch from the memory left after the weights; it reports the figure it chose.
   sglang: {
     parkTiers: ['host_ram', 'deep', 'kv_only'],
     defaultMaxRunning: undefined,
-    maxRunningOption: '--max-running-requests',
+    maxRunningOption: engineContracts.sglang.maxRunning.option,
     tierFixedAtLaunch: true,
   },
-  tensorfold: { parkTiers: [], defaultMaxRunning: 8, maxRunningOption: '--max-running', tierFixedAtLaunch: false },
+  tensorfold: { parkTiers: [], defaultMaxRunning: 8, maxRunningOption: engineContracts.tensorfold.maxRunning.option, tierFixedAtLaunch: false },
 };
 
 /** The adapter's fields that are facts, not behaviour. */

@@ -1,5 +1,6 @@
 /** `capyctl engine list [--json]`: what each engine can do, so a deployment can pick one. */
 import { parseArgs } from 'node:util';
+import { engineContracts } from '../../activities/engines/contracts.js';
 import { engineTraits } from '../../activities/engines/traits.js';
 import { engineNames } from '../../domain/vocabulary.js';
 import { type Command, exitCodes } from '../command.js';
@@ -17,6 +18,8 @@ function engineRow(name: (typeof engineNames.options)[number]) {
     /** null: the engine chooses at start and CapyCTL passes nothing. */
     default_max_running: defaultMaxRunning ?? null,
     max_running_option: maxRunningOption,
+    /** The option CapyCTL bounds the engine's GPU memory with; null when the engine has none. */
+    memory_bound_option: engineContracts[name].memoryBound?.option ?? null,
   };
 }
 
@@ -38,8 +41,9 @@ export const engineList: Command = {
       e.host_ram_park,
       e.default_max_running === null ? 'chosen by engine' : String(e.default_max_running),
       e.max_running_option,
+      e.memory_bound_option ?? 'none',
     ]);
-    process.stdout.write(table(['NAME', 'DEEP PARK', 'HOST RAM PARK', 'DEFAULT MAX RUNNING', 'MAX RUNNING OPTION'], rows));
+    process.stdout.write(table(['NAME', 'DEEP PARK', 'HOST RAM PARK', 'DEFAULT MAX RUNNING', 'MAX RUNNING OPTION', 'MEMORY BOUND OPTION'], rows));
     return exitCodes.ok;
   },
 };

@@ -35,6 +35,8 @@ export const deploymentBody = z.object({
   checkpoint: z.enum(['measured', 'measuring', 'failed']),
   /** Why its measurement failed: the host could not read the checkpoint. Only when `failed`. */
   checkpoint_failure: z.string().optional(),
+  /** Why its latest start failed (an engine that exited: how, and its last lines of stderr). Only until a start succeeds. */
+  start_failure: z.string().optional(),
   instances: z.array(
     z.object({
       index: z.number().int(),
@@ -117,6 +119,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       operator_stopped: d.operatorStopped,
       checkpoint: d.checkpoint !== null ? 'measured' : d.measureFailure !== null ? 'failed' : 'measuring',
       ...(d.measureFailure !== null ? { checkpoint_failure: d.measureFailure } : {}),
+      ...(d.startFailure !== null ? { start_failure: d.startFailure } : {}),
       instances: instances.map((i) => ({
         index: i.index,
         host_id: i.hostId,

@@ -4,6 +4,7 @@
  * and abort by request id.
  */
 import { STATUS_CODES } from 'node:http';
+import { engineContracts } from '../../activities/engines/contracts.js';
 import type { Dialect } from '../dialect.js';
 import type { SimEngine } from '../engine.js';
 import { type Handler, type Router, sendEmpty, sendJson, sendText } from '../http.js';
@@ -11,10 +12,11 @@ import type { MemoryParts } from '../memory.js';
 import { sendGauges } from '../metrics.js';
 import { MAX_MODEL_LEN } from '../openai.js';
 
-const VERSION = '0.5.4';
+const contract = engineContracts.sglang;
+const routes = contract.routes;
 
 function errorBody(status: number, message: string): unknown {
-  return { object: 'error', message, type: STATUS_CODES[status] ?? 'Internal Server Error', param: null, code: status };
+  return contract.errorBody(status, STATUS_CODES[status] ?? 'Internal Server Error', message);
 }
 
 /** `{"tags":[…]}` of weights, kv_cache and cuda_graph; none means all. CUDA graphs hold no simulated memory. */
@@ -43,7 +45,7 @@ export function sglangDialect(engine: SimEngine): Dialect {
       speculative_algorithm: config.speculativeAlgorithm ?? null,
       max_total_num_tokens: maxTotalNumTokens,
       internal_states: [{ max_running_requests: config.maxRunning, max_total_num_tokens: maxTotalNumTokens, context_len: MAX_MODEL_LEN }],
-      version: VERSION,
+      version: contract.version,
     };
   }
 
@@ -52,7 +54,7 @@ export function sglangDialect(engine: SimEngine): Dialect {
   }
 
   function addMemoryRoutes(router: Router): void {
-    router.on('POST', '/release_memory_occupation', async ({ res, body }) => {
+    router.on(routes.release.method, routes.release.path, async ({ res, body }) => {
       const parts = memoryParts(body);
       // Without the memory saver SGLang answers the same and frees nothing.
       if (config.enableMemorySaver) {
@@ -67,7 +69,7 @@ export function sglangDialect(engine: SimEngine): Dialect {
       }
       sendJson(res, 200, null);
     });
-    router.on('POST', '/resume_memory_occupation', async ({ res, body }) => {
+    router.on(routes.resume.method, routes.resume.path, async ({ res, body }) => {
       if (config.enableMemorySaver) {
         const outcome = await engine.wake(memoryParts(body));
         if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
@@ -76,7 +78,7 @@ export function sglangDialect(engine: SimEngine): Dialect {
       }
       sendJson(res, 200, null);
     });
-    router.on('POST', '/update_weights_from_disk', async ({ res, body }) => {
+    router.on(routes.updateWeightsFromDisk.method, routes.updateWeightsFromDisk.path, async ({ res, body }) => {
       const modelPath = (body as { model_path?: unknown } | undefined)?.model_path;
       if (typeof modelPath !== 'string') return sendJson(res, 400, errorBody(400, '`model_path` is required'));
       const outcome = await engine.reload();
@@ -106,10 +108,10 @@ export function sglangDialect(engine: SimEngine): Dialect {
     ],
     errorBody,
     addRoutes(router) {
-      for (const path of ['/get_server_info', '/server_info']) router.on('GET', path, ({ res }) => sendJson(res, 200, serverInfo()));
-      for (const path of ['/get_model_info', '/model_info']) router.on('GET', path, ({ res }) => sendJson(res, 200, modelInfo()));
+      for (const path of [routes.serverInfo.path, '/server_info']) router.on('GET', path, ({ res }) => sendJson(res, 200, serverInfo()));
+      for (const path of [routes.modelInfo.path, '/model_info']) router.on('GET', path, ({ res }) => sendJson(res, 200, modelInfo()));
       if (config.enableMetrics) {
-        router.on('GET', '/metrics', ({ res }) =>
+        router.on(routes.metrics.method, routes.metrics.path, ({ res }) =>
           sendGauges(
             res,
             [
@@ -121,7 +123,7 @@ export function sglangDialect(engine: SimEngine): Dialect {
           ),
         );
       }
-      router.on('POST', '/pause_generation', ({ res }) => {
+      router.on(routes.pause.method, routes.pause.path, ({ res }) => {
         engine.paused = true;
         engine.slots.setGate(false);
         // SGLang's pause aborts what is in flight: an answer cut off, which capyctl must never cause.
@@ -129,18 +131,18 @@ export function sglangDialect(engine: SimEngine): Dialect {
         if (aborted > 0) engine.violation(`pause_generation aborted ${aborted} request(s)`);
         sendJson(res, 200, { message: 'Generation paused successfully.', status: 'ok' });
       });
-      router.on('POST', '/continue_generation', ({ res }) => {
+      router.on(routes.continue.method, routes.continue.path, ({ res }) => {
         engine.paused = false;
         engine.slots.setGate(true);
         sendJson(res, 200, { message: 'Generation continued successfully.', status: 'ok' });
       });
-      router.on('POST', '/abort_request', ({ res, body }) => {
+      router.on(routes.abort.method, routes.abort.path, ({ res, body }) => {
         const { rid, abort_all: all } = (body ?? {}) as { rid?: unknown; abort_all?: unknown };
         if (all === true) engine.abortRequests();
         else if (typeof rid === 'string' && rid !== '') engine.abortRequests(rid);
         sendEmpty(res, 200);
       });
-      router.on('POST', '/flush_cache', flushCache).on('GET', '/flush_cache', flushCache);
+      router.on(routes.flushCache.method, routes.flushCache.path, flushCache).on('GET', routes.flushCache.path, flushCache);
       addMemoryRoutes(router);
     },
   };

@@ -2,6 +2,7 @@
  * vLLM's own routes (engines.md): version, metrics, and sleep mode — `/sleep`, `/wake_up`,
  * `/is_sleeping`, `/collective_rpc`, `/reset_prefix_cache` — which exist only in dev mode.
  */
+import { engineContracts } from '../../activities/engines/contracts.js';
 import type { Dialect } from '../dialect.js';
 import type { SimEngine } from '../engine.js';
 import { type Router, sendEmpty, sendJson } from '../http.js';
@@ -10,9 +11,11 @@ import { sendGauges } from '../metrics.js';
 
 const errorTypes: Record<number, string> = { 400: 'BadRequestError', 404: 'NotFoundError', 500: 'InternalServerError', 503: 'ServiceUnavailableError' };
 
-/** vLLM ≥ 0.10.1 wraps its errors in `error`. */
+const contract = engineContracts.vllm;
+const routes = contract.routes;
+
 function errorBody(status: number, message: string): unknown {
-  return { error: { message, type: errorTypes[status] ?? 'InternalServerError', param: null, code: status } };
+  return contract.errorBody(status, errorTypes[status] ?? 'InternalServerError', message);
 }
 
 /** `tags=weights` / `tags=kv_cache`, repeated; none wakes both. */
@@ -27,7 +30,7 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
   const devMode = env.VLLM_SERVER_DEV_MODE === '1';
 
   function addSleepMode(router: Router): void {
-    router.on('POST', '/sleep', async ({ res, query }) => {
+    router.on(routes.sleep.method, routes.sleep.path, async ({ res, query }) => {
       const level = query.get('level') ?? '1';
       if (level !== '1' && level !== '2') return sendJson(res, 400, errorBody(400, `sleep level ${level} is not 1 or 2`));
       // Level 1 copies the weights to host RAM; level 2 drops them. Both drop the KV cache.
@@ -40,14 +43,14 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
       });
       sendEmpty(res, 200);
     });
-    router.on('POST', '/wake_up', async ({ res, query }) => {
+    router.on(routes.wakeUp.method, routes.wakeUp.path, async ({ res, query }) => {
       const parts = wakeParts(query.getAll('tags'));
       if (!parts) return sendJson(res, 400, errorBody(400, `unknown tags ${query.getAll('tags').join(', ')}: expected weights or kv_cache`));
       const outcome = await engine.wake(parts);
       if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
       sendEmpty(res, 200);
     });
-    router.on('GET', '/is_sleeping', ({ res }) => sendJson(res, 200, { is_sleeping: !engine.memory.resident }));
+    router.on(routes.isSleeping.method, routes.isSleeping.path, ({ res }) => sendJson(res, 200, { is_sleeping: !engine.memory.resident }));
   }
 
   return {
@@ -57,8 +60,8 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
     readyLines: ['INFO:     Application startup complete.'],
     errorBody,
     addRoutes(router) {
-      router.on('GET', '/version', ({ res }) => sendJson(res, 200, { version: '0.10.1' }));
-      router.on('GET', '/metrics', ({ res }) =>
+      router.on(routes.version.method, routes.version.path, ({ res }) => sendJson(res, 200, { version: contract.version }));
+      router.on(routes.metrics.method, routes.metrics.path, ({ res }) =>
         sendGauges(
           res,
           [
@@ -71,14 +74,14 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
       );
       if (!devMode) return;
       if (config.enableSleepMode) addSleepMode(router);
-      router.on('POST', '/collective_rpc', async ({ res, body }) => {
+      router.on(routes.collectiveRpc.method, routes.collectiveRpc.path, async ({ res, body }) => {
         const method = (body as { method?: unknown } | undefined)?.method;
         if (method !== 'reload_weights') return sendJson(res, 400, errorBody(400, `the simulator runs only reload_weights, not ${String(method)}`));
         const outcome = await engine.reload();
         if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
         sendJson(res, 200, { results: [null] });
       });
-      router.on('POST', '/reset_prefix_cache', ({ res }) => sendEmpty(res, 200));
+      router.on(routes.resetPrefixCache.method, routes.resetPrefixCache.path, ({ res }) => sendEmpty(res, 200));
     },
   };
 }

@@ -22,7 +22,7 @@ export interface SchedulerBench {
   lc: Lifecycle;
   ref: SchedulerRef;
   /** Deploys a simulator model (`extra`: more simulator flags) and waits for its checkpoint's measurement; returns its ID. */
-  deployMeasured(name: string, more?: string, extra?: string[]): Promise<string>;
+  deployMeasured(name: string, more?: string, extra?: string[], engine?: string): Promise<string>;
   /** A command as the management API sends it; a start is followed to the end of its switch, as `start --wait` does. */
   command<K extends keyof Commands>(update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>>;
   ledger(): Promise<HostLedger>;
@@ -60,8 +60,8 @@ export async function startSchedulerBench(options: LifecycleOptions & { settings
   return {
     lc,
     ref,
-    async deployMeasured(name, more = '', extra = []) {
-      const d = await lc.deploy(simDeployment(name, 'vllm', extra, more));
+    async deployMeasured(name, more = '', extra = [], engine = 'vllm') {
+      const d = await lc.deploy(simDeployment(name, engine, extra, more));
       const measuring = await startMeasurement(lc.client, { deploymentId: d.id, revision: d.revision, hostId: lc.hostId, serverTaskQueue: lc.serverTaskQueue });
       await measuring.result();
       return d.id;

@@ -1,0 +1,257 @@
+/**
+ * What capyctl relies on in each engine's command line and HTTP server, read from the engines' own
+ * sources (CONTRACTS.md beside this file cites them). The adapters send exactly these requests and
+ * the simulator's dialects serve exactly these routes, both from this one table;
+ * test/engines.contracts.test.ts holds each to it.
+ */
+import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
+
+export type Method = 'GET' | 'POST';
+
+export interface RouteContract {
+  method: Method;
+  path: string;
+  /** Registered only in dev mode (vLLM: `VLLM_SERVER_DEV_MODE=1`); without it the route answers 404. */
+  devMode?: boolean;
+  /** Registered only with this launch flag (the simulator's reading; real vLLM registers and then fails). */
+  flag?: string;
+  /**
+   * It only refines a park or wake (a cache reset): an engine without it (404) is skipped with a
+   * warning. A route not marked optional that answers 404 is a refusal naming the route and version.
+   */
+  optional?: boolean;
+  /** A POST-only route: `GET` on it answers 405 when the engine has it and 404 when not, doing nothing. */
+  probedByGet?: boolean;
+  /** What the engine answers when it succeeds: the status, and the JSON body or `''` for none. */
+  answer: { status: number; json?: unknown; text?: string };
+}
+
+/** What a step's answer means beyond success. */
+export type StepRole =
+  /** `{"is_sleeping": true}` is expected: `/sleep` has answered 200 without sleeping (vLLM #15483). */
+  | 'expect_asleep'
+  /** `{"is_sleeping": false}` is expected. */
+  | 'expect_awake'
+  /** A weight reload: an error answer (or `success: false`) is `reload_failed`. */
+  | 'reload'
+  /** Reads `model_path`, the checkpoint the engine loaded, for a later step's body. */
+  | 'read_model_path';
+
+/** Facts a step's body is built from. */
+export interface StepFacts {
+  modelPath: string;
+}
+
+export interface Step {
+  route: RouteContract;
+  /** The query string, without `?`. */
+  query?: string;
+  /** The JSON body, or a function of what earlier steps read. */
+  json?: unknown | ((facts: StepFacts) => unknown);
+  role?: StepRole;
+}
+
+/** How an engine is bounded in GPU memory, and what it takes when it is not. */
+export interface MemoryBoundContract {
+  /** The launch option capyctl passes. */
+  option: string;
+  /**
+   * `share_of_total`: the engine takes `value × total` and refuses to start unless that much is free
+   * (vLLM). `static_share_of_total`: the engine fills the GPU up to `value × total`, counting what
+   * other processes hold, and takes the rest after its weights as KV cache (SGLang).
+   */
+  rule: 'share_of_total' | 'static_share_of_total';
+  /** The engine's own default share of the GPU when no option is given. */
+  defaultShare: number;
+  /** What the engine says on stderr when the bound leaves no room, as its own sources word it. */
+  noRoomLine: string;
+}
+
+export interface EngineContract<Route extends string = string> {
+  /** How messages name the engine. */
+  label: string;
+  /** The version these facts were read for; the simulator reports it. */
+  version: string;
+  /** How the model is named on the command line. */
+  modelArgs: (model: string) => string[];
+  /** Options that enable parking, per tier; env needed for the park routes to exist. */
+  parkFlags: (tier: ParkTier) => string[];
+  parkEnv: Record<string, string>;
+  /** Why the park routes may be missing, said when one is. */
+  missingRouteHint?: string;
+  /** Options always passed. */
+  alwaysFlags: string[];
+  maxRunning: { option: string; engineDefault: number | 'computed' };
+  memoryBound: MemoryBoundContract | null;
+  routes: Record<Route, RouteContract>;
+  /** The requests of a park and a wake at each tier the engine parks at, in order. */
+  park: Partial<Record<ParkTier, Step[]>>;
+  wake: Partial<Record<ParkTier, Step[]>>;
+  /** Sent with the wake check: every knob the engine has that makes its answer repeatable. */
+  determinism: Record<string, number>;
+  /** The engine's error JSON. */
+  errorBody: (status: number, type: string, message: string) => unknown;
+}
+
+const empty = { status: 200, text: '' } as const;
+
+// ─── vLLM 0.10.1 ────────────────────────────────────────────────────────────────────────────────
+
+const vllmRoutes = {
+  health: { method: 'GET', path: '/health', answer: empty },
+  version: { method: 'GET', path: '/version', optional: true, answer: { status: 200, json: { version: '0.10.1' } } },
+  metrics: { method: 'GET', path: '/metrics', answer: { status: 200, text: 'vllm:num_requests_running{engine="0",model_name="M"} 0.0\n' } },
+  sleep: { method: 'POST', path: '/sleep', devMode: true, flag: '--enable-sleep-mode', probedByGet: true, answer: empty },
+  wakeUp: { method: 'POST', path: '/wake_up', devMode: true, flag: '--enable-sleep-mode', probedByGet: true, answer: empty },
+  isSleeping: { method: 'GET', path: '/is_sleeping', devMode: true, flag: '--enable-sleep-mode', answer: { status: 200, json: { is_sleeping: true } } },
+  collectiveRpc: { method: 'POST', path: '/collective_rpc', devMode: true, probedByGet: true, answer: { status: 200, json: { results: [null] } } },
+  resetPrefixCache: { method: 'POST', path: '/reset_prefix_cache', devMode: true, optional: true, answer: empty },
+} as const satisfies Record<string, RouteContract>;
+
+const reloadWeights = { method: 'reload_weights', args: [], kwargs: {}, timeout: null };
+
+const vllm: EngineContract<keyof typeof vllmRoutes> = {
+  label: 'vLLM',
+  version: '0.10.1',
+  modelArgs: (model) => [model],
+  parkFlags: () => ['--enable-sleep-mode'],
+  parkEnv: { VLLM_SERVER_DEV_MODE: '1' },
+  missingRouteHint: 'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
+  alwaysFlags: [],
+  maxRunning: { option: '--max-num-seqs', engineDefault: 256 },
+  memoryBound: {
+    option: '--gpu-memory-utilization',
+    rule: 'share_of_total',
+    defaultShare: 0.9,
+    noRoomLine: 'ValueError: Free memory on device on startup is less than desired GPU memory utilization',
+  },
+  routes: vllmRoutes,
+  park: {
+    host_ram: [{ route: vllmRoutes.sleep, query: 'level=1' }, { route: vllmRoutes.isSleeping, role: 'expect_asleep' }],
+    deep: [{ route: vllmRoutes.sleep, query: 'level=2' }, { route: vllmRoutes.isSleeping, role: 'expect_asleep' }],
+  },
+  wake: {
+    // The prefix cache still points at KV blocks the sleep dropped: stale entries answer wrongly (#16234, #17103).
+    host_ram: [
+      { route: vllmRoutes.wakeUp },
+      { route: vllmRoutes.resetPrefixCache },
+      { route: vllmRoutes.isSleeping, role: 'expect_awake' },
+    ],
+    // Weights first so the reload has its memory before the KV cache takes the rest; without the
+    // reload a level-2 wake answers garbage with no error (#29341).
+    deep: [
+      { route: vllmRoutes.wakeUp, query: 'tags=weights' },
+      { route: vllmRoutes.collectiveRpc, json: reloadWeights, role: 'reload' },
+      { route: vllmRoutes.wakeUp, query: 'tags=kv_cache' },
+      { route: vllmRoutes.resetPrefixCache },
+      { route: vllmRoutes.isSleeping, role: 'expect_awake' },
+    ],
+  },
+  determinism: { temperature: 0, seed: 0, top_k: 1 },
+  // ≥ 0.10.1 wraps the error in `error`.
+  errorBody: (status, type, message) => ({ error: { message, type, param: null, code: status } }),
+};
+
+// ─── SGLang 0.5.4 ───────────────────────────────────────────────────────────────────────────────
+
+const idle = { status: 200, json: { message: 'ok', status: 'ok' } } as const;
+const nothing = { status: 200, json: null } as const;
+
+const sglangRoutes = {
+  health: { method: 'GET', path: '/health', answer: empty },
+  serverInfo: { method: 'GET', path: '/get_server_info', optional: true, answer: { status: 200, json: { version: '0.5.4', max_running_requests: null } } },
+  modelInfo: { method: 'GET', path: '/get_model_info', answer: { status: 200, json: { model_path: 'Qwen/Qwen3-4B', is_generation: true } } },
+  metrics: { method: 'GET', path: '/metrics', flag: '--enable-metrics', answer: { status: 200, text: 'sglang:num_running_reqs{model_name="M"} 0.0\n' } },
+  pause: { method: 'POST', path: '/pause_generation', answer: idle },
+  continue: { method: 'POST', path: '/continue_generation', answer: idle },
+  release: { method: 'POST', path: '/release_memory_occupation', answer: nothing },
+  resume: { method: 'POST', path: '/resume_memory_occupation', answer: nothing },
+  updateWeightsFromDisk: {
+    method: 'POST',
+    path: '/update_weights_from_disk',
+    answer: { status: 200, json: { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 } },
+  },
+  flushCache: { method: 'POST', path: '/flush_cache', answer: { status: 200, text: 'Cache flushed.\n' } },
+  abort: { method: 'POST', path: '/abort_request', answer: empty },
+} as const satisfies Record<string, RouteContract>;
+
+/** What each tier gives back; `kv_only` keeps the weights (and the speculative draft model with them). */
+export const sglangReleasedTags: Record<ParkTier, string[]> = {
+  host_ram: ['weights', 'kv_cache', 'cuda_graph'],
+  deep: ['weights', 'kv_cache', 'cuda_graph'],
+  kv_only: ['kv_cache'],
+};
+
+const sglangPark = (tier: ParkTier): Step[] => [
+  // Memory is released only while idle: pausing holds back anything that slipped past the drain.
+  { route: sglangRoutes.pause, json: {} },
+  { route: sglangRoutes.release, json: { tags: sglangReleasedTags[tier] } },
+];
+
+/** Without a CPU backup the resumed weights are garbage until reloaded from disk (#6367). */
+const sglangWake = (tier: ParkTier): Step[] => [
+  { route: sglangRoutes.resume, json: { tags: sglangReleasedTags[tier] } },
+  ...(tier === 'deep'
+    ? [
+        { route: sglangRoutes.modelInfo, role: 'read_model_path' as const },
+        { route: sglangRoutes.updateWeightsFromDisk, json: (facts: StepFacts) => ({ model_path: facts.modelPath }), role: 'reload' as const },
+      ]
+    : []),
+  // The radix cache must not point at KV memory that was given back.
+  { route: sglangRoutes.flushCache },
+  { route: sglangRoutes.continue, json: {} },
+];
+
+const sglang: EngineContract<keyof typeof sglangRoutes> = {
+  label: 'SGLang',
+  version: '0.5.4',
+  modelArgs: (model) => ['--model-path', model],
+  parkFlags: (tier) => ['--enable-memory-saver', ...(tier === 'host_ram' ? ['--enable-weights-cpu-backup'] : [])],
+  parkEnv: {},
+  missingRouteHint: 'its memory routes need --enable-memory-saver',
+  // Metrics are off by default, and without them the host has no load to report.
+  alwaysFlags: ['--enable-metrics'],
+  maxRunning: { option: '--max-running-requests', engineDefault: 'computed' },
+  memoryBound: {
+    option: '--mem-fraction-static',
+    rule: 'static_share_of_total',
+    // The fallback of its GPU-size heuristic; large cards get a little more.
+    defaultShare: 0.88,
+    noRoomLine: 'RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.',
+  },
+  routes: sglangRoutes,
+  park: { host_ram: sglangPark('host_ram'), deep: sglangPark('deep'), kv_only: sglangPark('kv_only') },
+  wake: { host_ram: sglangWake('host_ram'), deep: sglangWake('deep'), kv_only: sglangWake('kv_only') },
+  determinism: { temperature: 0, seed: 0, top_k: 1 },
+  errorBody: (status, type, message) => ({ object: 'error', message, type, param: null, code: status }),
+};
+
+// ─── TensorFold ─────────────────────────────────────────────────────────────────────────────────
+
+const tensorfold: EngineContract<'health' | 'version'> = {
+  label: 'TensorFold',
+  version: '1.0.0',
+  modelArgs: (model) => ['--model', model],
+  parkFlags: () => [],
+  parkEnv: {},
+  alwaysFlags: [],
+  maxRunning: { option: '--max-running', engineDefault: 8 },
+  memoryBound: null,
+  routes: {
+    health: { method: 'GET', path: '/health', answer: empty },
+    version: { method: 'GET', path: '/version', optional: true, answer: { status: 200, json: { version: '1.0.0' } } },
+  },
+  park: {},
+  wake: {},
+  determinism: { temperature: 0 },
+  errorBody: (status, type, message) => ({ error: { message, type, param: null, code: status } }),
+};
+
+export const engineContracts = { vllm, sglang, tensorfold } as const satisfies Record<EngineName, EngineContract>;
+
+/** Every route a park and wake at `tier` needs that can be asked whether it exists. */
+export function routesTierNeeds(engine: EngineName, tier: ParkTier): RouteContract[] {
+  const c = engineContracts[engine];
+  const steps = [...(c.park[tier] ?? []), ...(c.wake[tier] ?? [])];
+  return [...new Set(steps.map((s) => s.route))].filter((r) => !r.optional);
+}

@@ -1,0 +1,136 @@
+/**
+ * Runs a park or a wake as the contract table lists it (contracts.ts): each step's request, and what
+ * its answer means. A step of an optional route the engine does not have is skipped with a warning;
+ * every failure names the engine, the request and what the engine answered.
+ */
+import { z } from 'zod';
+import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
+import { engineContracts, type RouteContract, routesTierNeeds, type Step, type StepFacts } from './contracts.js';
+import { type CallOptions, type EngineEndpoint, EngineError } from './engine.js';
+import { exchange, type EngineReply, refusal } from './http.js';
+
+const label = (engine: EngineName): string => engineContracts[engine].label;
+
+const sleepState = z.object({ is_sleeping: z.boolean() });
+const modelInfo = z.object({ model_path: z.string() });
+const weightsUpdate = z.object({ success: z.boolean(), message: z.string().nullish() });
+
+/** The path and query a step asks for. */
+const target = (route: RouteContract, query?: string): string => `${route.path}${query ? `?${query}` : ''}`;
+/** How a message names a request: `POST /sleep?level=1`. */
+const requestLine = (route: RouteContract, query?: string): string => `${route.method} ${target(route, query)}`;
+
+/** The body as JSON; undefined when it is not JSON. */
+function jsonOf(body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+}
+
+function parsed<S extends z.ZodType>(engine: EngineName, endpoint: EngineEndpoint, line: string, reply: EngineReply, schema: S): z.output<S> {
+  const result = schema.safeParse(jsonOf(reply.body));
+  if (!result.success) {
+    throw new EngineError('refused', `${label(engine)} at ${endpoint.baseUrl} answered ${line} with ${reply.status} but an unexpected body: ${reply.body.slice(0, 200)}`);
+  }
+  return result.data;
+}
+
+/** What a step's successful answer says, checked by its role. */
+function checkAnswer(engine: EngineName, endpoint: EngineEndpoint, step: Step, line: string, reply: EngineReply, facts: StepFacts): void {
+  const who = `${label(engine)} at ${endpoint.baseUrl}`;
+  switch (step.role) {
+    case 'expect_asleep':
+      if (!parsed(engine, endpoint, line, reply, sleepState).is_sleeping) throw new EngineError('refused', `${who} answered the sleep with 200 but ${line} says it is not sleeping`);
+      return;
+    case 'expect_awake':
+      if (parsed(engine, endpoint, line, reply, sleepState).is_sleeping) throw new EngineError('not_ready', `${who} answered the wake with 200 but ${line} says it is still sleeping`);
+      return;
+    case 'read_model_path':
+      facts.modelPath = parsed(engine, endpoint, line, reply, modelInfo).model_path;
+      return;
+    case 'reload': {
+      // A failed load usually answers an error status, but a 200 with `success: false` (SGLang) says the same.
+      const outcome = weightsUpdate.safeParse(jsonOf(reply.body));
+      if (outcome.success && !outcome.data.success) throw new EngineError('reload_failed', `${who} did not reload its weights: ${line} answered ${outcome.data.message ?? 'success: false'}`);
+      return;
+    }
+    case undefined:
+      return;
+  }
+}
+
+/** The error of a step the engine answered with an error status. */
+function failedStep(engine: EngineName, endpoint: EngineEndpoint, step: Step, line: string, reply: EngineReply): EngineError {
+  const error = refusal(endpoint, line, reply, label(engine));
+  // An error answer from a reload (a full GPU among them) means the weights did not come back.
+  if (step.role === 'reload') return new EngineError('reload_failed', `${label(engine)} at ${endpoint.baseUrl} did not reload its weights: ${error.message}`);
+  return error;
+}
+
+async function runSteps(engine: EngineName, endpoint: EngineEndpoint, steps: readonly Step[], options: CallOptions = {}): Promise<void> {
+  const facts: StepFacts = { modelPath: '' };
+  for (const step of steps) {
+    const line = requestLine(step.route, step.query);
+    const json = typeof step.json === 'function' ? (step.json as (f: StepFacts) => unknown)(facts) : step.json;
+    const reply = await exchange(endpoint, target(step.route, step.query), { method: step.route.method, json, signal: options.signal });
+    if (reply.status === 404 && step.route.optional) {
+      options.warn?.(`${label(engine)} at ${endpoint.baseUrl} has no ${line} (404); skipped, since it only refines the step`);
+      continue;
+    }
+    if (reply.status < 200 || reply.status >= 300) throw failedStep(engine, endpoint, step, line, reply);
+    checkAnswer(engine, endpoint, step, line, reply, facts);
+  }
+}
+
+/**
+ * Before a park: every route the tier's park and wake need, where the engine can be asked without
+ * doing anything (a GET route, or `GET` on a POST route: 405 when it has it). A missing one refuses
+ * the park, so the model stops instead of parking where it could never wake.
+ */
+async function missingRoutes(endpoint: EngineEndpoint, routes: readonly RouteContract[], options: CallOptions = {}): Promise<string[]> {
+  const missing: string[] = [];
+  for (const route of routes) {
+    if (route.method !== 'GET' && !route.probedByGet) continue;
+    const reply = await exchange(endpoint, route.path, { method: 'GET', signal: options.signal });
+    if (reply.status === 404) missing.push(requestLine(route));
+  }
+  return missing;
+}
+
+/** The steps of a park or wake at `tier`; refused for a tier the engine does not park at. */
+function tierSteps(engine: EngineName, phase: 'park' | 'wake', tier: ParkTier): readonly Step[] {
+  const steps = engineContracts[engine][phase][tier];
+  if (steps === undefined) throw new EngineError('refused', `${label(engine)} cannot park at tier ${tier}`);
+  return steps;
+}
+
+/**
+ * A park as the table lists it, after checking the engine has every route the tier's park and wake
+ * need: a missing one refuses this (first) park, naming the route and the engine's version, rather
+ * than failing the wake after the memory is gone.
+ */
+export async function parkByContract(
+  engine: EngineName,
+  endpoint: EngineEndpoint,
+  tier: ParkTier,
+  version: () => Promise<string | null>,
+  options: CallOptions = {},
+): Promise<void> {
+  const steps = tierSteps(engine, 'park', tier);
+  const missing = await missingRoutes(endpoint, routesTierNeeds(engine, tier), options);
+  if (missing.length > 0) {
+    const reported = await version().catch(() => null);
+    const hint = engineContracts[engine].missingRouteHint;
+    throw new EngineError(
+      'refused',
+      `${label(engine)} ${reported ?? '(version not reported)'} at ${endpoint.baseUrl} cannot park at tier ${tier}: ` +
+        `it has no ${missing.join(', ')} (404)${hint ? `; ${hint}` : ''}`,
+    );
+  }
+  await runSteps(engine, endpoint, steps, options);
+}
+
+export const wakeByContract = (engine: EngineName, endpoint: EngineEndpoint, tier: ParkTier, options: CallOptions = {}): Promise<void> =>
+  runSteps(engine, endpoint, tierSteps(engine, 'wake', tier), options);
