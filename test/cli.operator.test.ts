@@ -276,7 +276,7 @@ describe('capyctl over the management API', () => {
     });
     expect(switches).toHaveLength(1);
     expect(await temporal.workflow.getHandle(switches[0]!).result()).toMatchObject({ outcome: 'start_failed', error });
-    expect(ok(await cli('delete', 'deployment', 'crashing-model'))).toBe('crashing-model: stopped\n');
+    expect(ok(await cli('delete', 'deployment', 'crashing-model'))).toBe('crashing-model: deleted\n');
   });
 
   it('lists hosts, and drains one: what it holds stops, nothing starts there until the drain ends', async () => {
