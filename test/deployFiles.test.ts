@@ -1,0 +1,285 @@
+/**
+ * The files that deploy capyctl on several machines (deploy/compose, deploy/systemd, deploy/helm),
+ * checked as far as this machine allows: no container runtime and no cluster, so the Compose file
+ * against what the Compose spec requires, the units with `systemd-analyze verify`, the chart with
+ * `helm lint` and `helm template`; and every capyctl document they carry, with the environment
+ * they give it, through the project's own `loadSettings`.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SearchAttributeType } from '@temporalio/common';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import YAML from 'yaml';
+import { resolveTemporalCli } from '../deploy/temporalDevServer.js';
+import { type DocumentKind, loadSettings } from '../settings/load.js';
+import { ENV_PREFIX } from '../settings/overrides.js';
+import { searchAttributes } from '../workflows/definitions.js';
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+const DEPLOY = join(REPO, 'deploy');
+const scratch = mkdtempSync(join(tmpdir(), 'capyctl-deploy-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+type Env = Record<string, string>;
+
+/** The variables capyctl's processes read by name, found in the sources that read them. */
+const variablesCapyctlReads = new Set(
+  ['cli', 'cli/commands', 'server', 'standalone', 'logging', 'hostAgent', 'settings'].flatMap((dir) =>
+    readdirSync(join(REPO, dir))
+      .filter((f) => f.endsWith('.ts'))
+      .flatMap((f) => [...readFileSync(join(REPO, dir, f), 'utf8').matchAll(/\benv\.([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!)),
+  ),
+);
+
+/** Every variable is one capyctl reads, or a `CAPYCTL_SET__…` override (which loadSettings then checks). */
+function expectKnownVariables(env: Env) {
+  const unknown = Object.keys(env).filter((name) => !variablesCapyctlReads.has(name) && !name.startsWith(ENV_PREFIX));
+  expect(unknown).toEqual([]);
+}
+
+const SECOND = 1_000;
+/**
+ * The longest a stop may take with these settings, from server.stop() and the host agent's stop():
+ * the drain bound, then the worker forced at twice the grace (the server also closes two listeners,
+ * a second each); the host then stops its engines, each with engine_stop_grace.
+ */
+function longestStopMs(kind: 'server' | 'host', text: string, env: Env): number {
+  if (kind === 'server') return 3 * loadSettings('server', { text, env }).switching.drain_timeout + 2 * SECOND;
+  const host = loadSettings('host', { text, env });
+  return 3 * host.shutdown_grace + host.engine_stop_grace;
+}
+
+/**
+ * The search attributes a script or command line creates, one per command (the CLI given several
+ * `--name` creates only the first).
+ */
+function createdSearchAttributes(text: string): Record<string, string> {
+  const commands = [...text.matchAll(/search-attribute create[^\n&]*/g)].map((m) => m[0]);
+  for (const command of commands) expect(command.match(/--name /g), command).toHaveLength(1);
+  return Object.fromEntries(commands.map((command) => [/--name (\w+)/.exec(command)![1], /--type (\w+)/.exec(command)![1]]));
+}
+
+/** The CLI's type name of each search attribute every switch carries. */
+const expectedSearchAttributes = Object.fromEntries(
+  Object.values(searchAttributes).map((key) => [key.name, { [SearchAttributeType.KEYWORD]: 'Keyword', [SearchAttributeType.KEYWORD_LIST]: 'KeywordList' }[key.type as string]]),
+);
+
+describe('deploy/compose', () => {
+  const dir = join(DEPLOY, 'compose');
+  const given: Env = { CAPYCTL_ADMIN_TOKEN: 'admin-secret', CAPYCTL_HOST_TOKEN: 'capy_host_test' };
+  /** Compose's interpolation: ${X}, ${X:-default}, ${X:?error}, $$. */
+  const interpolate = (text: string, env: Env) =>
+    text.replace(/\$\$|\$\{(\w+)(?:(:-|:\?)([^}]*))?\}/g, (whole, name: string | undefined, op: string | undefined, arg: string | undefined) => {
+      if (whole === '$$') return '$';
+      const value = env[name!];
+      if (value) return value;
+      if (op === ':?') throw new Error(`${name}: ${arg}`);
+      return op === ':-' ? arg! : '';
+    });
+  const read = (env: Env) => YAML.parse(interpolate(readFileSync(join(dir, 'compose.yaml'), 'utf8'), env), { merge: true });
+  const compose = read(given);
+  const services: Record<string, any> = compose.services;
+
+  it('refuses to start without an admin token, and says where to put it', () => {
+    expect(() => read({})).toThrow(/CAPYCTL_ADMIN_TOKEN: put CAPYCTL_ADMIN_TOKEN in deploy\/compose\/.env/);
+  });
+
+  it('has the official Temporal server, admin-tools and UI images, and two Postgres', () => {
+    const images = Object.values(services).map((s) => s.image);
+    expect(images).toEqual(expect.arrayContaining([expect.stringMatching(/^temporalio\/server:1\./), expect.stringMatching(/^temporalio\/admin-tools:1\./), expect.stringMatching(/^temporalio\/ui:2\./)]));
+    expect(images.filter((i) => /^postgres:\d+$/.test(i))).toHaveLength(2);
+  });
+
+  it('holds what the Compose spec requires of services, health checks, volumes and dependencies', () => {
+    for (const [name, service] of Object.entries(services)) {
+      expect(service.image ?? service.build, `${name} has an image or a build`).toBeDefined();
+      if (service.healthcheck) {
+        expect(service.healthcheck.test[0], `${name}'s health check`).toMatch(/^(CMD|CMD-SHELL)$/);
+        expect(service.healthcheck.test.length).toBeGreaterThan(1);
+      }
+      for (const volume of service.volumes ?? []) {
+        const [source] = String(volume).split(':');
+        if (source!.startsWith('.')) expect(existsSync(resolve(dir, source!)), `${name} mounts ${source}`).toBe(true);
+        else expect(Object.keys(compose.volumes), `${name}'s volume ${source} is declared`).toContain(source);
+      }
+      for (const [on, { condition }] of Object.entries<{ condition: string }>(service.depends_on ?? {})) {
+        expect(Object.keys(services), `${name} depends on ${on}`).toContain(on);
+        expect(['service_started', 'service_healthy', 'service_completed_successfully']).toContain(condition);
+        if (condition === 'service_healthy') expect(services[on].healthcheck, `${on} has the health check ${name} waits for`).toBeDefined();
+        if (condition === 'service_completed_successfully') expect(services[on].restart, `${on} runs once`).toBeUndefined();
+      }
+    }
+    const used = Object.values(services).flatMap((s) => (s.volumes ?? []).map((v: string) => v.split(':')[0]).filter((v: string) => !v.startsWith('.')));
+    expect(Object.keys(compose.volumes).sort()).toEqual([...new Set(used)].sort());
+    expect(services['capyctl-server'].build).toEqual({ context: '../..', dockerfile: 'deploy/Dockerfile' });
+  });
+
+  it('runs capyctl start server and start host on documents that loadSettings takes, with the environment the file gives them', () => {
+    for (const [name, kind] of [['capyctl-server', 'server'], ['capyctl-host', 'host']] as const) {
+      const service = services[name];
+      expect(service.command.slice(0, 3)).toEqual(['start', kind, '--file']);
+      const mount = service.volumes.find((v: string) => v.split(':')[1] === service.command[3]);
+      const text = readFileSync(resolve(dir, mount.split(':')[0]), 'utf8');
+      const env: Env = service.environment;
+      expectKnownVariables(env);
+      loadSettings(kind, { text, env });
+      // Compose's own default stop (10 s) would kill a draining capyctl.
+      const [, minutes] = /^(\d+)m$/.exec(service.stop_grace_period)!;
+      expect(Number(minutes) * 60 * SECOND).toBeGreaterThan(longestStopMs(kind, text, env));
+    }
+    const host = loadSettings('host', { text: readFileSync(join(dir, 'host.yaml'), 'utf8'), env: services['capyctl-host'].environment });
+    expect(host.server).toEqual({ url: 'http://capyctl-server:7443', token: 'capy_host_test' });
+    expect(host.ingress.url).toBe('http://capyctl-host:7080');
+    const server = loadSettings('server', { text: readFileSync(join(dir, 'server.yaml'), 'utf8'), env: services['capyctl-server'].environment });
+    expect(server.temporal.address).toBe('temporal:7233');
+    expect(services['capyctl-server'].environment.DATABASE_URL).toMatch(/@postgres:5432\//);
+  });
+
+  it('sets up Temporal: the schema before the server, then the namespace and the search attributes every switch carries', () => {
+    const schema = readFileSync(join(dir, 'temporal-schema.sh'), 'utf8');
+    for (const variable of ['POSTGRES_SEEDS', 'DB_PORT', 'POSTGRES_USER', 'POSTGRES_PWD', 'DBNAME', 'VISIBILITY_DBNAME']) {
+      expect(schema).toContain(`$${variable}`);
+      expect(services['temporal-schema'].environment).toHaveProperty(variable);
+      expect(services.temporal.environment).toHaveProperty(variable);
+    }
+    expect(createdSearchAttributes(readFileSync(join(dir, 'temporal-namespace.sh'), 'utf8'))).toEqual(expectedSearchAttributes);
+  });
+
+  it('the namespace script, run twice on a real Temporal, leaves a namespace with the search attributes', () => {
+    const temporal = resolveTemporalCli();
+    const namespace = `compose-${process.pid}`;
+    const env = { ...process.env, PATH: `${dirname(temporal)}:${process.env.PATH}`, TEMPORAL_ADDRESS: inject('temporalAddress'), NAMESPACE: namespace, RETENTION: '72h' };
+    for (let run = 0; run < 2; run++) execFileSync('bash', [join(dir, 'temporal-namespace.sh')], { env, stdio: 'pipe' });
+    const { customAttributes } = JSON.parse(execFileSync(temporal, ['operator', 'search-attribute', 'list', '-n', namespace, '-o', 'json'], { env }).toString());
+    const asListed = (type: string) => `INDEXED_VALUE_TYPE_${type.replace(/(?<=.)([A-Z])/g, '_$1').toUpperCase()}`;
+    expect(customAttributes).toEqual(Object.fromEntries(Object.entries(expectedSearchAttributes).map(([name, type]) => [name, asListed(type!)])));
+  });
+});
+
+describe('deploy/Dockerfile', () => {
+  it('installs from the lockfile and builds the CLI into the image, so a container starts without a build', () => {
+    const dockerfile = readFileSync(join(DEPLOY, 'Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/RUN npm ci/);
+    expect(dockerfile).toMatch(/RUN node bin\/capyctl\.js --help/);
+    expect(dockerfile).toMatch(/ENTRYPOINT \["capyctl"\]/);
+    expect(readFileSync(join(DEPLOY, 'Dockerfile.dockerignore'), 'utf8').split('\n')).toEqual(expect.arrayContaining(['node_modules', '.cli', '.data']));
+  });
+});
+
+describe('deploy/systemd', () => {
+  const dir = join(DEPLOY, 'systemd');
+  const envFile = (name: string): Env =>
+    Object.fromEntries(
+      readFileSync(join(dir, name), 'utf8')
+        .split('\n')
+        .filter((l) => l.trim() && !l.startsWith('#'))
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
+  const directives = (unit: string) => {
+    const found: Record<string, string> = {};
+    for (const line of readFileSync(join(dir, unit), 'utf8').split('\n')) {
+      const m = /^(\w+)=(.*)$/.exec(line);
+      if (m) found[m[1]!] = m[2]!;
+    }
+    return found;
+  };
+
+  it('passes systemd-analyze verify with no warning (node where this machine has it)', () => {
+    const units = ['capyctl-server.service', 'capyctl-host.service'];
+    for (const unit of units) {
+      expect(directives(unit).ExecStart).toMatch(/^\/usr\/bin\/node \/opt\/capyctl\/bin\/capyctl\.js start (server|host) --file \/etc\/capyctl\/(server|host)\.yaml$/);
+      writeFileSync(join(scratch, unit), readFileSync(join(dir, unit), 'utf8').replace('ExecStart=/usr/bin/node ', `ExecStart=${process.execPath} `));
+    }
+    const verify = spawnSync('systemd-analyze', ['verify', '--man=no', ...units.map((u) => join(scratch, u))], { encoding: 'utf8' });
+    expect(verify.stderr).toBe('');
+    expect(verify.status).toBe(0);
+  });
+
+  it('verify catches a broken unit, so its silence means something', () => {
+    copyFileSync(join(dir, 'capyctl-server.service'), join(scratch, 'broken.service'));
+    writeFileSync(join(scratch, 'broken.service'), readFileSync(join(scratch, 'broken.service'), 'utf8').replace('KillMode=mixed', 'KillMode=mixd'));
+    expect(spawnSync('systemd-analyze', ['verify', '--man=no', join(scratch, 'broken.service')], { encoding: 'utf8' }).stderr).toMatch(/kill mode/);
+  });
+
+  for (const kind of ['server', 'host'] as const) {
+    it(`capyctl-${kind}: restarts on failure, stops with SIGTERM to capyctl alone, and waits longer than a stop may take`, () => {
+      const unit = directives(`capyctl-${kind}.service`);
+      expect(unit).toMatchObject({ Restart: 'on-failure', KillSignal: 'SIGTERM', KillMode: 'mixed', User: 'capyctl', WorkingDirectory: '/var/lib/capyctl', EnvironmentFile: `/etc/capyctl/${kind}.env` });
+      const env = envFile(`${kind}.env`);
+      expectKnownVariables(env);
+      const text = readFileSync(join(dir, `${kind}.yaml`), 'utf8');
+      loadSettings(kind satisfies DocumentKind, { text, env });
+      expect(Number(/^(\d+)s$/.exec(unit.TimeoutStopSec!)![1]) * SECOND).toBeGreaterThan(longestStopMs(kind, text, env));
+    });
+  }
+
+  it('the server needs no more than its environment file gives: the database and the admin token', () => {
+    expect(Object.keys(envFile('server.env'))).toEqual(expect.arrayContaining(['DATABASE_URL', 'CAPYCTL_ADMIN_TOKEN']));
+    expect(loadSettings('host', { text: readFileSync(join(dir, 'host.yaml'), 'utf8'), env: envFile('host.env') }).server.token).toBe('change-me-to-the-host-token');
+  });
+});
+
+describe('deploy/helm', () => {
+  const chart = join(DEPLOY, 'helm', 'capyctl');
+  const helm = execFileSync('bash', [join(DEPLOY, 'helm.sh')], { encoding: 'utf8' }).trim();
+  const values = ['--set', 'secrets.adminToken=admin-secret', '--set', 'secrets.databaseUrl=postgres://capyctl@db:5432/capyctl', '--set', 'secrets.hostTokens.gpu-a=capy_host_a'];
+
+  it('passes helm lint', () => {
+    expect(execFileSync(helm, ['lint', '--strict', chart, ...values], { encoding: 'utf8' })).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
+  });
+
+  it('refuses to render without the admin token and the database URL', () => {
+    const render = spawnSync(helm, ['template', 'capy', chart], { encoding: 'utf8' });
+    expect(render.status).not.toBe(0);
+    expect(render.stderr).toMatch(/secrets.adminToken \(or secrets.existingSecret\) is required/);
+  });
+
+  it('renders a server (Deployment, Service, Secret, ConfigMap) and a host agent on each GPU node, whose documents loadSettings takes', () => {
+    const docs: any[] = YAML.parseAllDocuments(execFileSync(helm, ['template', 'capy', chart, ...values], { encoding: 'utf8' }))
+      .map((d) => d.toJS())
+      .filter(Boolean);
+    const byKind = (kind: string) => docs.filter((d) => d.kind === kind);
+    expect(docs.map((d) => d.kind).sort()).toEqual(['ConfigMap', 'DaemonSet', 'Deployment', 'Job', 'Secret', 'Service']);
+    const [secret] = byKind('Secret');
+    const [config] = byKind('ConfigMap');
+    const [server] = byKind('Deployment');
+    const [host] = byKind('DaemonSet');
+    const [job] = byKind('Job');
+
+    // Every secret a container reads is in the Secret.
+    const serverContainer = server.spec.template.spec.containers[0];
+    for (const e of serverContainer.env.filter((v: any) => v.valueFrom?.secretKeyRef)) {
+      expect(e.valueFrom.secretKeyRef.name).toBe(secret.metadata.name);
+      expect(Object.keys(secret.stringData)).toContain(e.valueFrom.secretKeyRef.key);
+    }
+    expectKnownVariables(Object.fromEntries(serverContainer.env.map((v: any) => [v.name, v.value ?? ''])));
+    expect(serverContainer.args).toEqual(['start', 'server', '--file', '/etc/capyctl/server.yaml']);
+    expect(server.spec).toMatchObject({ replicas: 1, strategy: { type: 'Recreate' } });
+    const serverDoc = config.data['server.yaml'];
+    expect(server.spec.template.spec.terminationGracePeriodSeconds * SECOND).toBeGreaterThan(longestStopMs('server', serverDoc, {}));
+    expect(loadSettings('server', { text: serverDoc, env: {} }).listen).toEqual({ inference: '0.0.0.0:8080', management: '0.0.0.0:7443' });
+
+    // The host agent: GPU nodes only, its node's token, the server reaching it on the node's address.
+    const pod = host.spec.template.spec;
+    expect(pod.nodeSelector).toEqual({ 'nvidia.com/gpu.present': 'true' });
+    expect(pod.tolerations).toContainEqual({ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' });
+    expect(pod.hostNetwork).toBe(true);
+    const hostContainer = pod.containers[0];
+    expect(hostContainer.resources.limits['nvidia.com/gpu']).toBe(1);
+    expect(hostContainer.command.join(' ')).toContain('CAPYCTL_SET__SERVER__TOKEN=$(cat /etc/capyctl/tokens/host-token-$NODE_NAME) exec capyctl start host --file /etc/capyctl/host.yaml');
+    expect(pod.volumes.find((v: any) => v.name === 'tokens').secret.secretName).toBe(secret.metadata.name);
+    expect(secret.stringData['host-token-gpu-a']).toBe('capy_host_a');
+    const hostEnv: Env = { CAPYCTL_SET__SERVER__TOKEN: 'capy_host_a', CAPYCTL_SET__INGRESS__URL: 'http://10.0.0.7:7080' };
+    expectKnownVariables({ ...hostEnv, ...Object.fromEntries(hostContainer.env.filter((v: any) => v.name.startsWith(ENV_PREFIX)).map((v: any) => [v.name, v.value])) });
+    const hostDoc = config.data['host.yaml'];
+    const settings = loadSettings('host', { text: hostDoc, env: hostEnv });
+    expect(settings.server.url).toBe('http://capy-capyctl-server:7443');
+    expect(pod.terminationGracePeriodSeconds * SECOND).toBeGreaterThan(longestStopMs('host', hostDoc, hostEnv));
+    expect(hostContainer.volumeMounts.find((m: any) => m.name === 'data').mountPath).toBe(settings.data_dir);
+
+    expect(createdSearchAttributes(job.spec.template.spec.containers[0].command.join(' '))).toEqual(expectedSearchAttributes);
+  });
+});
