@@ -27,7 +27,7 @@ type Env = Record<string, string>;
 
 /** The variables capyctl's processes read by name, found in the sources that read them. */
 const variablesCapyctlReads = new Set(
-  ['cli', 'cli/commands', 'server', 'standalone', 'logging', 'hostAgent', 'settings'].flatMap((dir) =>
+  ['cli', 'cli/commands', 'server', 'standalone', 'logging', 'hostAgent', 'settings', 'activities'].flatMap((dir) =>
     readdirSync(join(REPO, dir))
       .filter((f) => f.endsWith('.ts'))
       .flatMap((f) => [...readFileSync(join(REPO, dir, f), 'utf8').matchAll(/\benv\.([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!)),
@@ -210,6 +210,7 @@ describe('deploy/systemd', () => {
       expect(unit).toMatchObject({ Restart: 'on-failure', KillSignal: 'SIGTERM', KillMode: 'mixed', User: 'capyctl', WorkingDirectory: '/var/lib/capyctl', EnvironmentFile: `/etc/capyctl/${kind}.env` });
       const env = envFile(`${kind}.env`);
       expectKnownVariables(env);
+      if (unit.Environment) expectKnownVariables(Object.fromEntries([unit.Environment.split('=')]));
       const text = readFileSync(join(dir, `${kind}.yaml`), 'utf8');
       loadSettings(kind satisfies DocumentKind, { text, env });
       expect(Number(/^(\d+)s$/.exec(unit.TimeoutStopSec!)![1]) * SECOND).toBeGreaterThan(longestStopMs(kind, text, env));
