@@ -284,3 +284,15 @@ describe('deploy/helm', () => {
     expect(createdSearchAttributes(job.spec.template.spec.containers[0].command.join(' '))).toEqual(expectedSearchAttributes);
   });
 });
+
+describe('README "Running it on several machines"', () => {
+  it('names only files that exist', () => {
+    const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+    const start = readme.indexOf('## Running it on several machines');
+    expect(start).toBeGreaterThan(0);
+    const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
+    const named = [...section.matchAll(/`(deploy\/[\w./-]+)`/g)].map((m) => m[1]!);
+    expect(named.length).toBeGreaterThan(4);
+    expect(named.filter((path) => !existsSync(join(REPO, path)))).toEqual([]);
+  });
+});
