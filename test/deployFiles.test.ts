@@ -6,12 +6,14 @@
  * they give it, through the project's own `loadSettings`.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
+import { builtinModules } from 'node:module';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SearchAttributeType } from '@temporalio/common';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { buildSync } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { resolveTemporalCli } from '../deploy/temporalDevServer.js';
 import { type DocumentKind, loadSettings } from '../settings/load.js';
@@ -166,6 +168,32 @@ describe('deploy/Dockerfile', () => {
     expect(dockerfile).toMatch(/RUN node bin\/capyctl\.js --help/);
     expect(dockerfile).toMatch(/ENTRYPOINT \["capyctl"\]/);
     expect(readFileSync(join(DEPLOY, 'Dockerfile.dockerignore'), 'utf8').split('\n')).toEqual(expect.arrayContaining(['node_modules', '.cli', '.data']));
+    // Pretty logs (on a terminal, as `docker run -t` gives) need pino-pretty, a dev dependency.
+    expect(dockerfile).toMatch(/ENV CAPYCTL_LOG_FORMAT=json/);
+  });
+
+  it('needs only the production dependencies it installs (npm ci --omit=dev): every package the built CLI imports is one', () => {
+    const { metafile } = buildSync({
+      entryPoints: [join(REPO, 'cli/main.ts')],
+      outdir: join(scratch, 'cli'),
+      bundle: true,
+      splitting: true,
+      format: 'esm',
+      platform: 'node',
+      packages: 'external',
+      metafile: true,
+      write: false,
+      logLevel: 'error',
+    });
+    const packageOf = (path: string) => path.split('/').slice(0, path.startsWith('@') ? 2 : 1).join('/');
+    const imported = new Set(
+      Object.values(metafile.outputs).flatMap((output) =>
+        output.imports.filter((i) => i.external && !i.path.startsWith('node:') && !builtinModules.includes(i.path)).map((i) => packageOf(i.path)),
+      ),
+    );
+    expect(imported.size).toBeGreaterThan(5);
+    const { dependencies } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'));
+    expect([...imported].filter((name) => !(name in dependencies))).toEqual([]);
   });
 });
 
@@ -225,7 +253,11 @@ describe('deploy/systemd', () => {
 
 describe('deploy/helm', () => {
   const chart = join(DEPLOY, 'helm', 'capyctl');
-  const helm = execFileSync('bash', [join(DEPLOY, 'helm.sh')], { encoding: 'utf8' }).trim();
+  let helm: string;
+  // A fresh clone builds helm from its Go module here, once (about a minute).
+  beforeAll(() => {
+    helm = execFileSync('bash', [join(DEPLOY, 'helm.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  }, 300_000);
   const values = ['--set', 'secrets.adminToken=admin-secret', '--set', 'secrets.databaseUrl=postgres://capyctl@db:5432/capyctl', '--set', 'secrets.hostTokens.gpu-a=capy_host_a'];
 
   it('passes helm lint', () => {
