@@ -142,7 +142,7 @@ describe('deploy/compose', () => {
 
   it('sets up Temporal: the schema before the server, then the namespace and the search attributes every switch carries', () => {
     const schema = readFileSync(join(dir, 'temporal-schema.sh'), 'utf8');
-    for (const variable of ['POSTGRES_SEEDS', 'DB_PORT', 'POSTGRES_USER', 'POSTGRES_PWD', 'DBNAME', 'VISIBILITY_DBNAME']) {
+    for (const variable of ['DB', 'POSTGRES_SEEDS', 'DB_PORT', 'POSTGRES_USER', 'POSTGRES_PWD', 'DBNAME', 'VISIBILITY_DBNAME']) {
       expect(schema).toContain(`$${variable}`);
       expect(services['temporal-schema'].environment).toHaveProperty(variable);
       expect(services.temporal.environment).toHaveProperty(variable);

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 schemas=/etc/temporal/schema/postgresql/v12
-sql=(temporal-sql-tool --plugin postgres12 --ep "$POSTGRES_SEEDS" -p "$DB_PORT" -u "$POSTGRES_USER")
+sql=(temporal-sql-tool --plugin "$DB" --ep "$POSTGRES_SEEDS" -p "$DB_PORT" -u "$POSTGRES_USER")
 export SQL_PASSWORD=$POSTGRES_PWD
 
 for db in "$DBNAME:temporal" "$VISIBILITY_DBNAME:visibility"; do
