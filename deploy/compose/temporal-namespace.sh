@@ -15,9 +15,9 @@ attributes() {
 temporal operator namespace describe -n "$NAMESPACE" >/dev/null 2>&1 \
   || temporal operator namespace create -n "$NAMESPACE" --retention "$RETENTION"
 # A namespace just created reaches every frontend's cache within seconds; until then it is "not found".
-for attempt in $(seq 30); do
+for attempt in $(seq 60); do
   attributes && exit 0
-  echo "namespace $NAMESPACE not ready (attempt $attempt); retrying in 2 s" >&2
-  sleep 2
+  echo "namespace $NAMESPACE not ready (attempt $attempt); retrying in 1 s" >&2
+  sleep 1
 done
 exit 1
