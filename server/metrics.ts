@@ -87,9 +87,10 @@ export class ServerMetrics implements RequestMetrics {
       });
     queueGauge('capyctl_queue_requests_waiting', 'Requests waiting in the gateway’s queue for the deployment.', (f) => f.waiting);
     queueGauge('capyctl_queue_requests_in_flight', 'Requests the gateway runs on the deployment now.', (f) => f.inFlight);
+    // Fresh samples only: a host reports its ready engines, so a parked one's last sample goes stale.
     engineGauges(this.registry, () =>
       board.list(now()).flatMap((s) =>
-        s.engine ? [{ host: s.hostId, deployment: table.get(s.deploymentId)?.name ?? s.deploymentId, instance: s.instanceIndex, load: s.engine }] : [],
+        s.fresh && s.engine ? [{ host: s.hostId, deployment: table.get(s.deploymentId)?.name ?? s.deploymentId, instance: s.instanceIndex, load: s.engine }] : [],
       ),
     );
     // The catalogue's record of what each instance holds, written as each step of a switch begins.
