@@ -104,7 +104,7 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
   const gpuSource: GpuSource = simulated ? { kind: 'simulated', dir: engineEnv.CAPYCTL_SIM_GPU_DIR!, indexes: gpus.map((g) => g.index) } : { kind: 'nvidia' };
   ingress.serveMetrics(hostMetrics({ hostId, supervisor, sampler, gpus: gpuSource }));
 
-  const { ingressSecret, metricsToken } = await registerUntilAccepted(
+  const registration = await registerUntilAccepted(
     server,
     registrationOf(hostId, settings, gpus, ingressUrl),
     log,
@@ -112,7 +112,7 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
     await ingress.close();
     throw e;
   });
-  ingress.acceptSecret(ingressSecret, metricsToken);
+  ingress.accept(registration);
   log.info({ gpus: gpus.length, simulated, ingressUrl }, 'host registered');
 
   installTemporalRuntime(log);

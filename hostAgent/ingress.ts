@@ -20,6 +20,7 @@ import { type ApiError, apiErrors, renderApiError } from '../domain/catalogue.js
 import { forwardableHeaders } from '../net/forwarding.js';
 import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
 import { secretMatcher } from '../net/secretMatcher.js';
+import type { Registration } from './serverClient.js';
 import type { EngineSupervisor, InstanceSlot } from './supervisor.js';
 
 const ROUTE = /^\/instances\/([^/]+)\/(\d+)(\/.*)$/;
@@ -35,9 +36,9 @@ export class Ingress {
 
   constructor(private readonly supervisor: EngineSupervisor) {}
 
-  /** The secret of the host's latest registration (the only one taken from now on), and the server's metrics token. */
-  acceptSecret(secret: string, metricsToken: string | undefined): void {
-    this.isSecret = secretMatcher(secret);
+  /** The host's latest registration: its secret is the only one taken from now on, with the server's metrics token. */
+  accept({ ingressSecret, metricsToken }: Registration): void {
+    this.isSecret = secretMatcher(ingressSecret);
     this.isMetricsToken = metricsToken === undefined ? () => false : secretMatcher(metricsToken);
   }
 
@@ -72,13 +73,12 @@ export class Ingress {
     await this.agent.close();
   }
 
-  private async answerMetrics(registry: Registry, res: ServerResponse): Promise<void> {
+  private async answerMetrics(registry: Registry, req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       const text = await registry.metrics();
       res.writeHead(200, { 'content-type': registry.contentType }).end(text);
     } catch {
-      const reply = renderApiError(apiErrors.internal());
-      res.writeHead(reply.status, reply.headers).end(JSON.stringify(reply.body));
+      answerError(req, res, apiErrors.internal());
     }
   }
 
@@ -90,7 +90,7 @@ export class Ingress {
     if (path === METRICS_PATH && req.method === 'GET' && this.metrics) {
       const bearer = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1];
       if (!hasSecret && !this.isMetricsToken(bearer)) return answerError(req, res, apiErrors.unauthorized('metrics token'));
-      return this.answerMetrics(this.metrics, res);
+      return this.answerMetrics(this.metrics, req, res);
     }
     if (!hasSecret) return answerError(req, res, apiErrors.ingressUnauthorized());
     const match = ROUTE.exec(path);
