@@ -23,9 +23,15 @@ describe('Prometheus metrics', () => {
     cluster = await Cluster.start({ serverYaml: `metrics: { token: "${METRICS_TOKEN}" }`, hosts: [{}] });
     host = cluster.hosts[0]!;
     serverMetrics = `${cluster.managementUrl}/metrics`;
-    await Promise.all([cluster.deploy(simDeployment('chat-a')), cluster.deploy(simDeployment('chat-b'))]);
+    await Promise.all([
+      cluster.deploy(simDeployment('chat-a')),
+      cluster.deploy(simDeployment('chat-b')),
+      cluster.deploy(simDeployment('held', 'vllm', [], 'lifecycle: { activation: explicit }')),
+    ]);
     // One 8 GiB card holds one model: chat-a starts, chat-b parks it and starts, chat-a wakes.
     for (const model of ['chat-a', 'chat-b', 'chat-a']) expect((await cluster.chat(model)).status, model).toBe(200);
+    // An explicit model nobody started is refused, not started.
+    expect((await cluster.chat('held')).status).toBe(409);
   }, 120_000);
 
   afterAll(async () => {
@@ -69,6 +75,7 @@ describe('Prometheus metrics', () => {
 
     expect(valueOf(families, 'capyctl_requests_total', { deployment: 'chat-a', status: '200', code: '' })).toBe(2);
     expect(valueOf(families, 'capyctl_requests_total', { deployment: 'chat-b', status: '200', code: '' })).toBe(1);
+    expect(valueOf(families, 'capyctl_requests_total', { deployment: 'held', status: '409', code: 'deployment_inactive' })).toBe(1);
     expect(valueOf(families, 'capyctl_request_wait_seconds', { deployment: 'chat-a' })).toBe(2);
     expect(valueOf(families, 'capyctl_request_time_to_first_byte_seconds', { deployment: 'chat-b' })).toBe(1);
     expect(valueOf(families, 'capyctl_queue_requests_waiting', { deployment: 'chat-b' })).toBe(0);
