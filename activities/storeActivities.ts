@@ -9,7 +9,10 @@ import { findHost, type Host } from '../store/hosts.js';
 import { type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
-import type { DeploymentView } from '../workflows/definitions.js';
+import type { DeploymentView, PhaseTiming } from '../workflows/definitions.js';
+
+/** A switch's receipt as its workflow writes it; the last write of a finished switch carries its phases. */
+export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt'> & { startedAtMs: number; finishedAtMs: number | null; phases?: PhaseTiming[] };
 
 export const storeFailureTypes = { notFound: 'not_found' } as const;
 
@@ -76,8 +79,9 @@ export function createStoreActivities(db: Db) {
       await recordWakeReference(db, input);
     },
 
-    async saveSwitchReceipt(input: Omit<SwitchReceipt, 'startedAt' | 'finishedAt'> & { startedAtMs: number; finishedAtMs: number | null }) {
-      const { startedAtMs, finishedAtMs, ...rest } = input;
+    /** `phases`, sent with the last receipt, are for the server's metrics: the store keeps none. */
+    async saveSwitchReceipt(input: SwitchReceiptInput) {
+      const { startedAtMs, finishedAtMs, phases: _phases, ...rest } = input;
       await saveSwitchReceipt(db, { ...rest, startedAt: new Date(startedAtMs), finishedAt: finishedAtMs === null ? null : new Date(finishedAtMs) });
     },
   };

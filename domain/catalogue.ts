@@ -200,7 +200,7 @@ export const apiErrors = {
   noHost: (deploymentName: string) =>
     error(503, 'unavailable', true, `no registered host may run deployment ${deploymentName}; start a host agent (capyctl start host) or retry shortly`),
   notFound: (what: Missing, ref: string) => error(404, 'not_found', false, `${what} ${ref} not found`),
-  unauthorized: (token: 'admin token' | 'host token' | 'inference token') =>
+  unauthorized: (token: 'admin token' | 'host token' | 'inference token' | 'admin token or metrics token' | 'metrics token') =>
     error(401, 'unauthorized', false, `a valid ${token} is required: send Authorization: Bearer <${token}>`),
   /** A host's ingress takes requests from the server alone, which it knows by the secret it gave at registration. */
   ingressUnauthorized: () =>

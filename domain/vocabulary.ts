@@ -63,3 +63,10 @@ export type MaxRunningSource = z.infer<typeof maxRunningSources>;
 /** How a switch ended; a search attribute on every switch workflow. */
 export const switchOutcomes = z.enum(['running', 'released', 'drain_timeout', 'wake_failed', 'park_failed', 'start_failed']);
 export type SwitchOutcome = z.infer<typeof switchOutcomes>;
+
+/**
+ * The steps of a switch, each timed: the victims' admission window and drain, each victim's park
+ * (or stop), the target's wake or start, a woken target's check, and the release of its waiters.
+ */
+export const switchPhases = z.enum(['window', 'drain', 'park', 'stop', 'wake', 'start', 'check', 'release']);
+export type SwitchPhase = z.infer<typeof switchPhases>;

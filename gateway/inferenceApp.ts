@@ -13,6 +13,7 @@ import { modelRoutes } from './inference/models.js';
 import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
 import { bearerAuth } from './plugins/bearerAuth.js';
 import { rawJsonBody } from './plugins/rawJsonBody.js';
+import type { RequestMetrics } from '../server/metrics.js';
 import type { RequestQueue } from './requestQueue.js';
 import type { RoutingTable } from './routingTable.js';
 
@@ -21,6 +22,8 @@ import type { RoutingTable } from './routingTable.js';
  * (max_buffered_bytes_total, 64 MiB by default) still applies on top of it.
  */
 const INFERENCE_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
+
+const UNOBSERVED: RequestMetrics = { answered() {}, waited() {}, firstOutput() {} };
 
 /** The log levels that show every request. */
 const VERBOSE_LEVELS: ReadonlySet<string> = new Set(['debug', 'trace']);
@@ -32,6 +35,8 @@ export interface InferenceDeps {
   routeTo: (instance: InstanceRef) => EngineRoute;
   logger: FastifyBaseLogger;
   bodyLimitBytes?: number;
+  /** What each request tells the server's metrics; left out by benches of the listener alone. */
+  metrics?: RequestMetrics;
   /** When set, every request sends `Authorization: Bearer <token>` (for a listener beyond loopback). */
   token?: string;
 }
@@ -54,9 +59,9 @@ export async function buildInferenceApp(deps: InferenceDeps) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
-  if (deps.token !== undefined) await app.register(bearerAuth, { token: deps.token, refusal: apiErrors.unauthorized('inference token') });
+  if (deps.token !== undefined) await app.register(bearerAuth, { tokens: [deps.token], refusal: apiErrors.unauthorized('inference token') });
   await app.register(rawJsonBody);
-  await app.register(completionRoutes({ table: deps.table, queue: deps.queue, routeTo: deps.routeTo, dispatcher }));
+  await app.register(completionRoutes({ table: deps.table, queue: deps.queue, metrics: deps.metrics ?? UNOBSERVED, routeTo: deps.routeTo, dispatcher }));
   await app.register(modelRoutes({ table: deps.table }));
   return app;
 }

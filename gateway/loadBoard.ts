@@ -48,6 +48,11 @@ export class LoadBoard {
     if ((this.samples.get(key)?.generation ?? Infinity) <= generation) this.samples.delete(key);
   }
 
+  /** Every sample held (as `read` reads them). */
+  list(nowMs: number): ReadSample[] {
+    return [...this.samples.values()].flatMap((s) => this.read(s.deploymentId, s.instanceIndex, nowMs) ?? []);
+  }
+
   /** The sample held for an instance, or null when none is (never sampled, or dropped after 30 s). */
   read(deploymentId: string, instanceIndex: number, nowMs: number): ReadSample | null {
     const key = keyOf(deploymentId, instanceIndex);

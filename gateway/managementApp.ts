@@ -1,5 +1,6 @@
 /** The management listener (default 127.0.0.1:7443): host agents and, with the admin token, operators. */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
 import { apiErrors } from '../domain/catalogue.js';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Db } from '../store/db.js';
@@ -11,6 +12,7 @@ import { type HostEventSink, hostRoutes } from './management/hosts.js';
 import { loadRoutes } from './management/load.js';
 import { switchRoutes } from './management/switches.js';
 import { bearerAuth } from './plugins/bearerAuth.js';
+import { metricsRoute } from './plugins/metrics.js';
 import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
 import { storableTextPlugin } from './plugins/storableText.js';
 import type { RouterFigures } from './routerFigures.js';
@@ -19,6 +21,8 @@ import type { RoutingTable } from './routingTable.js';
 /** What the operator's routes need: the server's memory, and the lifecycle commands go to. */
 export interface AdminDeps {
   adminToken: string;
+  /** The server's metrics; left out by test benches of the operator's routes alone. */
+  metrics?: Registry;
   table: RoutingTable;
   figures: RouterFigures;
   lifecycle: OperatorLifecycle;
@@ -29,6 +33,11 @@ export interface ManagementDeps {
   board: LoadBoard;
   hostEvents: HostEventSink;
   logger: FastifyBaseLogger;
+  /**
+   * What a scraper reads the metrics with besides the admin token (`metrics.token`): here, and on
+   * each host's ingress, which gets it in its registration's reply.
+   */
+  metricsToken?: string;
   /** The operator's side; left out by test benches that only run host agents against the listener. */
   admin?: AdminDeps;
 }
@@ -36,7 +45,7 @@ export interface ManagementDeps {
 /** Every operator route sits in this one scope, behind the admin token. */
 function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
   return async (app: FastifyInstance) => {
-    await app.register(bearerAuth, { token: deps.adminToken, refusal: apiErrors.unauthorized('admin token') });
+    await app.register(bearerAuth, { tokens: [deps.adminToken], refusal: apiErrors.unauthorized('admin token') });
     await app.register(loadRoutes({ table: deps.table, board: deps.board, figures: deps.figures }));
     await app.register(deploymentRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
     await app.register(hostAdminRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
@@ -50,7 +59,10 @@ export async function buildManagementApp(deps: ManagementDeps) {
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
   await app.register(storableTextPlugin);
-  await app.register(hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents }));
-  if (deps.admin) await app.register(adminRoutes({ ...deps.admin, board: deps.board, db: deps.db }));
+  await app.register(hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents, metricsToken: deps.metricsToken }));
+  if (deps.admin) {
+    if (deps.admin.metrics) await app.register(metricsRoute({ registry: deps.admin.metrics, adminToken: deps.admin.adminToken, metricsToken: deps.metricsToken }));
+    await app.register(adminRoutes({ ...deps.admin, board: deps.board, db: deps.db }));
+  }
   return app;
 }

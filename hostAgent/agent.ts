@@ -19,7 +19,9 @@ import { discoverGpus } from './gpus.js';
 import { Ingress } from './ingress.js';
 import { LoadSampler } from './loadSampler.js';
 import { registrationOf } from './registration.js';
-import { RegistrationRefused, ServerClient } from './serverClient.js';
+import type { GpuSource } from './gpuMemory.js';
+import { hostMetrics } from './metrics.js';
+import { type Registration, RegistrationRefused, ServerClient } from './serverClient.js';
 import { EngineSupervisor, type InstanceSlot } from './supervisor.js';
 
 export interface HostAgentOptions {
@@ -52,8 +54,8 @@ const STOP_POLL_MS = 50;
 export const hostIdOf = (settings: Pick<HostSettings, 'id'>) =>
   settings.id ?? (hostname().toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63) || 'host');
 
-/** Registers; returns the ingress secret the server gave. */
-async function registerUntilAccepted(server: ServerClient, body: Parameters<ServerClient['register']>[0], logger: Logger): Promise<string> {
+/** Registers; returns the ingress secret and the metrics token the server gave. */
+async function registerUntilAccepted(server: ServerClient, body: Parameters<ServerClient['register']>[0], logger: Logger): Promise<Registration> {
   for (;;) {
     try {
       return await server.register(body);
@@ -98,7 +100,11 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
   const { port } = await ingress.listen(listenHost, listenPort);
   const ingressUrl = settings.ingress.url ?? `http://${listenHost === '0.0.0.0' ? '127.0.0.1' : listenHost}:${port}`;
 
-  const ingressSecret = await registerUntilAccepted(
+  const sampler = new LoadSampler({ supervisor, inFlightOf, server, logger: log });
+  const gpuSource: GpuSource = simulated ? { kind: 'simulated', dir: engineEnv.CAPYCTL_SIM_GPU_DIR!, indexes: gpus.map((g) => g.index) } : { kind: 'nvidia' };
+  ingress.serveMetrics(hostMetrics({ hostId, supervisor, sampler, gpus: gpuSource }));
+
+  const registration = await registerUntilAccepted(
     server,
     registrationOf(hostId, settings, gpus, ingressUrl),
     log,
@@ -106,7 +112,7 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
     await ingress.close();
     throw e;
   });
-  ingress.acceptSecret(ingressSecret);
+  ingress.accept(registration);
   log.info({ gpus: gpus.length, simulated, ingressUrl }, 'host registered');
 
   installTemporalRuntime(log);
@@ -134,7 +140,6 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
     shutdownForceTime: 2 * settings.shutdown_grace,
   });
   const running = worker.run();
-  const sampler = new LoadSampler({ supervisor, inFlightOf, server, logger: log });
   sampler.start();
 
   return {

@@ -7,14 +7,20 @@
  * (refused 401 otherwise), and forwards only the inference routes the gateway sends (404 otherwise):
  * a request here skips the gateway's queue limits, and an engine's control routes (vLLM's `/sleep`,
  * …) are the host's own activities' alone, which reach the engine directly.
+ *
+ * `GET /metrics` is the host's metrics, to the server's metrics token (`Authorization: Bearer`, a
+ * scraper's one credential for the server and every host) or the ingress secret; with no metrics
+ * token set on the server, to the secret alone.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
+import type { Registry } from 'prom-client';
 import { Agent, request } from 'undici';
 import { type ApiError, apiErrors, renderApiError } from '../domain/catalogue.js';
 import { forwardableHeaders } from '../net/forwarding.js';
 import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
 import { secretMatcher } from '../net/secretMatcher.js';
+import type { Registration } from './serverClient.js';
 import type { EngineSupervisor, InstanceSlot } from './supervisor.js';
 
 const ROUTE = /^\/instances\/([^/]+)\/(\d+)(\/.*)$/;
@@ -25,12 +31,20 @@ export class Ingress {
   private server: Server | undefined;
   /** Refuses every request until the host has registered and holds its secret. */
   private isSecret: (sent: string | undefined) => boolean = () => false;
+  private isMetricsToken: (sent: string | undefined) => boolean = () => false;
+  private metrics: Registry | undefined;
 
   constructor(private readonly supervisor: EngineSupervisor) {}
 
-  /** The secret of the host's latest registration: the only one taken from now on. */
-  acceptSecret(secret: string): void {
-    this.isSecret = secretMatcher(secret);
+  /** The host's latest registration: its secret is the only one taken from now on, with the server's metrics token. */
+  accept({ ingressSecret, metricsToken }: Registration): void {
+    this.isSecret = secretMatcher(ingressSecret);
+    this.isMetricsToken = metricsToken === undefined ? () => false : secretMatcher(metricsToken);
+  }
+
+  /** What `GET /metrics` answers. */
+  serveMetrics(registry: Registry): void {
+    this.metrics = registry;
   }
 
   /** Requests being forwarded to an instance now (`ingress_in_flight`). */
@@ -59,11 +73,26 @@ export class Ingress {
     await this.agent.close();
   }
 
+  private async answerMetrics(registry: Registry, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    try {
+      const text = await registry.metrics();
+      res.writeHead(200, { 'content-type': registry.contentType }).end(text);
+    } catch {
+      answerError(req, res, apiErrors.internal());
+    }
+  }
+
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const sent = req.headers[INGRESS_SECRET_HEADER];
-    if (!this.isSecret(typeof sent === 'string' ? sent : undefined)) return answerError(req, res, apiErrors.ingressUnauthorized());
+    const hasSecret = this.isSecret(typeof sent === 'string' ? sent : undefined);
     const url = req.url ?? '';
     const [path = ''] = url.split('?', 1);
+    if (path === METRICS_PATH && req.method === 'GET' && this.metrics) {
+      const bearer = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1];
+      if (!hasSecret && !this.isMetricsToken(bearer)) return answerError(req, res, apiErrors.unauthorized('metrics token'));
+      return this.answerMetrics(this.metrics, req, res);
+    }
+    if (!hasSecret) return answerError(req, res, apiErrors.ingressUnauthorized());
     const match = ROUTE.exec(path);
     if (!match || req.method !== 'POST' || !INGRESS_PATHS.has(match[3]!)) return answerError(req, res, apiErrors.notFound('route', `${req.method} ${path}`));
     const engine = this.supervisor.live({ deploymentId: match[1]!, instanceIndex: Number(match[2]) });
@@ -93,6 +122,8 @@ export class Ingress {
     }
   }
 }
+
+const METRICS_PATH = '/metrics';
 
 /** Answers with the error; what is left of the request's body is read and dropped. */
 function answerError(req: IncomingMessage, res: ServerResponse, error: ApiError): void {

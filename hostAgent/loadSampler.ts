@@ -17,6 +17,8 @@ export class LoadSampler {
   private loop: Promise<void> | undefined;
   /** An engine's max_running does not change while it runs: asked once per generation. */
   private readonly maxRunning = new WeakMap<SupervisedEngine, MaxRunning>();
+  /** The last report taken, for the host's metrics. */
+  latest: SamplesBody | undefined;
 
   constructor(
     private readonly deps: {
@@ -73,7 +75,8 @@ export class LoadSampler {
     while (!signal.aborted) {
       const started = Date.now();
       try {
-        await this.deps.server.reportSamples(await this.sample());
+        this.latest = await this.sample();
+        await this.deps.server.reportSamples(this.latest);
       } catch (e) {
         this.deps.logger.warn({ err: e }, 'load report failed');
       }

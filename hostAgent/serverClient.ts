@@ -5,6 +5,12 @@ import { type EngineExitBody, type RegistrationBody, registrationReply, type Sam
 /** The server refused the host token: retrying will not help. */
 export class RegistrationRefused extends Error {}
 
+export interface Registration {
+  ingressSecret: string;
+  /** What a scraper sends for the ingress's `GET /metrics`; absent when the server sets none. */
+  metricsToken: string | undefined;
+}
+
 export class ServerClient {
   constructor(
     private readonly serverUrl: string,
@@ -27,9 +33,10 @@ export class ServerClient {
     return text;
   }
 
-  /** Registers the host; returns the secret the server will send with its requests to the ingress. */
-  async register(body: RegistrationBody): Promise<string> {
-    return registrationReply.parse(JSON.parse(await this.post('/management/v1/hosts/register', body))).ingress_secret;
+  /** Registers the host; returns the secret the server will send with its requests to the ingress, and its metrics token. */
+  async register(body: RegistrationBody): Promise<Registration> {
+    const reply = registrationReply.parse(JSON.parse(await this.post('/management/v1/hosts/register', body)));
+    return { ingressSecret: reply.ingress_secret, metricsToken: reply.metrics_token };
   }
 
   async reportSamples(body: SamplesBody): Promise<void> {

@@ -8,7 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { createStoreActivities } from '../activities/storeActivities.js';
+import { createStoreActivities, type SwitchReceiptInput } from '../activities/storeActivities.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
 import {
   configureScheduler,
@@ -39,6 +39,7 @@ import { migrate } from '../store/migrate.js';
 import { type Demand, type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
 import type { InstanceState } from '../domain/vocabulary.js';
 import { HostLiveness } from './hostLiveness.js';
+import { ServerMetrics } from './metrics.js';
 import { heldOn, mayRunOn, placeByLoad } from './placement.js';
 import { workflowBundle } from './workflowBundle.js';
 
@@ -209,6 +210,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS),
     onDemand: (demand) => demandsOpen && deliverDemand(demand),
   });
+  const metrics = new ServerMetrics({ table, queue, board, db });
   const redeliverDemands = () => {
     for (const demand of queue.snapshot().demands) deliverDemand(demand);
   };
@@ -265,6 +267,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
       await store.setOperatorStopped(input);
       table.setOperatorStopped(input.deploymentId, input.stopped);
+    },
+    // The last receipt of a switch says it ended: its outcome and phases go to the metrics.
+    async saveSwitchReceipt(input: SwitchReceiptInput) {
+      await store.saveSwitchReceipt(input);
+      if (input.finishedAtMs !== null) metrics.switchEnded(input.outcome, input.phases ?? []);
     },
     async deleteDeployment(input: Parameters<typeof store.deleteDeployment>[0]) {
       await store.deleteDeployment(input);
@@ -380,12 +387,14 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
         await enginesGoneOn(hostId);
       },
     },
-    admin: { adminToken, table, figures: queue, lifecycle },
+    metricsToken: settings.metrics.token,
+    admin: { adminToken, table, figures: queue, lifecycle, metrics: metrics.registry },
   });
 
   const inference = await buildInferenceApp({
     table,
     queue,
+    metrics,
     logger,
     token: inferenceToken,
     routeTo: (instance) => {

@@ -4,6 +4,18 @@ import { address, durationMs, timerMs } from './fields.js';
 import { temporalSettings } from './temporal.js';
 
 const SECOND = 1_000;
+/** A metrics token short enough to guess, or with a space (never sent as a bearer token), is refused. */
+const METRICS_TOKEN_MIN_LENGTH = 16;
+
+/**
+ * A scraper's one static credential: it reads `GET /metrics` on the management listener and on
+ * every host's ingress, and nothing else. The problem is said without the value: it is a secret.
+ */
+export const metricsToken = z
+  .string()
+  .refine((t) => t.length >= METRICS_TOKEN_MIN_LENGTH && /^\S+$/.test(t), {
+    message: `must be at least ${METRICS_TOKEN_MIN_LENGTH} characters, without spaces (the value is not shown: it is a secret)`,
+  });
 const DAY = 86_400 * SECOND;
 
 /** `temporalAddress`: the default frontend, or undefined for a standalone (which then starts its own). */
@@ -17,6 +29,8 @@ export const serverSection = (temporalAddress?: string) =>
       .prefault({}),
     temporal: temporalSettings(temporalAddress).prefault({}),
     database_url: z.string().min(1).optional(),
+    /** Without a token, `GET /metrics` takes the admin token alone, and the hosts' take none. */
+    metrics: z.strictObject({ token: metricsToken.optional() }).prefault({}),
     switching: z
       .strictObject({
         drain_timeout: durationMs(1 * SECOND, 600 * SECOND).default(30 * SECOND),

@@ -23,6 +23,7 @@ import { registrationOf } from '../hostAgent/registration.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { address, label } from '../settings/fields.js';
 import { hostDocument } from '../settings/hostDocument.js';
+import { metricsToken } from '../settings/serverDocument.js';
 import { documentSchemas, loadSettings } from '../settings/load.js';
 import { readableBytes } from '../cli/readable.js';
 import type { CliResult } from './support/capyctl.js';
@@ -35,6 +36,7 @@ const ULID = '[0-9A-HJKMNP-TV-Z]{26}';
 const known = new Map<z.ZodType, unknown>([
   [label, 'gpu-box'],
   [address, '127.0.0.1:7233'],
+  [metricsToken, 'capy_metrics_sweep_token'],
 ]);
 
 /**

@@ -6,7 +6,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { LaunchMemory } from '../activities/engines/memoryBound.js';
 import type { ApiError } from '../domain/catalogue.js';
-import type { InstanceState, MemoryKind, ParkTier, SwitchOutcome } from '../domain/vocabulary.js';
+import type { InstanceState, MemoryKind, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { SchedulerSettings } from './hostScheduler.js';
 
@@ -124,6 +124,13 @@ export interface SwitchResult {
   target?: { instance: InstanceRef; state: InstanceState; tier: ParkTier | null };
   /** The error the target's waiters got, when the switch failed. */
   error?: ApiError;
+}
+
+/** How long one step of a switch took; `tier` is the park tier of a park or a wake. */
+export interface PhaseTiming {
+  phase: SwitchPhase;
+  tier: ParkTier | null;
+  ms: number;
 }
 
 /** A gateway's report: `deploymentId` has `waiting` requests, the oldest since `oldestSinceMs` (0 waiting: none). */

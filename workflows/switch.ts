@@ -24,9 +24,10 @@ import type { GatewaySteps } from '../activities/gatewaySteps.js';
 import type { ExitFailureDetails, HostActivities } from '../activities/hostActivities.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releaseLines } from '../domain/catalogue.js';
-import type { InstanceState, ParkTier, SwitchOutcome } from '../domain/vocabulary.js';
+import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
 import {
   type InstanceRef,
+  type PhaseTiming,
   type Release,
   searchAttributes,
   SERVER_STEP_TIMEOUT_MS,
@@ -81,6 +82,16 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     { key: searchAttributes.host, value: hostId },
     { key: searchAttributes.outcome, value: 'running' },
   ]);
+  // How long each step took, for the server's metrics: sent with the last receipt.
+  const phases: PhaseTiming[] = [];
+  const timed = async <T>(phase: SwitchPhase, tier: ParkTier | null, step: () => Promise<T>): Promise<T> => {
+    const began = Date.now();
+    try {
+      return await step();
+    } finally {
+      phases.push({ phase, tier, ms: Date.now() - began });
+    }
+  };
   const receipt = (outcome: SwitchOutcome, released: VictimResult[], finishedAtMs: number | null) =>
     store.saveSwitchReceipt({
       switchId,
@@ -91,6 +102,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       summary: switchSummary(input),
       startedAtMs: input.startedAtMs,
       finishedAtMs,
+      ...(finishedAtMs === null ? {} : { phases }),
     });
   // What each instance holds, for the rows `list deployments` and the load endpoint read. Read
   // while the first receipt is written: every step before the release is on the waiters' clock.
@@ -167,8 +179,10 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         error: failure.error,
       };
     }
-    await gateway(0).release({ switchId, hostId, instance: target.instance });
-    await saveInstance(target.instance, 'ready', null);
+    await timed('release', null, async () => {
+      await gateway(0).release({ switchId, hostId, instance: target.instance });
+      await saveInstance(target.instance, 'ready', null);
+    });
     return {
       switchId,
       outcome: parkFailed ? 'park_failed' : 'released',
@@ -185,20 +199,24 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    */
   async function admitAndDrain(): Promise<{ drained: true; cut: Set<string> } | { drained: false; stillCharged: number }> {
     try {
-      await gateway(input.admissionWindowMs ?? 0).closeAdmission({
-        switchId,
-        victims: victimIds,
-        startedAtMs: input.startedAtMs,
-        windowMs: input.admissionWindowMs,
+      await timed('window', null, () =>
+        gateway(input.admissionWindowMs ?? 0).closeAdmission({
+          switchId,
+          victims: victimIds,
+          startedAtMs: input.startedAtMs,
+          windowMs: input.admissionWindowMs,
+        }),
+      );
+      return await timed('drain', null, async () => {
+        const deadline = Date.now() + timeouts.drainMs;
+        const drain = await gateway(timeouts.drainMs).awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
+        if (!drain.drained) return { drained: false as const, stillCharged: drain.stillCharged };
+        const cut = new Set(drain.cutBeforeOutput);
+        // A victim cut before output stops, and the stop settles its request: its engine's count proves nothing.
+        const parking = victims.filter((v) => !cut.has(v.instance.deploymentId)).map((v) => v.instance);
+        const stillCharged = await engineWorkLeft(parking, deadline);
+        return stillCharged === 0 ? { drained: true as const, cut } : { drained: false as const, stillCharged };
       });
-      const deadline = Date.now() + timeouts.drainMs;
-      const drain = await gateway(timeouts.drainMs).awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
-      if (!drain.drained) return { drained: false, stillCharged: drain.stillCharged };
-      const cut = new Set(drain.cutBeforeOutput);
-      // A victim cut before output stops, and the stop settles its request: its engine's count proves nothing.
-      const parking = victims.filter((v) => !cut.has(v.instance.deploymentId)).map((v) => v.instance);
-      const stillCharged = await engineWorkLeft(parking, deadline);
-      return stillCharged === 0 ? { drained: true, cut } : { drained: false, stillCharged };
     } catch (e) {
       if (!isCancellation(e)) throw e;
       log.warn('switch cancelled before its victims drained; they serve again', { switchId });
@@ -241,8 +259,10 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     let parkFailed = false;
     if (release.kind === 'park') {
       try {
-        await during(v.instance, 'parking', release.tier, () => host(timeouts.startMs).parkEngine({ key: v.instance, tier: release.tier }));
-        await saveInstance(v.instance, 'parked', release.tier);
+        await timed('park', release.tier, async () => {
+          await during(v.instance, 'parking', release.tier, () => host(timeouts.startMs).parkEngine({ key: v.instance, tier: release.tier }));
+          await saveInstance(v.instance, 'parked', release.tier);
+        });
         return { result: done(releaseLine(release), 'parked', release.tier), parkFailed };
       } catch (e) {
         if (!(e instanceof ActivityFailure) && !isCancellation(e)) throw e;
@@ -250,10 +270,12 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         parkFailed = true;
       }
     }
-    await CancellationScope.nonCancellable(async () => {
-      await during(v.instance, 'stopping', null, () => host(timeouts.startMs).stopEngine({ key: v.instance }));
-      await saveInstance(v.instance, 'stopped', null);
-    });
+    await CancellationScope.nonCancellable(() =>
+      timed('stop', null, async () => {
+        await during(v.instance, 'stopping', null, () => host(timeouts.startMs).stopEngine({ key: v.instance }));
+        await saveInstance(v.instance, 'stopped', null);
+      }),
+    );
     return { result: done(stopLine(release), 'stopped', null), parkFailed };
   }
 
@@ -262,7 +284,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     const id = t.instance.deploymentId;
     try {
       if (t.action === 'start') {
-        await during(t.instance, 'starting', t.tier, () => startAndRecord(t));
+        await during(t.instance, 'starting', t.tier, () => timed('start', null, () => startAndRecord(t)));
         await store.recordStartFailure({ deploymentId: id, failure: null });
         return null;
       }
@@ -297,16 +319,18 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   async function wakeAndCheck(t: SwitchTarget): Promise<boolean> {
     const deadline = Date.now() + timeouts.wakeWindowMs;
     // The first answer is read while the engine wakes: it does not depend on the wake.
-    const [, first] = await Promise.all([
-      host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */ }),
-      store.findWakeReference({ deploymentId: t.instance.deploymentId, instanceIndex: t.instance.instanceIndex }),
-    ]);
+    const [, first] = await timed('wake', t.tier, () =>
+      Promise.all([
+        host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */ }),
+        store.findWakeReference({ deploymentId: t.instance.deploymentId, instanceIndex: t.instance.instanceIndex }),
+      ]),
+    );
     if (t.spec.engine !== 'vllm' && t.spec.engine !== 'sglang') return false;
     if (!first || first.generation !== t.instance.generation) {
       log.warn('no first answer for this generation; the wake is not checked', { switchId, deploymentId: t.instance.deploymentId });
       return false;
     }
-    const now = await host(deadline - Date.now()).probeEngine({ key: t.instance, probe: first.probe as Probe });
+    const now = await timed('check', t.tier, () => host(deadline - Date.now()).probeEngine({ key: t.instance, probe: first.probe as Probe }));
     return compareAnswers(first.answer as ProbeAnswer, now) !== null;
   }
 }

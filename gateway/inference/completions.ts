@@ -12,9 +12,12 @@ import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../../net/hostIngress.js';
 import type { InstanceRef } from '../../workflows/definitions.js';
 import { replyWith } from '../plugins/apiErrors.js';
 import { rawBodyOf } from '../plugins/rawJsonBody.js';
-import type { Admission, Arrival, RequestQueue } from '../requestQueue.js';
+import type { RequestMetrics } from '../../server/metrics.js';
+import type { Admission, Arrival, RequestQueue, Ticket } from '../requestQueue.js';
 import type { RoutedDeployment, RoutingTable } from '../routingTable.js';
 import { relay } from './relay.js';
+
+const SECOND = 1_000;
 
 // Only what routing needs; every other field goes to the engine as the client wrote it.
 const completionBody = z.looseObject({ model: z.string().min(1) });
@@ -22,6 +25,7 @@ const completionBody = z.looseObject({ model: z.string().min(1) });
 export interface CompletionDeps {
   table: RoutingTable;
   queue: RequestQueue;
+  metrics: RequestMetrics;
   routeTo: (instance: InstanceRef) => EngineRoute;
   dispatcher: Dispatcher;
 }
@@ -76,6 +80,19 @@ function engineBody(body: Record<string, unknown>, raw: Buffer, add: { assemble:
   return Buffer.from(JSON.stringify({ ...body, ...streamed, ...named }));
 }
 
+/** The ticket, telling `firstOutput` when the reply's first output comes. */
+function timedTicket(ticket: Ticket, firstOutput: () => void): Ticket {
+  return {
+    instance: ticket.instance,
+    onDeadline: (then) => ticket.onDeadline(then),
+    firstOutput() {
+      firstOutput();
+      ticket.firstOutput();
+    },
+    finish: (how) => ticket.finish(how),
+  };
+}
+
 export function completionRoutes(deps: CompletionDeps) {
   return async (app: FastifyInstance) => {
     const route = app.withTypeProvider<ZodTypeProvider>();
@@ -86,6 +103,8 @@ export function completionRoutes(deps: CompletionDeps) {
         if (!deployment) throw new CapyError(apiErrors.notFound('model', request.body.model));
         const raw = rawBodyOf(request);
         const hangUp = hangUpOf(reply);
+        const arrivedMs = performance.now();
+        const { metrics } = deps;
         let admission: Admission;
         try {
           admission = await deps.queue.admit({ deploymentId: deployment.id, bodyBytes: raw.length, signal: hangUp, held: heldOf(deployment) });
@@ -93,9 +112,14 @@ export function completionRoutes(deps: CompletionDeps) {
           // The client hung up while it waited: it gave up its place, and nobody is left to answer.
           reply.hijack();
           reply.raw.destroy();
+          metrics.answered(deployment.name, 0, 'cut');
           return;
         }
-        if (admission.kind === 'refused') return replyWith(reply, admission.error);
+        if (admission.kind === 'refused') {
+          metrics.answered(deployment.name, admission.error.status, admission.error.code);
+          return replyWith(reply, admission.error);
+        }
+        metrics.waited(deployment.name, (performance.now() - arrivedMs) / SECOND);
         const assemble = asksWholeAnswer(request.body);
         const body = engineBody(request.body, raw, { assemble, rid: deployment.spec.engine === 'sglang' ? request.id : undefined });
         let engine: EngineRoute;
@@ -104,11 +128,12 @@ export function completionRoutes(deps: CompletionDeps) {
         } catch (e) {
           // Answered 500 by the error handler; the slot it was given is free again.
           admission.ticket.finish({ cut: false });
+          metrics.answered(deployment.name, apiErrors.internal().status, apiErrors.internal().code);
           throw e;
         }
         reply.hijack();
-        await relay({
-          ticket: admission.ticket,
+        const end = await relay({
+          ticket: timedTicket(admission.ticket, () => metrics.firstOutput(deployment.name, (performance.now() - arrivedMs) / SECOND)),
           url: `${engine.url}${request.url}`,
           // The client's credentials are for this listener, not the engine (nor the ingress: a client
           // cannot send its secret); the length is the body's own; and the answer must come
@@ -122,6 +147,7 @@ export function completionRoutes(deps: CompletionDeps) {
           streamIdleMs: engine.streamIdleMs,
           log: request.log,
         });
+        metrics.answered(deployment.name, reply.raw.headersSent ? reply.raw.statusCode : 0, end);
       });
     }
   };

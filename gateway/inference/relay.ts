@@ -20,7 +20,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Dispatcher } from 'undici';
-import { type ApiError, apiErrors, renderApiError } from '../../domain/catalogue.js';
+import { type ApiError, apiErrors, type ErrorCode, renderApiError } from '../../domain/catalogue.js';
 import { CLIENT_READ_IDLE_MS, MAX_STREAM_PIECE_BYTES } from '../../domain/limits.js';
 import { forwardableHeaders } from '../../net/forwarding.js';
 import type { Ticket } from '../requestQueue.js';
@@ -51,14 +51,22 @@ export interface RelayInput {
 /** Why an exchange ended short. */
 type Stop = { kind: 'client' } | { kind: 'deadline'; error: ApiError } | { kind: 'bound'; why: string };
 
+/**
+ * How an exchange ended, for the metrics: the catalogue's code of the error the gateway answered,
+ * `cut` when it was cut short without one, empty when the engine's answer went out whole.
+ */
+export type RelayEnd = ErrorCode | 'cut' | '';
+
 /** Relays the request and its answer; settles once the exchange has ended, whichever way. */
-export function relay(x: RelayInput): Promise<void> {
+export function relay(x: RelayInput): Promise<RelayEnd> {
   return new Promise((settled) => new Exchange(x, settled).start());
 }
 
 class Exchange implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined;
   private stopped: Stop | undefined;
+  /** The error the gateway answered in the engine's place, if it did. */
+  private answeredError: ErrorCode | undefined;
   private ended = false;
   private status = 0;
   private headers: Record<string, string | string[]> = {};
@@ -83,7 +91,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   constructor(
     private readonly x: RelayInput,
-    private readonly settled: () => void,
+    private readonly settled: (end: RelayEnd) => void,
   ) {
     // Listeners made here, not as arrow fields: tsx names every such field on every instance.
     this.hungUp = () => this.stop({ kind: 'client' });
@@ -199,11 +207,11 @@ class Exchange implements Dispatcher.DispatchHandler {
       log.warn({ err: error }, 'the engine connection failed');
       const { deploymentId, instanceIndex } = ticket.instance;
       if (res.headersSent) res.destroy();
-      else sendError(res, apiErrors.engineUnreachable(`${deploymentId}/${instanceIndex}`));
+      else this.sendError(apiErrors.engineUnreachable(`${deploymentId}/${instanceIndex}`));
       return this.end(false);
     }
     if (why.kind === 'deadline' && !res.headersSent) {
-      sendError(res, why.error);
+      this.sendError(why.error);
     } else {
       // A stream cannot say why it ends mid-way: the connection closes, so the client sees it cut.
       if (why.kind === 'bound') log.info({ url: this.x.url }, `answer ended: ${why.why}`);
@@ -250,6 +258,12 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.controller?.resume();
   }
 
+  private sendError(error: ApiError): void {
+    this.answeredError = error.code;
+    const reply = renderApiError(error);
+    this.x.res.writeHead(reply.status, reply.headers).end(JSON.stringify(reply.body));
+  }
+
   private end(cut: boolean): void {
     this.ended = true;
     clearTimeout(this.idle);
@@ -257,7 +271,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.x.res.off('drain', this.drained);
     this.x.hangUp.removeEventListener('abort', this.hungUp);
     this.x.ticket.finish({ cut });
-    this.settled();
+    this.settled(this.answeredError ?? (cut ? 'cut' : ''));
   }
 }
 
@@ -268,7 +282,4 @@ function stopReason(why: Stop): string {
   return why.why;
 }
 
-function sendError(res: ServerResponse, error: ApiError): void {
-  const reply = renderApiError(error);
-  res.writeHead(reply.status, reply.headers).end(JSON.stringify(reply.body));
-}
+

@@ -34,6 +34,8 @@ export const registrationReply = z.strictObject({
   host_id: z.string(),
   /** What the server sends with every request to the host's ingress; a new one at each registration. */
   ingress_secret: z.string().min(1),
+  /** The server's metrics token, which the host's ingress takes for `GET /metrics` too; absent when none is set. */
+  metrics_token: z.string().min(1).optional(),
 });
 
 export const samplesBody = z.strictObject({
@@ -86,7 +88,7 @@ const refusals: Record<Exclude<RegistrationOutcome, 'registered'>, (hostId: stri
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
 
-export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSink }) {
+export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSink; metricsToken?: string }) {
   // Read from the store on every report, not remembered: a revoked token stops working at once.
   async function requireHost(request: FastifyRequest<{ Params: { hostId: string } }>) {
     const token = bearerToken(request);
@@ -115,7 +117,7 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
       }
       await deps.events.registered(body.host_id, body, ingressSecret);
       request.log.info({ hostId: body.host_id, gpus: body.gpus.length }, 'host registered');
-      return { host_id: body.host_id, ingress_secret: ingressSecret };
+      return { host_id: body.host_id, ingress_secret: ingressSecret, ...(deps.metricsToken === undefined ? {} : { metrics_token: deps.metricsToken }) };
     });
 
     routes.post(

@@ -1,0 +1,119 @@
+/**
+ * The server's Prometheus metrics (`GET /metrics` on the management listener): its own registry,
+ * not prom-client's global one, so two servers in one process (tests, benches) keep apart. The
+ * places that observe call the small typed functions here; gauges are read at each scrape from the
+ * queue, the load board and the store.
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { SwitchOutcome } from '../domain/vocabulary.js';
+import type { LoadBoard } from '../gateway/loadBoard.js';
+import type { RequestQueue } from '../gateway/requestQueue.js';
+import type { RoutingTable } from '../gateway/routingTable.js';
+import { engineGauges, gpuMemoryGauge } from '../metrics/engineGauges.js';
+import type { Db } from '../store/db.js';
+import { listInstances } from '../store/instances.js';
+import type { PhaseTiming } from '../workflows/definitions.js';
+
+/** What the inference route tells about each request, by deployment name. */
+export interface RequestMetrics {
+  /**
+   * The request ended: `status` the HTTP status the client got (0 when none went out), `code` the
+   * catalogue's error code when the gateway answered an error, `cut` when the exchange was cut
+   * short without one, empty when the engine's answer went out whole.
+   */
+  answered(deployment: string, status: number, code: string): void;
+  /** It left the queue for an engine after `seconds` (0 when it did not wait). */
+  waited(deployment: string, seconds: number): void;
+  /** Its first output reached the client `seconds` after it arrived. */
+  firstOutput(deployment: string, seconds: number): void;
+}
+
+// Waits run from nothing (a model serving) to a deep park's wake or a cold start.
+const WAIT_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
+const PHASE_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
+
+const SECOND = 1_000;
+
+export class ServerMetrics implements RequestMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'deployment' | 'status' | 'code'>;
+  private readonly waits: Histogram<'deployment'>;
+  private readonly firstOutputs: Histogram<'deployment'>;
+  private readonly switches: Counter<'outcome'>;
+  private readonly phases: Histogram<'phase' | 'park_tier'>;
+
+  constructor(sources: { table: RoutingTable; queue: RequestQueue; board: LoadBoard; db: Db; now?: () => number }) {
+    const registers = [this.registry];
+    const now = sources.now ?? Date.now;
+    this.requests = new Counter({
+      name: 'capyctl_requests_total',
+      help: 'Inference requests answered, by deployment, HTTP status and error code (empty for an engine’s whole answer, cut for one cut short).',
+      labelNames: ['deployment', 'status', 'code'],
+      registers,
+    });
+    this.waits = new Histogram({
+      name: 'capyctl_request_wait_seconds',
+      help: 'How long a request waited in the gateway’s queue before it went to an engine.',
+      labelNames: ['deployment'],
+      buckets: WAIT_BUCKETS,
+      registers,
+    });
+    this.firstOutputs = new Histogram({
+      name: 'capyctl_request_time_to_first_byte_seconds',
+      help: 'From a request’s arrival to its first output to the client: the wait, any switch, and the prefill.',
+      labelNames: ['deployment'],
+      buckets: WAIT_BUCKETS,
+      registers,
+    });
+    this.switches = new Counter({ name: 'capyctl_switches_total', help: 'Switches ended, by outcome.', labelNames: ['outcome'], registers });
+    this.phases = new Histogram({
+      name: 'capyctl_switch_phase_seconds',
+      help: 'How long each step of a switch took: window, drain, park (by park tier), stop, wake (by tier), start, check, release.',
+      labelNames: ['phase', 'park_tier'],
+      buckets: PHASE_BUCKETS,
+      registers,
+    });
+    const { table, queue, board, db } = sources;
+    const queueGauge = (name: string, help: string, value: (figures: ReturnType<RequestQueue['deployment']>) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['deployment'],
+        registers,
+        collect() {
+          this.reset();
+          for (const d of table.list()) this.set({ deployment: d.name }, value(queue.deployment(d.id)));
+        },
+      });
+    queueGauge('capyctl_queue_requests_waiting', 'Requests waiting in the gateway’s queue for the deployment.', (f) => f.waiting);
+    queueGauge('capyctl_queue_requests_in_flight', 'Requests the gateway runs on the deployment now.', (f) => f.inFlight);
+    // Fresh samples only: a host reports its ready engines, so a parked one's last sample goes stale.
+    engineGauges(this.registry, () =>
+      board.list(now()).flatMap((s) =>
+        s.fresh && s.engine ? [{ host: s.hostId, deployment: table.get(s.deploymentId)?.name ?? s.deploymentId, instance: s.instanceIndex, load: s.engine }] : [],
+      ),
+    );
+    // The catalogue's record of what each instance holds, written as each step of a switch begins.
+    gpuMemoryGauge(this.registry, async () =>
+      (await listInstances(db)).filter((i) => i.gpuBytes > 0).map((i) => ({ host: i.hostId, state: i.observedState, parkTier: i.parkTier, bytes: i.gpuBytes })),
+    );
+  }
+
+  answered(deployment: string, status: number, code: string): void {
+    this.requests.inc({ deployment, status: String(status), code });
+  }
+
+  waited(deployment: string, seconds: number): void {
+    this.waits.observe({ deployment }, seconds);
+  }
+
+  firstOutput(deployment: string, seconds: number): void {
+    this.firstOutputs.observe({ deployment }, seconds);
+  }
+
+  /** A switch ended: its outcome, and how long each of its steps took. */
+  switchEnded(outcome: SwitchOutcome, phases: readonly PhaseTiming[]): void {
+    this.switches.inc({ outcome });
+    for (const p of phases) this.phases.observe({ phase: p.phase, park_tier: p.tier ?? '' }, p.ms / SECOND);
+  }
+}
