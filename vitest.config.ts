@@ -13,6 +13,7 @@ const WHOLE_PROCESSES = [
   'test/serverPorts.test.ts',
   'test/multiHost.e2e.test.ts',
   'test/recovery.e2e.test.ts',
+  'test/faults.e2e.test.ts',
 ];
 
 export default defineConfig({
