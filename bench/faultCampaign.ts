@@ -38,9 +38,10 @@ async function main() {
         outcomes.push(o);
         process.stderr.write(`run ${run}: ${JSON.stringify(o)}\n`);
       }
+      // The table so far after each round, so that a campaign cut short still reports.
+      process.stdout.write(`\n${run} of ${runs} rounds:\n\n${faultTable(outcomes)}\n`);
     }
   } finally {
-    process.stdout.write(`${faultTable(outcomes)}\n`);
     await campaign.close();
   }
 }

@@ -411,7 +411,7 @@ export function faultTable(outcomes: readonly CaseOutcome[]): string {
     rows.set(key, [...(rows.get(key) ?? []), o]);
   }
   const lines = [
-    '| killed | during | runs | kill landed in | 200 | spec error | cut by the kill | other answer | never answered | next requests all 200 | stuck states | GPU bytes held by no instance |',
+    '| killed | during | runs | kill landed in | 200 | retryable error | cut by the kill | other answer | never answered | next requests all 200 | stuck states | GPU bytes held by no instance |',
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
   for (const [key, runs] of rows) {
