@@ -2,9 +2,10 @@
  * The fault campaign (issue 18): a server, two host agents and a Temporal dev server, each its own
  * process; clients waiting for and streaming from several models; one of the three killed outright
  * (SIGKILL) at a phase of a switch read from the switch workflow's history, then started again. Per
- * case it counts what the clients saw (answered 200, answered with an error of the spec's table, cut
- * by the kill, answered otherwise, never answered), the deployments left in an in-between state a
- * while after recovery, and the GPU memory the simulator's ledger says is held by no instance.
+ * case it counts what the clients saw (answered 200, answered with a retryable error of the
+ * catalogue, cut by the kill, answered otherwise, never answered), the deployments left in an
+ * in-between state a while after recovery, and the GPU memory the simulator's ledger says is held by
+ * no instance.
  *
  * Host 1 runs the switches: `flip` parks in host RAM, `fresh` (residency: restart_only) stops and
  * starts, and the GPU holds one of them. Host 2 runs `steady`, streamed from throughout. Used by
@@ -27,7 +28,7 @@ export type Killable = (typeof killables)[number];
 /** The phases of a switch, in order; `after` is a switch that finished before the kill landed. */
 export const phases = ['window', 'drain', 'park', 'wake', 'start', 'check', 'release', 'record'] as const;
 export type Phase = (typeof phases)[number];
-type Seen = Phase | 'after';
+export type Seen = Phase | 'after';
 
 export interface FaultCase {
   kill: Killable;
@@ -35,13 +36,13 @@ export interface FaultCase {
 }
 
 /** What one request came to. `cut`: the process holding it was the one killed. */
-export const answers = ['ok', 'spec_error', 'cut', 'unexpected', 'lost'] as const;
+export const answers = ['ok', 'retryable', 'cut', 'unexpected', 'lost'] as const;
 export type Answer = (typeof answers)[number];
 
 export interface CaseOutcome {
   case: FaultCase;
   /** The phase the switch was in when the kill landed, by its history. */
-  hit: Phase | 'after';
+  hit: Seen;
   counts: Record<Answer, number>;
   /** Each answer that was not a 200, e.g. `unavailable`, `cut: other side closed`. */
   details: string[];
@@ -63,8 +64,8 @@ export interface CampaignOptions {
   log?: (line: string) => void;
 }
 
-/** The spec's errors a waiting request may get ("Errors while waiting", and a failed wake or start). */
-const SPEC_ERROR_CODES = new Set(['unavailable', 'queue_full', 'wake_mismatch', 'wake_reload_failed', 'wake_uncertain']);
+/** The retryable errors a waiting request may get: the spec's "Errors while waiting", a failed wake's. */
+const RETRYABLE_CODES = new Set(['unavailable', 'queue_full', 'wake_mismatch', 'wake_reload_failed', 'wake_uncertain']);
 const IN_BETWEEN = new Set(['parking', 'waking', 'starting', 'stopping']);
 /** States in which an instance holds GPU memory (the campaign's models park in host RAM). */
 const ON_GPU = new Set(['ready', 'parking', 'waking', 'starting', 'stopping']);
@@ -303,7 +304,7 @@ export class FaultCampaign {
       } catch {
         // Not the catalogue's JSON: unexpected below.
       }
-      if (typeof error.code === 'string' && SPEC_ERROR_CODES.has(error.code)) return { answer: 'spec_error', detail: `${reply.statusCode} ${error.code}: ${error.message}` };
+      if (typeof error.code === 'string' && RETRYABLE_CODES.has(error.code)) return { answer: 'retryable', detail: `${reply.statusCode} ${error.code}: ${error.message}` };
       return { answer: 'unexpected', detail: `${reply.statusCode} ${text.slice(0, 160)}` };
     } catch (e) {
       if ((e as Error).name === 'TimeoutError') return { answer: 'lost', detail: `lost: ${model} unanswered in ${this.options.requestDeadlineMs} ms` };
@@ -390,7 +391,7 @@ export class FaultCampaign {
   }
 
   /** The phase the kill landed in, from the switch's history up to then. */
-  private hitAt(workflowId: string, killedAtMs: number): Promise<Phase | 'after'> {
+  private hitAt(workflowId: string, killedAtMs: number): Promise<Seen> {
     return this.client(async (client) => {
       const history = await client.workflow.getHandle(workflowId).fetchHistory();
       return phaseOf(history.events ?? [], killedAtMs);
@@ -423,7 +424,7 @@ export function faultTable(outcomes: readonly CaseOutcome[]): string {
     const stuck = runs.reduce((n, o) => n + o.stuck.length, 0);
     const leaked = runs.reduce((n, o) => n + o.leakedGpuBytes, 0);
     lines.push(
-      `| ${key} | ${runs.length} | ${landed} | ${sum('ok')} | ${sum('spec_error')} | ${sum('cut')} | ${sum('unexpected')} | ${sum('lost')} | ${servedAfter}/${runs.length} | ${stuck} | ${leaked} |`,
+      `| ${key} | ${runs.length} | ${landed} | ${sum('ok')} | ${sum('retryable')} | ${sum('cut')} | ${sum('unexpected')} | ${sum('lost')} | ${servedAfter}/${runs.length} | ${stuck} | ${leaked} |`,
     );
   }
   return lines.join('\n');
