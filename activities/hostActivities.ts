@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { freePort } from '../deploy/temporalDevServer.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
-import type { EngineSupervisor, InstanceKey, InstanceSlot, SupervisedEngine } from '../hostAgent/supervisor.js';
+import { type EngineSupervisor, type InstanceKey, type InstanceSlot, sameStart, type SupervisedEngine } from '../hostAgent/supervisor.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { type Checkpoint, reservedCheckpoint } from './checkpoint.js';
 import { type EngineAdapter, EngineError, type EngineLoad, type Probe, type ProbeAnswer } from './engines/engine.js';
@@ -34,6 +34,19 @@ const STDERR_LINES = 20;
 
 const NON_RETRYABLE: ReadonlySet<EngineError['kind']> = new Set(['out_of_memory', 'reload_failed', 'refused']);
 const READY_POLL_MS = 250;
+/**
+ * One readiness call: whatever holds the port may accept a connection and never answer (another
+ * process that took the engine's port), so each call gives up and the next one asks again.
+ */
+const READY_CALL_MS = 2_000;
+/**
+ * What an engine that lost the race for its port says as it exits (uvicorn's words for vLLM and
+ * SGLang, Node's for the simulator): another process bound the free port between our choosing it
+ * and the engine binding it. The start then launches the same generation on a fresh port, this many
+ * times in all; an engine told a fixed port (`--port` in its extra_args) fails the same way each time.
+ */
+const PORT_TAKEN = /address already in use/i;
+const PORT_RACE_LAUNCHES = 3;
 
 export interface HostActivityDeps {
   adapters: Record<EngineName, EngineAdapter>;
@@ -72,14 +85,14 @@ function asFailure(e: unknown): never {
 }
 
 export function createHostActivities(deps: HostActivityDeps) {
+  const notRunning = (key: InstanceKey) =>
+    ApplicationFailure.nonRetryable(
+      `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation} is not running on this host`,
+      hostFailureTypes.notRunning,
+    );
   const running = (key: InstanceKey): SupervisedEngine => {
     const engine = deps.supervisor.get(key);
-    if (!engine || engine.key.generation !== key.generation || engine.exit !== undefined) {
-      throw ApplicationFailure.nonRetryable(
-        `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation} is not running on this host`,
-        hostFailureTypes.notRunning,
-      );
-    }
+    if (!engine || engine.key.generation !== key.generation || engine.exit !== undefined) throw notRunning(key);
     return engine;
   };
 
@@ -104,6 +117,25 @@ export function createHostActivities(deps: HostActivityDeps) {
     });
   };
 
+  const launchOnFreePort = async (input: LaunchInput): Promise<SupervisedEngine> => {
+    const adapter = deps.adapters[input.spec.engine];
+    const port = await freePort();
+    const command = deps.engineCommands[input.spec.engine];
+    const plan = adapter.launch({ spec: input.spec, command, port, gpuIndex: input.gpuIndex, parkTier: input.parkTier, memory: input.memory });
+    plan.env = { ...deps.engineEnv, ...plan.env };
+    return deps.supervisor.launch({
+      key: input.key,
+      spec: input.spec,
+      adapter,
+      command,
+      plan,
+      endpoint: { baseUrl: `http://127.0.0.1:${port}`, model: input.spec.name },
+      gpuIndex: input.gpuIndex,
+      parkTier: input.parkTier,
+      memory: input.memory,
+    });
+  };
+
   return {
     /** Measures the checkpoint a revision brings: its weights' bytes on the GPU and its KV budget. */
     async measureCheckpoint(input: { spec: DeploymentSpec }): Promise<Checkpoint> {
@@ -115,42 +147,34 @@ export function createHostActivities(deps: HostActivityDeps) {
     },
 
     async launchEngine(input: LaunchInput): Promise<LaunchResult> {
-      const adapter = deps.adapters[input.spec.engine];
       const existing = deps.supervisor.get(input.key);
       if (existing && existing.key.generation === input.key.generation && existing.exit === undefined) {
         return { baseUrl: existing.endpoint.baseUrl, pid: existing.process.pid ?? 0 };
       }
-      const port = await freePort();
-      const command = deps.engineCommands[input.spec.engine];
-      const plan = adapter.launch({
-        spec: input.spec,
-        command,
-        port,
-        gpuIndex: input.gpuIndex,
-        parkTier: input.parkTier,
-        memory: input.memory,
-      });
-      plan.env = { ...deps.engineEnv, ...plan.env };
-      const engine = deps.supervisor.launch({
-        key: input.key,
-        spec: input.spec,
-        adapter,
-        command,
-        plan,
-        endpoint: { baseUrl: `http://127.0.0.1:${port}`, model: input.spec.name },
-        gpuIndex: input.gpuIndex,
-        parkTier: input.parkTier,
-      });
+      const engine = await launchOnFreePort(input);
       return { baseUrl: engine.endpoint.baseUrl, pid: engine.process.pid ?? 0 };
     },
 
-    /** Waits for the engine's readiness route; the workflow bounds it with its start timeout. */
+    /**
+     * Waits for the engine's readiness route; the workflow bounds it with its start timeout. An engine
+     * that exited because its port was taken is launched again, same generation, on a fresh port.
+     */
     async awaitEngineReady(input: { key: InstanceKey }): Promise<void> {
-      const engine = running(input.key);
+      const first = deps.supervisor.get(input.key);
+      // An engine that exited while starting is still this start's to launch again or to fail.
+      if (!first || !sameStart(first.key, input.key) || (first.exit !== undefined && first.stage !== 'starting')) throw notRunning(input.key);
+      let engine = first;
       await whileHeartbeating(async (signal) => {
-        for (;;) {
-          if (engine.exit !== undefined) throw exitFailure(engine);
-          if (await engine.adapter.isReady(engine.endpoint, { signal }).catch(() => false)) break;
+        for (let launches = 1; ; ) {
+          if (engine.exit !== undefined) {
+            if (!PORT_TAKEN.test(engine.exit.stderrTail) || launches === PORT_RACE_LAUNCHES) throw exitFailure(engine);
+            deps.logger.warn({ ...input.key, baseUrl: engine.endpoint.baseUrl }, 'engine lost the race for its port; launching it on a fresh one');
+            engine = await launchOnFreePort(engine);
+            launches++;
+          }
+          const call = AbortSignal.any([signal, AbortSignal.timeout(READY_CALL_MS)]);
+          const ready = engine.adapter.isReady(engine.endpoint, { signal: call }).catch(() => false);
+          if (await Promise.race([ready, engine.exited.then(() => false)])) break;
           await Promise.race([sleep(READY_POLL_MS, undefined, { signal }), engine.exited]);
         }
       });

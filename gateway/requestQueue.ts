@@ -297,6 +297,16 @@ export class RequestQueue implements RouterFigures {
     }
   }
 
+  /**
+   * The catalogue records this instance as no longer serving (parking, parked, stopping …): if it is
+   * what the deployment dispatches to, its requests wait instead, as after `beginRelease`. A switch
+   * that began releasing it in the process before this one (a restart in between) closed it there.
+   */
+  withdraw(instance: InstanceRef): void {
+    const serving = this.models.get(instance.deploymentId)?.instance;
+    if (serving && serving.instanceIndex === instance.instanceIndex && serving.generation === instance.generation) this.beginRelease([instance.deploymentId]);
+  }
+
   /** The victims serve again (a drain that did not finish). */
   reopen(deploymentIds: readonly string[]): void {
     for (const id of deploymentIds) {

@@ -1,12 +1,16 @@
 /**
  * The engine processes of one host: started, watched and stopped here, nowhere else. An exit
- * nobody asked for is reported through `onUnexpectedExit`.
+ * nobody asked for is reported through `onUnexpectedExit`, unless the engine was still starting:
+ * the start's own activity owns that exit (it fails the start, or launches the same generation
+ * again when the engine lost the race for its port), and a report would mark the generation gone.
  */
 import type { ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { EngineAdapter, EngineEndpoint, LaunchPlan } from '../activities/engines/engine.js';
+import type { LaunchMemory } from '../activities/engines/memoryBound.js';
 import { spawnEndingWithThisProcess } from '../deploy/endingWithThisProcess.js';
 import type { ParkTier } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
@@ -41,6 +45,8 @@ export interface SupervisedEngine {
   gpuIndex: number;
   /** The tier it parks at, chosen at launch; null when it stops instead. */
   parkTier: ParkTier | null;
+  /** The GPU memory it was bounded to. */
+  memory: LaunchMemory;
   stage: EngineStage;
   process: ChildProcess;
   /** Resolves when the process has exited, for whatever reason. */
@@ -58,9 +64,12 @@ export interface LaunchRequest {
   endpoint: EngineEndpoint;
   gpuIndex: number;
   parkTier: ParkTier | null;
+  /** The GPU memory it was bounded to: a launch again (its port was taken) gets the same bound. */
+  memory: LaunchMemory;
 }
 
 const TAIL_BYTES = 8_192;
+const OUTPUT_DRAIN_MS = 1_000;
 const slot = (k: InstanceSlot) => `${k.deploymentId}/${k.instanceIndex}`;
 export const sameStart = (a: InstanceKey, b: InstanceKey) =>
   a.deploymentId === b.deploymentId && a.instanceIndex === b.instanceIndex && a.generation === b.generation;
@@ -130,10 +139,19 @@ export class EngineSupervisor {
           tail += `\n${e.message}`;
           finish(null, null);
         });
-        child.once('exit', finish);
+        // Its last words (why it exited) may still be in its pipes when 'exit' fires: read them
+        // first, within a bound, since a worker it left behind may hold the pipes open.
+        child.once('exit', (code, signal) => {
+          const drained = Promise.all([child.stdout!, child.stderr!].map((s) => (s.readableEnded ? undefined : new Promise((r) => s.once('end', r)))));
+          void Promise.race([drained, sleep(OUTPUT_DRAIN_MS)]).then(() => finish(code, signal));
+        });
       }),
     };
     void engine.exited.then((exit) => {
+      if (engine.stage === 'starting') {
+        this.deps.logger.warn({ ...request.key, code: exit.code, signal: exit.signal }, 'engine exited during its start');
+        return;
+      }
       if (this.get(request.key) === engine && !this.stopping.has(child)) {
         this.engines.delete(slot(request.key));
         this.deps.logger.warn({ ...request.key, code: exit.code, signal: exit.signal }, 'engine exited unexpectedly');

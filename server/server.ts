@@ -262,7 +262,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       await store.saveInstance(input);
       const { deploymentId, index, hostId, generation, observedState, parkTier } = input;
       table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier });
-      serveRecorded(input);
+      if (observedState === 'ready') serveRecorded(input);
+      else queue.withdraw({ deploymentId, instanceIndex: index, generation });
     },
     async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
       await store.setOperatorStopped(input);

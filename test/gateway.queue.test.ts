@@ -202,6 +202,20 @@ describe('a victim', () => {
     expect((await ticketOf(b.send(A).admission)).instance).toEqual(instanceOf(A));
   });
 
+  it('recorded as no longer serving, it is dispatched to no more: its requests wait and become the next demand (a record of another generation changes nothing)', async () => {
+    const b = bench();
+    // What a restarted server does with an instance the catalogue read ready while a switch parked it.
+    b.queue.release(instanceOf(A, 2));
+    b.queue.withdraw(instanceOf(A, 1));
+    expect(b.queue.dispatchOf(A)).toBe('open');
+    b.queue.withdraw(instanceOf(A, 2));
+    expect(b.queue.dispatchOf(A)).toBe('waiting');
+    const next = b.send(A).admission;
+    await turn();
+    expect(await settled(next)).toBe(false);
+    expect(b.demands.at(-1)).toMatchObject({ deploymentId: A, waiting: 1 });
+  });
+
   it('a request cut before any output makes the next release a stop; one cut after output does not', async () => {
     const b = bench();
     b.queue.release(instanceOf(A));

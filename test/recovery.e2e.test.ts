@@ -3,6 +3,8 @@
  * of a switch, its host agent a separate process that lives on; and a host agent that registers anew
  * while a switch brings its target up. Once recovered, every model is served for its next request.
  */
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,6 +27,28 @@ async function answeredWithin(cluster: Cluster, model: string, ms: number): Prom
   }
 }
 
+/** The port an engine serving `name` was launched on, read from its command line as `ps` shows it. */
+function launchedPort(name: string): number | undefined {
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue; // it exited meanwhile
+    }
+    const served = argv.indexOf('--served-model-name');
+    const port = argv.indexOf('--port');
+    if (served !== -1 && argv[served + 1] === name && port !== -1) return Number(argv[port + 1]);
+  }
+  return undefined;
+}
+
+const occupy = (port: number) =>
+  new Promise<Server>((resolve, reject) => {
+    const server = createServer().once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve(server));
+  });
+
 describe('a server killed (SIGKILL) while a switch parks its victim and brings its target up', () => {
   let cluster: Cluster;
   /** The phase each case kills the server in lasts 3 s: long enough to be seen and hit. */
@@ -37,6 +61,8 @@ describe('a server killed (SIGKILL) while a switch parks its victim and brings i
     // starts only in its own case.
     await cluster.deploy(simDeployment('sleeper', 'vllm', ['--sim-wake-ms', SLOW_MS]));
     await cluster.deploy(simDeployment('newcomer', 'vllm', ['--sim-load-ms', SLOW_MS]));
+    // vLLM binds its port once its weights are loaded: the load is the window another process takes it in.
+    await cluster.deploy(simDeployment('racer', 'vllm', ['--sim-load-ms', '2000']));
   }, 120_000);
 
   afterAll(async () => {
@@ -80,6 +106,20 @@ describe('a server killed (SIGKILL) while a switch parks its victim and brings i
   it('answers the parked victim after a restart, killed while the target starts', { timeout: 150_000 }, async () => {
     expect(await stateOf('newcomer')).toBe('stopped');
     await killDuring('newcomer', 'newcomer', 'starting');
+  });
+
+  it('starts a model whose engine lost the race for its port on a fresh port: its request is answered 200', { timeout: 60_000 }, async () => {
+    const reply = cluster.chat('racer');
+    // Another process binds the port the host chose for the engine while the engine loads.
+    const port = await until("racer's engine launched", () => launchedPort('racer'), 30_000);
+    const squatter = await occupy(port);
+    try {
+      expect((await reply).status).toBe(200);
+      expect(await stateOf('racer')).toBe('ready');
+      expect(launchedPort('racer')).not.toBe(port);
+    } finally {
+      squatter.close();
+    }
   });
 });
 
