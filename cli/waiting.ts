@@ -3,10 +3,10 @@
  * terminal one live line that counts the seconds and follows what it waits for; elsewhere a plain
  * line when it begins, one each time what it waits for changes, and one when it ends.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiRefusal } from './managementClient.js';
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** How often a command asks again while other models hold the memory it needs. */
 const MEMORY_POLL_MS = 1_000;

@@ -35,37 +35,29 @@ export interface EngineExit {
   stderrTail: string;
 }
 
-export interface SupervisedEngine {
+export interface LaunchRequest {
   key: InstanceKey;
   spec: DeploymentSpec;
   adapter: EngineAdapter;
   /** The host's command for this engine, which the launch arguments followed. */
   command: readonly string[];
+  plan: LaunchPlan;
   endpoint: EngineEndpoint;
   gpuIndex: number;
   /** The tier it parks at, chosen at launch; null when it stops instead. */
   parkTier: ParkTier | null;
-  /** The GPU memory it was bounded to. */
+  /** The GPU memory it was bounded to: a launch again (its port was taken) gets the same bound. */
   memory: LaunchMemory;
+}
+
+/** A launched engine: what it was launched with, and how it stands now. */
+export interface SupervisedEngine extends LaunchRequest {
   stage: EngineStage;
   process: ChildProcess;
   /** Resolves when the process has exited, for whatever reason. */
   exited: Promise<EngineExit>;
   /** Set once it has exited. */
   exit: EngineExit | undefined;
-}
-
-export interface LaunchRequest {
-  key: InstanceKey;
-  spec: DeploymentSpec;
-  adapter: EngineAdapter;
-  command: readonly string[];
-  plan: LaunchPlan;
-  endpoint: EngineEndpoint;
-  gpuIndex: number;
-  parkTier: ParkTier | null;
-  /** The GPU memory it was bounded to: a launch again (its port was taken) gets the same bound. */
-  memory: LaunchMemory;
 }
 
 const TAIL_BYTES = 8_192;
