@@ -13,7 +13,7 @@ import type { InstanceRef } from '../../workflows/definitions.js';
 import { replyWith } from '../plugins/apiErrors.js';
 import { rawBodyOf } from '../plugins/rawJsonBody.js';
 import type { RequestMetrics } from '../../server/metrics.js';
-import type { Admission, Arrival, RequestQueue, Ticket } from '../requestQueue.js';
+import type { Admission, Arrival, RequestQueue } from '../requestQueue.js';
 import type { RoutedDeployment, RoutingTable } from '../routingTable.js';
 import { relay } from './relay.js';
 
@@ -80,19 +80,6 @@ function engineBody(body: Record<string, unknown>, raw: Buffer, add: { assemble:
   return Buffer.from(JSON.stringify({ ...body, ...streamed, ...named }));
 }
 
-/** The ticket, telling `firstOutput` when the reply's first output comes. */
-function timedTicket(ticket: Ticket, firstOutput: () => void): Ticket {
-  return {
-    instance: ticket.instance,
-    onDeadline: (then) => ticket.onDeadline(then),
-    firstOutput() {
-      firstOutput();
-      ticket.firstOutput();
-    },
-    finish: (how) => ticket.finish(how),
-  };
-}
-
 export function completionRoutes(deps: CompletionDeps) {
   return async (app: FastifyInstance) => {
     const route = app.withTypeProvider<ZodTypeProvider>();
@@ -133,7 +120,7 @@ export function completionRoutes(deps: CompletionDeps) {
         }
         reply.hijack();
         const end = await relay({
-          ticket: timedTicket(admission.ticket, () => metrics.firstOutput(deployment.name, (performance.now() - arrivedMs) / SECOND)),
+          ticket: admission.ticket,
           url: `${engine.url}${request.url}`,
           // The client's credentials are for this listener, not the engine (nor the ingress: a client
           // cannot send its secret); the length is the body's own; and the answer must come
@@ -147,7 +134,9 @@ export function completionRoutes(deps: CompletionDeps) {
           streamIdleMs: engine.streamIdleMs,
           log: request.log,
         });
-        metrics.answered(deployment.name, reply.raw.headersSent ? reply.raw.statusCode : 0, end);
+        // Observed once the exchange ended, off the stream's path: its first output's time came with it.
+        if (end.outputAtMs !== undefined) metrics.firstOutput(deployment.name, (end.outputAtMs - arrivedMs) / SECOND);
+        metrics.answered(deployment.name, reply.raw.headersSent ? reply.raw.statusCode : 0, end.how);
       });
     }
   };

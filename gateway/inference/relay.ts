@@ -51,11 +51,13 @@ export interface RelayInput {
 /** Why an exchange ended short. */
 type Stop = { kind: 'client' } | { kind: 'deadline'; error: ApiError } | { kind: 'bound'; why: string };
 
-/**
- * How an exchange ended, for the metrics: the catalogue's code of the error the gateway answered,
- * `cut` when it was cut short without one, empty when the engine's answer went out whole.
- */
-export type RelayEnd = ErrorCode | 'cut' | '';
+/** How an exchange ended, for the metrics. */
+export interface RelayEnd {
+  /** The catalogue's code of the error the gateway answered, `cut` when it was cut short without one, empty when the engine's answer went out whole. */
+  how: ErrorCode | 'cut' | '';
+  /** When (`performance.now()`) its first output came; undefined when none did. */
+  outputAtMs: number | undefined;
+}
 
 /** Relays the request and its answer; settles once the exchange has ended, whichever way. */
 export function relay(x: RelayInput): Promise<RelayEnd> {
@@ -74,8 +76,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private scanner: EventScanner | undefined;
   /** Set for a stream the client is answered whole. */
   private assembler: AnswerAssembler | undefined;
-  /** The first output came. */
-  private output = false;
+  /** When the first output came. */
+  private outputAtMs: number | undefined;
   /** The status and headers have gone to the client: the first output came to a stream, or its end to a whole answer. */
   private opened = false;
   /** A stream's events before its first output. */
@@ -163,7 +165,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       // Not the JSON of a stream's chunks: the engine failed.
       return controller.abort(e as Error);
     }
-    if (assembler.output && !this.output) this.outputCame();
+    if (assembler.output && this.outputAtMs === undefined) this.outputCame();
     if (scan.oversized) this.stop({ kind: 'bound', why: `a single piece of the answer is larger than ${MAX_STREAM_PIECE_BYTES} bytes` });
   }
 
@@ -222,14 +224,14 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   /** The first output came: the deadline is met, and the engine's silence is bounded from now. */
   private outputCame(): void {
-    this.output = true;
+    this.outputAtMs = performance.now();
     this.x.ticket.firstOutput();
     this.armIdle();
   }
 
   /** The status and headers go to the client: with the first output, or with the whole answer. */
   private open(): void {
-    if (!this.output) this.outputCame();
+    if (this.outputAtMs === undefined) this.outputCame();
     this.opened = true;
     this.x.res.writeHead(this.status, forwardableHeaders(this.headers));
   }
@@ -254,7 +256,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     clearTimeout(this.slow);
     this.slow = undefined;
     if (this.stopped || this.ended) return;
-    if (this.output) this.armIdle();
+    if (this.outputAtMs !== undefined) this.armIdle();
     this.controller?.resume();
   }
 
@@ -271,7 +273,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.x.res.off('drain', this.drained);
     this.x.hangUp.removeEventListener('abort', this.hungUp);
     this.x.ticket.finish({ cut });
-    this.settled(this.answeredError ?? (cut ? 'cut' : ''));
+    this.settled({ how: this.answeredError ?? (cut ? 'cut' : ''), outputAtMs: this.outputAtMs });
   }
 }
 
