@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { dialectNames, parseSimArgs } from '../simulator/args.js';
 import { engineContracts } from './engines/contracts.js';
-import { declaredShare } from './engines/memoryBound.js';
+import { setShare } from './engines/memoryBound.js';
 
 export interface Checkpoint {
   weightBytes: number;
@@ -70,19 +70,20 @@ const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
 
 /**
  * What the ledger reserves for a deployment: its measured checkpoint, whose KV budget is what the
- * deployment's own memory bound leaves after the weights when its extra_args set one (counted on the
- * host's largest GPU, the most the figure can take). A figure that leaves nothing for the KV cache
+ * engine's memory bound leaves after the weights when its extra_args or the host's command set one
+ * (counted on the host's largest GPU, the most the figure can take). A figure that leaves nothing for the KV cache
  * cannot start anywhere and is refused.
  */
 export function reservedCheckpoint(spec: DeploymentSpec, command: readonly string[], largestGpuBytes: number): Checkpoint {
   const measured = measureCheckpoint(spec.model, [...command, ...spec.extra_args]);
-  const share = declaredShare(spec);
-  if (share === undefined) return measured;
+  const set = setShare(spec, command);
+  if (set === undefined) return measured;
+  const { share, setBy } = set;
   const option = engineContracts[spec.engine].memoryBound!.option;
   const taken = Math.floor(share * largestGpuBytes);
   if (!(share > 0 && share <= 1) || taken <= measured.weightBytes) {
     throw new Error(
-      `its extra_args set ${option} ${share}, which gives the engine ${gib(Math.max(0, taken))} of this host's largest GPU ` +
+      `${setBy} ${option} ${share}, which gives the engine ${gib(Math.max(0, taken))} of this host's largest GPU ` +
         `(${gib(largestGpuBytes)}): no room for a KV cache beside its ${gib(measured.weightBytes)} of weights`,
     );
   }

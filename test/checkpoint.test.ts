@@ -69,5 +69,10 @@ describe('measuring a checkpoint', () => {
       "its extra_args set --gpu-memory-utilization 0.2, which gives the engine 4.80 GiB of this host's largest GPU (24.00 GiB): " +
         'no room for a KV cache beside its 6.00 GiB of weights',
     );
+    // The host's command may set it too: the engine then runs at that share, and the ledger counts it.
+    expect(reservedCheckpoint(spec([]), [...sim, '--gpu-memory-utilization', '0.5'], 24 * GiB)).toMatchObject({ weightBytes: 6 * GiB, kvBytes: 6 * GiB });
+    expect(() => reservedCheckpoint(spec([]), [...sim, '--gpu-memory-utilization', '0.2'], 24 * GiB)).toThrow("the host's command sets --gpu-memory-utilization 0.2");
+    // The deployment's own figure comes after the host's on the engine's line, and wins.
+    expect(reservedCheckpoint(spec(['--gpu-memory-utilization', '0.5']), [...sim, '--gpu-memory-utilization', '0.2'], 24 * GiB)).toMatchObject({ kvBytes: 6 * GiB });
   });
 });

@@ -31,14 +31,21 @@ const shareOf = (bytes: number, gpuBytes: number): string => String(Math.min(1, 
  */
 export function memoryBoundArgs(spec: DeploymentSpec, command: readonly string[], memory: LaunchMemory): string[] {
   const bound = engineContracts[spec.engine].memoryBound;
-  if (bound === null || findOption(spec.extra_args, bound.option) !== undefined || findOption(command, bound.option) !== undefined) return [];
+  if (bound === null || setShare(spec, command) !== undefined) return [];
   const filled = bound.rule === 'static_share_of_total' ? memory.othersBytes + memory.reservedBytes : memory.reservedBytes;
   return [bound.option, shareOf(filled, memory.gpuBytes)];
 }
 
-/** The share the deployment's own extra_args give its engine, when they give one. */
-export function declaredShare(spec: DeploymentSpec): number | undefined {
+/**
+ * The share the engine is told already, when it is: by the deployment's extra_args, which come
+ * after the host's command on the engine's line and so win, else by the host's command. The launch
+ * then adds no bound, and the ledger counts this figure.
+ */
+export function setShare(spec: DeploymentSpec, command: readonly string[]): { share: number; setBy: 'its extra_args set' | "the host's command sets" } | undefined {
   const bound = engineContracts[spec.engine].memoryBound;
-  const value = bound === null ? undefined : findOption(spec.extra_args, bound.option);
-  return value === undefined ? undefined : Number(value);
+  if (bound === null) return undefined;
+  const declared = findOption(spec.extra_args, bound.option);
+  if (declared !== undefined) return { share: Number(declared), setBy: 'its extra_args set' };
+  const hosts = findOption(command, bound.option);
+  return hosts === undefined ? undefined : { share: Number(hosts), setBy: "the host's command sets" };
 }
