@@ -7,6 +7,7 @@
 import { type ApiError, apiErrors, releaseLines, releasingLines } from '../../domain/catalogue.js';
 import type { EngineName, MemoryKind, ParkTier } from '../../domain/vocabulary.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
+import { engineContracts } from './contracts.js';
 import type { MaxRunning, MaxRunningContext } from './engine.js';
 import { findCount, findOption } from './launchOptions.js';
 import { engineTraits } from './traits.js';
@@ -218,7 +219,8 @@ const figure = (source: MaxRunning['source'], count: number | undefined): MaxRun
  * for `engine_default` and `on_host`.
  */
 export function expectedMaxRunning({ spec, command }: MaxRunningContext): MaxRunning {
-  const { maxRunningOption: option, defaultMaxRunning } = engineTraits[spec.engine];
+  const { option } = engineContracts[spec.engine].maxRunning;
+  const { defaultMaxRunning } = engineTraits[spec.engine];
   if (findOption(spec.extra_args, option) !== undefined) return figure('extra_args', findCount(spec.extra_args, option));
   if (command !== undefined && findOption(command, option) !== undefined) return figure('host_fixed', findCount(command, option));
   if (spec.max_concurrent_requests !== undefined) return figure('declared', spec.max_concurrent_requests);

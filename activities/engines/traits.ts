@@ -1,6 +1,8 @@
 /**
  * What each engine can do, as plain facts. The capability rules, the adapters and
- * `capyctl engine list` all read them here, so the three never disagree.
+ * `capyctl engine list` all read them here, so the three never disagree. What the contract table
+ * already says (the tiers it has park steps for, its max-running option) is read from it, not
+ * written again.
  */
 import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
 import { engineContracts } from './contracts.js';
@@ -14,8 +16,6 @@ export interface EngineTraits {
    * when CapyCTL passes nothing and the engine chooses at start.
    */
   defaultMaxRunning: number | undefined;
-  /** The launch option that bounds the requests it runs at once. */
-  maxRunningOption: string;
   /**
    * True when the tier is fixed when the engine starts rather than chosen at each park: SGLang copies
    * released weights to host RAM only when launched with `--enable-weights-cpu-backup`.
@@ -23,17 +23,15 @@ export interface EngineTraits {
   tierFixedAtLaunch: boolean;
 }
 
+/** The tiers an engine parks at: those its contract has park steps for. */
+const parkTiersOf = (engine: EngineName): ParkTier[] => Object.keys(engineContracts[engine].park) as ParkTier[];
+
 export const engineTraits: Readonly<Record<EngineName, EngineTraits>> = {
   // vLLM's own default (256, or 1024 on large cards) is far above the 32 a model runs at once here.
-  vllm: { parkTiers: ['host_ram', 'deep'], defaultMaxRunning: 32, maxRunningOption: engineContracts.vllm.maxRunning.option, tierFixedAtLaunch: false },
+  vllm: { parkTiers: parkTiersOf('vllm'), defaultMaxRunning: 32, tierFixedAtLaunch: false },
   // SGLang sizes its batch from the memory left after the weights; it reports the figure it chose.
-  sglang: {
-    parkTiers: ['host_ram', 'deep', 'kv_only'],
-    defaultMaxRunning: undefined,
-    maxRunningOption: engineContracts.sglang.maxRunning.option,
-    tierFixedAtLaunch: true,
-  },
-  tensorfold: { parkTiers: [], defaultMaxRunning: 8, maxRunningOption: engineContracts.tensorfold.maxRunning.option, tierFixedAtLaunch: false },
+  sglang: { parkTiers: parkTiersOf('sglang'), defaultMaxRunning: undefined, tierFixedAtLaunch: true },
+  tensorfold: { parkTiers: parkTiersOf('tensorfold'), defaultMaxRunning: 8, tierFixedAtLaunch: false },
 };
 
 /** The adapter's fields that are facts, not behaviour. */

@@ -10,14 +10,14 @@ const enabled = (on: boolean) => (on ? 'enabled' : 'disabled');
 
 /** One engine as `--json` prints it; the table shows the same fields. */
 function engineRow(name: (typeof engineNames.options)[number]) {
-  const { parkTiers, defaultMaxRunning, maxRunningOption } = engineTraits[name];
+  const { parkTiers, defaultMaxRunning } = engineTraits[name];
   return {
     name,
     deep_park: enabled(parkTiers.includes('deep')),
     host_ram_park: enabled(parkTiers.includes('host_ram')),
     /** null: the engine chooses at start and CapyCTL passes nothing. */
     default_max_running: defaultMaxRunning ?? null,
-    max_running_option: maxRunningOption,
+    max_running_option: engineContracts[name].maxRunning.option,
     /** The option CapyCTL bounds the engine's GPU memory with; null when the engine has none. */
     memory_bound_option: engineContracts[name].memoryBound?.option ?? null,
   };
