@@ -56,7 +56,7 @@ export function refusal(endpoint: EngineEndpoint, request: string, reply: Engine
   return new EngineError(kind, `${who} at ${endpoint.baseUrl} answered ${request} with ${reply.status}: ${what}`);
 }
 
-const succeeded = (reply: EngineReply): boolean => reply.status >= 200 && reply.status < 300;
+export const succeeded = (reply: EngineReply): boolean => reply.status >= 200 && reply.status < 300;
 
 /** A call that must succeed (2xx); returns the body. */
 export async function post(endpoint: EngineEndpoint, path: string, call: Omit<Call, 'method'> = {}): Promise<string> {
@@ -65,18 +65,18 @@ export async function post(endpoint: EngineEndpoint, path: string, call: Omit<Ca
   return reply.body;
 }
 
-/** A successful answer parsed with `schema`; any other answer is an `EngineError`. */
-function expectJson<S extends z.ZodType>(endpoint: EngineEndpoint, request: string, reply: EngineReply, schema: S): z.output<S> {
-  if (!succeeded(reply)) throw refusal(endpoint, request, reply);
+/** A successful answer parsed with `schema`; any other answer is an `EngineError` naming `who` answered. */
+export function expectJson<S extends z.ZodType>(endpoint: EngineEndpoint, request: string, reply: EngineReply, schema: S, who = 'the engine'): z.output<S> {
+  if (!succeeded(reply)) throw refusal(endpoint, request, reply, who);
   let value: unknown;
   try {
     value = JSON.parse(reply.body);
   } catch {
-    throw new EngineError('refused', `the engine at ${endpoint.baseUrl} answered ${request} with something that is not JSON: ${reply.body.slice(0, 200)}`);
+    value = undefined;
   }
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
-    throw new EngineError('refused', `the engine at ${endpoint.baseUrl} answered ${request} with an unexpected shape: ${parsed.error.message}`);
+    throw new EngineError('refused', `${who} at ${endpoint.baseUrl} answered ${request} with ${reply.status} but an unexpected body: ${reply.body.slice(0, 200)}`);
   }
   return parsed.data;
 }

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
 import { engineContracts, type RouteContract, routesTierNeeds, type Step, type StepFacts } from './contracts.js';
 import { type CallOptions, type EngineEndpoint, EngineError } from './engine.js';
-import { exchange, type EngineReply, refusal } from './http.js';
+import { type EngineReply, exchange, expectJson, refusal, succeeded } from './http.js';
 
 const label = (engine: EngineName): string => engineContracts[engine].label;
 
@@ -29,26 +29,18 @@ function jsonOf(body: string): unknown {
   }
 }
 
-function parsed<S extends z.ZodType>(engine: EngineName, endpoint: EngineEndpoint, line: string, reply: EngineReply, schema: S): z.output<S> {
-  const result = schema.safeParse(jsonOf(reply.body));
-  if (!result.success) {
-    throw new EngineError('refused', `${label(engine)} at ${endpoint.baseUrl} answered ${line} with ${reply.status} but an unexpected body: ${reply.body.slice(0, 200)}`);
-  }
-  return result.data;
-}
-
 /** What a step's successful answer says, checked by its role. */
 function checkAnswer(engine: EngineName, endpoint: EngineEndpoint, step: Step, line: string, reply: EngineReply, facts: StepFacts): void {
   const who = `${label(engine)} at ${endpoint.baseUrl}`;
   switch (step.role) {
     case 'expect_asleep':
-      if (!parsed(engine, endpoint, line, reply, sleepState).is_sleeping) throw new EngineError('refused', `${who} answered the sleep with 200 but ${line} says it is not sleeping`);
+      if (!expectJson(endpoint, line, reply, sleepState, label(engine)).is_sleeping) throw new EngineError('refused', `${who} answered the sleep with 200 but ${line} says it is not sleeping`);
       return;
     case 'expect_awake':
-      if (parsed(engine, endpoint, line, reply, sleepState).is_sleeping) throw new EngineError('not_ready', `${who} answered the wake with 200 but ${line} says it is still sleeping`);
+      if (expectJson(endpoint, line, reply, sleepState, label(engine)).is_sleeping) throw new EngineError('not_ready', `${who} answered the wake with 200 but ${line} says it is still sleeping`);
       return;
     case 'read_model_path':
-      facts.modelPath = parsed(engine, endpoint, line, reply, modelInfo).model_path;
+      facts.modelPath = expectJson(endpoint, line, reply, modelInfo, label(engine)).model_path;
       return;
     case 'reload': {
       // A failed load usually answers an error status, but a 200 with `success: false` (SGLang) says the same.
@@ -79,7 +71,7 @@ async function runSteps(engine: EngineName, endpoint: EngineEndpoint, steps: rea
       options.warn?.(`${label(engine)} at ${endpoint.baseUrl} has no ${line} (404); skipped, since it only refines the step`);
       continue;
     }
-    if (reply.status < 200 || reply.status >= 300) throw failedStep(engine, endpoint, step, line, reply);
+    if (!succeeded(reply)) throw failedStep(engine, endpoint, step, line, reply);
     checkAnswer(engine, endpoint, step, line, reply, facts);
   }
 }
