@@ -6,6 +6,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+import { gibibytes } from '../settings/units.js';
 import { dialectNames, parseSimArgs } from '../simulator/args.js';
 import { engineContracts } from './engines/contracts.js';
 import { setShare } from './engines/memoryBound.js';
@@ -66,8 +67,6 @@ export function measureCheckpoint(model: string, args: readonly string[]): Check
   return { weightBytes, kvBytes: Math.floor(weightBytes * KV_SHARE_OF_WEIGHTS), source: 'files' };
 }
 
-const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
-
 /**
  * What the ledger reserves for a deployment: its measured checkpoint, whose KV budget is what the
  * engine's memory bound leaves after the weights when its extra_args or the host's command set one
@@ -83,8 +82,8 @@ export function reservedCheckpoint(spec: DeploymentSpec, command: readonly strin
   const taken = Math.floor(share * largestGpuBytes);
   if (!(share > 0 && share <= 1) || taken <= measured.weightBytes) {
     throw new Error(
-      `${setBy} ${option} ${share}, which gives the engine ${gib(Math.max(0, taken))} of this host's largest GPU ` +
-        `(${gib(largestGpuBytes)}): no room for a KV cache beside its ${gib(measured.weightBytes)} of weights`,
+      `${setBy} ${option} ${share}, which gives the engine ${gibibytes(Math.max(0, taken))} GiB of this host's largest GPU ` +
+        `(${gibibytes(largestGpuBytes)} GiB): no room for a KV cache beside its ${gibibytes(measured.weightBytes)} GiB of weights`,
     );
   }
   return { ...measured, kvBytes: taken - measured.weightBytes };

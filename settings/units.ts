@@ -51,3 +51,6 @@ export function formatBytes(bytes: number): string {
   }
   return `${bytes}B`;
 }
+
+/** Bytes as GiB with two decimals (`4.80`), as the engines' own messages give sizes. */
+export const gibibytes = (bytes: number): string => (bytes / 2 ** 30).toFixed(2);

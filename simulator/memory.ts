@@ -4,6 +4,7 @@
  * on one simulated device cannot both hold more than it has.
  */
 import type { MemoryBoundContract } from '../activities/engines/contracts.js';
+import { gibibytes } from '../settings/units.js';
 import { SimArgsError } from './args.js';
 import { type Allocation, GpuHolding, type Room, type Sizing } from './gpuLedger.js';
 
@@ -29,7 +30,6 @@ export type StartSizing = { rule: MemoryBoundContract['rule']; share: number } |
 /** The start's outcome: the line an engine that cannot start dies with. */
 export type StartOutcome = { ok: true } | { ok: false; line: string };
 
-const gib = (n: number) => (n / 2 ** 30).toFixed(2);
 
 /** Reads the device from the environment, as a real engine reads CUDA_VISIBLE_DEVICES. */
 export function gpuPlacementFromEnv(env: NodeJS.ProcessEnv): GpuPlacement | undefined {
@@ -111,8 +111,8 @@ export class EngineMemory {
       if (freeBytes < take) {
         return {
           refusal:
-            `ValueError: Free memory on device (${gib(freeBytes)}/${gib(capacityBytes)} GiB) on startup is less than desired GPU memory ` +
-            `utilization (${share}, ${gib(take)} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.`,
+            `ValueError: Free memory on device (${gibibytes(freeBytes)}/${gibibytes(capacityBytes)} GiB) on startup is less than desired GPU memory ` +
+            `utilization (${share}, ${gibibytes(take)} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.`,
         };
       }
       if (take <= this.weightsBytes) {
@@ -180,8 +180,8 @@ export class EngineMemory {
   /** PyTorch's wording, so logs and error bodies read like the real thing. */
   outOfMemoryMessage(triedBytes: number, refusal: Extract<Allocation, { ok: false }>): string {
     return (
-      `CUDA out of memory. Tried to allocate ${gib(triedBytes)} GiB. GPU ${this.placement?.index ?? 0} has a total capacity of ` +
-      `${gib(refusal.capacityBytes)} GiB of which ${gib(refusal.freeBytes)} GiB is free.`
+      `CUDA out of memory. Tried to allocate ${gibibytes(triedBytes)} GiB. GPU ${this.placement?.index ?? 0} has a total capacity of ` +
+      `${gibibytes(refusal.capacityBytes)} GiB of which ${gibibytes(refusal.freeBytes)} GiB is free.`
     );
   }
 }
