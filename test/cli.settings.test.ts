@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commandIndex } from '../cli/commandIndex.js';
@@ -101,6 +101,13 @@ describe('capyctl settings check', () => {
 
   it('finds each command by the words it answers to, and lists them all in its help', async () => {
     const commands = await Promise.all(commandIndex.map(async (entry) => ({ entry, command: await entry.load() })));
+    // Every command a file under cli/commands exports is in the index.
+    const exported = (
+      await Promise.all(readdirSync(new URL('../cli/commands/', import.meta.url)).map(async (file) => Object.values(await import(`../cli/commands/${file.replace(/\.ts$/, '.js')}`))))
+    )
+      .flat()
+      .filter((value): value is { words: string[] } => typeof value === 'object' && value !== null && 'words' in value && 'run' in value);
+    expect(commands.map(({ command }) => command.words.join(' ')).sort()).toEqual(exported.map((c) => c.words.join(' ')).sort());
     for (const { entry, command } of commands) expect(command.words).toEqual(entry.words);
     const help = await capyctl(['--help']);
     expect(help.code).toBe(0);

@@ -69,6 +69,11 @@ const expectedSearchAttributes = Object.fromEntries(
   Object.values(searchAttributes).map((key) => [key.name, { [SearchAttributeType.KEYWORD]: 'Keyword', [SearchAttributeType.KEYWORD_LIST]: 'KeywordList' }[key.type as string]]),
 );
 
+it('knows the CLI type name of every search attribute a switch carries', () => {
+  expect(Object.keys(expectedSearchAttributes)).toHaveLength(Object.keys(searchAttributes).length);
+  expect(Object.values(expectedSearchAttributes)).not.toContain(undefined);
+});
+
 describe('deploy/compose', () => {
   const dir = join(DEPLOY, 'compose');
   const given: Env = { CAPYCTL_ADMIN_TOKEN: 'admin-secret', CAPYCTL_HOST_TOKEN: 'capy_host_test' };
@@ -284,6 +289,10 @@ describe('deploy/helm', () => {
 
     // Every secret a container reads is in the Secret.
     const serverContainer = server.spec.template.spec.containers[0];
+    // The server's two secrets come from the Secret, not from plain values.
+    expect(serverContainer.env.filter((v: any) => v.valueFrom?.secretKeyRef).map((v: any) => [v.name, v.valueFrom.secretKeyRef.key])).toEqual(
+      expect.arrayContaining([['DATABASE_URL', 'database-url'], ['CAPYCTL_ADMIN_TOKEN', 'admin-token']]),
+    );
     for (const e of serverContainer.env.filter((v: any) => v.valueFrom?.secretKeyRef)) {
       expect(e.valueFrom.secretKeyRef.name).toBe(secret.metadata.name);
       expect(Object.keys(secret.stringData)).toContain(e.valueFrom.secretKeyRef.key);

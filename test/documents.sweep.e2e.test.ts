@@ -77,6 +77,9 @@ describe('every field of every document, derived from its schema', () => {
       return { ...d, name: `field-${i}`, text, spec: loadSettings('deployment', { text }) };
     });
     const described = (c: FieldDocument) => `${c.field}: ${JSON.stringify(c.value)}`;
+    // The figure the load must show as declared is the one the document wrote, read by the loader.
+    const declaring = cases.find((c) => c.field === 'max_concurrent_requests')!;
+    expect(declaring.spec.max_concurrent_requests).toBe(declaring.value);
 
     const connection = () => ['--server', cluster.managementUrl, '--admin-token', CLUSTER_ADMIN_TOKEN];
     for (const c of cases) {
@@ -168,6 +171,8 @@ describe('every field of every document, derived from its schema', () => {
         expect(json, what).toMatchObject({ code: 0, stderr: '' });
         // The field is there as read (a timer written `off` reads null).
         expect(valueAt(JSON.parse(json.stdout), d.field), what).toBeDefined();
+        // A flag or a count reads back as written: a value the loader dropped would read as its default.
+        if (typeof d.value === 'boolean' || typeof d.value === 'number') expect(valueAt(JSON.parse(json.stdout), d.field), what).toBe(d.value);
       }
     }
   });

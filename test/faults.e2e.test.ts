@@ -36,6 +36,8 @@ describe('the fault campaign, one kill per case', () => {
       outcomes.push(o);
       // The answers that were not a 200, for the failure's message.
       const seen = o.details.join('\n');
+      // The kill landed in the phase the case names (read from the switch's history up to the kill).
+      expect(o.hit, seen).toBe(c.phase);
       expect({ lost: o.counts.lost, unexpected: o.counts.unexpected }, seen).toEqual({ lost: 0, unexpected: 0 });
       expect(o.servedAfter, seen).toBe(true);
       expect(o.stuck).toEqual([]);
