@@ -16,6 +16,7 @@ const WHOLE_PROCESSES = [
   'test/documents.sweep.e2e.test.ts',
   'test/metrics.e2e.test.ts',
   'test/faults.e2e.test.ts',
+  'test/statusPage.e2e.test.ts',
 ];
 
 export default defineConfig({

@@ -12,7 +12,7 @@ import { findWakeReference, recordWakeReference } from '../store/wakeReferences.
 import type { DeploymentView, PhaseTiming } from '../workflows/definitions.js';
 
 /** A switch's receipt as its workflow writes it; the last write of a finished switch carries its phases. */
-export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt'> & { startedAtMs: number; finishedAtMs: number | null; phases?: PhaseTiming[] };
+export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt' | 'phases'> & { startedAtMs: number; finishedAtMs: number | null; phases?: PhaseTiming[] };
 
 export const storeFailureTypes = { notFound: 'not_found' } as const;
 
@@ -79,10 +79,10 @@ export function createStoreActivities(db: Db) {
       await recordWakeReference(db, input);
     },
 
-    /** `phases`, sent with the last receipt, are for the server's metrics: the store keeps none. */
+    /** `phases` come with the last receipt (the server's metrics count them too); a running switch has none yet. */
     async saveSwitchReceipt(input: SwitchReceiptInput) {
-      const { startedAtMs, finishedAtMs, phases: _phases, ...rest } = input;
-      await saveSwitchReceipt(db, { ...rest, startedAt: new Date(startedAtMs), finishedAt: finishedAtMs === null ? null : new Date(finishedAtMs) });
+      const { startedAtMs, finishedAtMs, phases = [], ...rest } = input;
+      await saveSwitchReceipt(db, { ...rest, phases, startedAt: new Date(startedAtMs), finishedAt: finishedAtMs === null ? null : new Date(finishedAtMs) });
     },
   };
 }

@@ -10,11 +10,12 @@ import { deploymentRoutes } from './management/deployments.js';
 import { hostAdminRoutes } from './management/hostAdmin.js';
 import { type HostEventSink, hostRoutes } from './management/hosts.js';
 import { loadRoutes } from './management/load.js';
-import { switchRoutes } from './management/switches.js';
+import { switchRoutes, type TemporalWebUi } from './management/switches.js';
 import { bearerAuth } from './plugins/bearerAuth.js';
 import { metricsRoute } from './plugins/metrics.js';
 import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
 import { storableTextPlugin } from './plugins/storableText.js';
+import { statusPageRoute } from './statusPage.js';
 import type { RouterFigures } from './routerFigures.js';
 import type { RoutingTable } from './routingTable.js';
 
@@ -26,6 +27,8 @@ export interface AdminDeps {
   table: RoutingTable;
   figures: RouterFigures;
   lifecycle: OperatorLifecycle;
+  /** Where the listed switches link to; left out by test benches without a Temporal Web UI. */
+  webUi?: TemporalWebUi;
 }
 
 export interface ManagementDeps {
@@ -49,7 +52,7 @@ function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
     await app.register(loadRoutes({ table: deps.table, board: deps.board, figures: deps.figures }));
     await app.register(deploymentRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
     await app.register(hostAdminRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
-    await app.register(switchRoutes({ table: deps.table, lifecycle: deps.lifecycle }));
+    await app.register(switchRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle, webUi: deps.webUi }));
   };
 }
 
@@ -61,6 +64,7 @@ export async function buildManagementApp(deps: ManagementDeps) {
   await app.register(storableTextPlugin);
   await app.register(hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents, metricsToken: deps.metricsToken }));
   if (deps.admin) {
+    await app.register(statusPageRoute());
     if (deps.admin.metrics) await app.register(metricsRoute({ registry: deps.admin.metrics, adminToken: deps.admin.adminToken, metricsToken: deps.metricsToken }));
     await app.register(adminRoutes({ ...deps.admin, board: deps.board, db: deps.db }));
   }

@@ -389,7 +389,14 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       },
     },
     metricsToken: settings.metrics.token,
-    admin: { adminToken, table, figures: queue, lifecycle, metrics: metrics.registry },
+    admin: {
+      adminToken,
+      table,
+      figures: queue,
+      lifecycle,
+      metrics: metrics.registry,
+      webUi: { url: settings.temporal.web_ui, namespace: settings.temporal.namespace },
+    },
   });
 
   const inference = await buildInferenceApp({

@@ -27,7 +27,12 @@ export const serverSection = (temporalAddress?: string) =>
         management: address.default('127.0.0.1:7443'),
       })
       .prefault({}),
-    temporal: temporalSettings(temporalAddress).prefault({}),
+    temporal: temporalSettings(temporalAddress)
+      .extend({
+        /** The Temporal Web UI the status page links each switch to: the Temporal CLI dev server's by default. */
+        web_ui: z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8233'),
+      })
+      .prefault({}),
     database_url: z.string().min(1).optional(),
     /** Without a token, `GET /metrics` takes the admin token alone, and the hosts' take none. */
     metrics: z.strictObject({ token: metricsToken.optional() }).prefault({}),

@@ -65,6 +65,8 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
       temporalAddress = devServer.address;
     }
     const temporal = { address: temporalAddress, namespace };
+    // The status page links each switch to the Web UI of the dev server this standalone runs.
+    const webUi = devServer?.uiUrl ?? settings.server.temporal.web_ui;
 
     const databaseUrl = settings.server.database_url ?? process.env.DATABASE_URL;
     const db: Db = databaseUrl ? postgresDb(databaseUrl) : await embeddedDb(join(dataDir, 'catalogue'));
@@ -76,7 +78,7 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
     // as those in flight to an instance (`ingress_in_flight`, and what keeps a busy engine from parking).
     let local: RunningHostAgent | undefined;
     const server = await startServer({
-      settings: { ...settings.server, temporal },
+      settings: { ...settings.server, temporal: { ...temporal, web_ui: webUi } },
       serverId,
       adminToken: admin.token,
       db,

@@ -1,5 +1,6 @@
 /** Switch receipts: what a switch released, what it woke, and how it ended. */
 import { type SwitchOutcome, switchOutcomes } from '../domain/vocabulary.js';
+import type { PhaseTiming } from '../workflows/definitions.js';
 import type { Db } from './db.js';
 
 export interface Victim {
@@ -17,6 +18,8 @@ export interface SwitchReceipt {
   outcome: SwitchOutcome;
   /** One line, as the Web UI shows it: "wake chat-b, park chat-a on gpu-box". */
   summary: string;
+  /** Its steps in order, once it ended; empty while it runs. */
+  phases: PhaseTiming[];
   startedAt: Date;
   finishedAt: Date | null;
 }
@@ -28,6 +31,7 @@ interface Row {
   victims: Victim[];
   outcome: string;
   summary: string;
+  phases: PhaseTiming[];
   started_at: Date;
   finished_at: Date | null;
 }
@@ -39,6 +43,7 @@ const fromRow = (r: Row): SwitchReceipt => ({
   victims: r.victims,
   outcome: switchOutcomes.parse(r.outcome),
   summary: r.summary,
+  phases: r.phases,
   startedAt: r.started_at,
   finishedAt: r.finished_at,
 });
@@ -46,10 +51,10 @@ const fromRow = (r: Row): SwitchReceipt => ({
 /** Writes a receipt; the switch's activities may retry, so the last write for a switch ID wins. */
 export async function saveSwitchReceipt(db: Db, r: SwitchReceipt): Promise<void> {
   await db.query(
-    `INSERT INTO switch_receipts (switch_id, host_id, target_deployment_id, victims, outcome, summary, started_at, finished_at)
-     VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8)
+    `INSERT INTO switch_receipts (switch_id, host_id, target_deployment_id, victims, outcome, summary, phases, started_at, finished_at)
+     VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7::jsonb, $8, $9)
      ON CONFLICT (switch_id) DO UPDATE SET victims = EXCLUDED.victims, outcome = EXCLUDED.outcome,
-       summary = EXCLUDED.summary, finished_at = EXCLUDED.finished_at`,
+       summary = EXCLUDED.summary, phases = EXCLUDED.phases, finished_at = EXCLUDED.finished_at`,
     [
       r.switchId,
       r.hostId,
@@ -57,6 +62,7 @@ export async function saveSwitchReceipt(db: Db, r: SwitchReceipt): Promise<void>
       JSON.stringify(r.victims),
       switchOutcomes.parse(r.outcome),
       r.summary,
+      JSON.stringify(r.phases),
       r.startedAt,
       r.finishedAt,
     ],

@@ -170,14 +170,20 @@ describe('the store on Postgres', () => {
       victims: [{ deploymentId: 'V', instanceIndex: 0, released: 'released: stopped (no room to park)' }],
       outcome: 'running' as const,
       summary: 'wake chat-b, park chat-a on gpu-box',
+      phases: [],
       startedAt: new Date('2026-11-29T12:00:00Z'),
       finishedAt: null,
     };
+    const phases = [
+      { phase: 'park' as const, tier: 'host_ram' as const, ms: 1_200 },
+      { phase: 'release' as const, tier: null, ms: 3 },
+    ];
     await saveSwitchReceipt(db, receipt);
-    await saveSwitchReceipt(db, { ...receipt, outcome: 'released', finishedAt: new Date('2026-11-29T12:00:05Z') });
+    await saveSwitchReceipt(db, { ...receipt, outcome: 'released', phases, finishedAt: new Date('2026-11-29T12:00:05Z') });
     expect(await findSwitchReceipt(db, receipt.switchId)).toEqual({
       ...receipt,
       outcome: 'released',
+      phases,
       finishedAt: new Date('2026-11-29T12:00:05Z'),
     });
     expect(await listSwitchReceipts(db, { targetDeploymentId: 'T' })).toHaveLength(1);

@@ -1,12 +1,17 @@
 /**
  * `GET /management/v1/switches/<switch_id>`: how a switch stands. A start answers as its switch
  * begins, naming it; `capyctl start deployment --wait` follows the switch here until it ends.
+ * `GET /management/v1/switches?limit=20`: the latest switches from their receipts, newest first, each
+ * with its phases and its link in the Temporal Web UI, as the status page lists them.
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError, errorCodes } from '../../domain/catalogue.js';
-import { instanceStates, switchOutcomes } from '../../domain/vocabulary.js';
+import { instanceStates, parkTiers, switchOutcomes, switchPhases } from '../../domain/vocabulary.js';
+import type { Db } from '../../store/db.js';
+import { listSwitchReceipts, type SwitchReceipt } from '../../store/switchReceipts.js';
+import { workflowIds } from '../../workflows/definitions.js';
 import type { OperatorLifecycle } from '../lifecycleClient.js';
 import type { RoutingTable } from '../routingTable.js';
 import { receiptBody } from './deployments.js';
@@ -26,10 +31,71 @@ export type SwitchBody = z.infer<typeof switchBody>;
 
 const switchParams = z.strictObject({ switchId: z.uuid() });
 
-export function switchRoutes(deps: { table: RoutingTable; lifecycle: OperatorLifecycle }) {
+/** The most a list shows; the status page asks for 20. */
+const MAX_LISTED_SWITCHES = 100;
+
+export const listedSwitchBody = z.object({
+  switch_id: z.string(),
+  host_id: z.string(),
+  /** What it woke or started; null for a release only. */
+  target: z.object({ deployment_id: z.string(), name: z.string() }).nullable(),
+  victims: receiptBody.shape.victims,
+  outcome: switchOutcomes,
+  /** One line: "wake chat-b, park chat-a on gpu-box". */
+  summary: z.string(),
+  /** Its steps in order, once it ended (empty while it runs); `park_tier` for a park, a wake or its check. */
+  phases: z.array(z.object({ phase: switchPhases, park_tier: parkTiers.nullable(), ms: z.number().int().min(0) })),
+  started_at: z.iso.datetime(),
+  finished_at: z.iso.datetime().nullable(),
+  /** Its workflow in the Temporal Web UI (`temporal.web_ui` in the server document). */
+  web_ui_url: z.url().optional(),
+});
+export type ListedSwitchBody = z.infer<typeof listedSwitchBody>;
+
+export const switchListReply = z.object({ switches: z.array(listedSwitchBody) });
+export type SwitchListReply = z.infer<typeof switchListReply>;
+
+const switchListQuery = z.object({ limit: z.coerce.number().int().min(1).max(MAX_LISTED_SWITCHES).default(20) });
+
+/** Where the Temporal Web UI is, and the namespace the switches run in. */
+export interface TemporalWebUi {
+  url: string;
+  namespace: string;
+}
+
+/** The Web UI's list of the namespace's workflows, filtered to the one switch: it needs no run ID. */
+export function switchWebUiUrl(ui: TemporalWebUi, switchId: string): string {
+  const query = `WorkflowId="${workflowIds.switch(switchId)}"`;
+  return `${ui.url.replace(/\/+$/, '')}/namespaces/${encodeURIComponent(ui.namespace)}/workflows?query=${encodeURIComponent(query)}`;
+}
+
+export interface SwitchRouteDeps {
+  db: Db;
+  table: RoutingTable;
+  lifecycle: OperatorLifecycle;
+  /** Left out by test benches without a Temporal Web UI: the listed switches then carry no link. */
+  webUi?: TemporalWebUi;
+}
+
+export function switchRoutes(deps: SwitchRouteDeps) {
   const nameOf = (id: string) => deps.table.get(id)?.name ?? id;
+  const renderListed = (r: SwitchReceipt): ListedSwitchBody => ({
+    switch_id: r.switchId,
+    host_id: r.hostId,
+    target: r.targetDeploymentId === null ? null : { deployment_id: r.targetDeploymentId, name: nameOf(r.targetDeploymentId) },
+    victims: r.victims.map((v) => ({ deployment_id: v.deploymentId, name: nameOf(v.deploymentId), instance_index: v.instanceIndex, released: v.released })),
+    outcome: r.outcome,
+    summary: r.summary,
+    phases: r.phases.map((p) => ({ phase: p.phase, park_tier: p.tier, ms: p.ms })),
+    started_at: r.startedAt.toISOString(),
+    finished_at: r.finishedAt?.toISOString() ?? null,
+    ...(deps.webUi ? { web_ui_url: switchWebUiUrl(deps.webUi, r.switchId) } : {}),
+  });
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
+    routes.get('/management/v1/switches', { schema: { querystring: switchListQuery, response: { 200: switchListReply } } }, async (request): Promise<SwitchListReply> => ({
+      switches: (await listSwitchReceipts(deps.db, { limit: request.query.limit })).map(renderListed),
+    }));
     routes.get('/management/v1/switches/:switchId', { schema: { params: switchParams, response: { 200: switchBody } } }, async (request): Promise<SwitchBody> => {
       const { switchId } = request.params;
       const result = await deps.lifecycle.switchResult(switchId);
