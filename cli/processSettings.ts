@@ -1,5 +1,9 @@
-/** What a command that starts a process shares: its settings (`--file F`, `--set path=value …`), its start and its stop. */
+/**
+ * What a command that starts a process shares: its settings (`--file F`, `--set path=value …`), its
+ * log format (`--log-format json|pretty`), its start and its stop.
+ */
 import { parseArgs } from 'node:util';
+import { type LogFormat, logFormats } from '../logging/logger.js';
 import { type BaseDocument, type DocumentKind, loadSettingsFile, SettingsError, type SettingsOf } from '../settings/load.js';
 import { embeddedStandaloneDocument } from '../standalone/embeddedDocument.js';
 
@@ -9,11 +13,24 @@ import { embeddedStandaloneDocument } from '../standalone/embeddedDocument.js';
  */
 export const baseDocument = (kind: DocumentKind): BaseDocument | undefined => (kind === 'standalone' ? embeddedStandaloneDocument() : undefined);
 
-/** The settings, or undefined once the reason they are invalid has been printed. */
-export function processSettings<K extends DocumentKind>(kind: K, args: readonly string[]): SettingsOf<K> | undefined {
-  const { values } = parseArgs({ args: [...args], options: { file: { type: 'string' }, set: { type: 'string', multiple: true } } });
+export interface ProcessOptions<K extends DocumentKind> {
+  settings: SettingsOf<K>;
+  /** Left out when not asked for: then CAPYCTL_LOG_FORMAT, or the terminal, decides. */
+  logFormat?: LogFormat;
+}
+
+/** The settings and the log format, or undefined once the reason they are invalid has been printed. */
+export function processSettings<K extends DocumentKind>(kind: K, args: readonly string[]): ProcessOptions<K> | undefined {
+  const { values } = parseArgs({ args: [...args], options: { file: { type: 'string' }, set: { type: 'string', multiple: true }, 'log-format': { type: 'string' } } });
+  const asked = values['log-format'];
+  const logFormat = asked === undefined ? undefined : logFormats.safeParse(asked).data;
+  if (asked !== undefined && logFormat === undefined) {
+    process.stderr.write(`capyctl: --log-format is ${logFormats.options.join(' or ')}, not "${asked}"\n`);
+    return undefined;
+  }
   try {
-    return loadSettingsFile(kind, values.file, { sets: values.set ?? [], base: baseDocument(kind) });
+    const settings = loadSettingsFile(kind, values.file, { sets: values.set ?? [], base: baseDocument(kind) });
+    return logFormat === undefined ? { settings } : { settings, logFormat };
   } catch (e) {
     if (!(e instanceof SettingsError)) throw e;
     process.stderr.write(`${e.message}\n`);

@@ -2,15 +2,40 @@
  * pino JSON logs, one line per event; pretty only when a person watches a terminal. Every line
  * of a request or switch carries its id through a child logger (`reqId`, `switchId`).
  */
-import pino, { type Logger } from 'pino';
+import pino, { type Logger, type TransportTargetOptions } from 'pino';
+import { z } from 'zod';
 
 export type { Logger };
 
-export function createLogger(name: string, level = process.env.CAPYCTL_LOG_LEVEL ?? 'info'): Logger {
-  const pretty = process.stdout.isTTY && process.env.CAPYCTL_LOG_FORMAT !== 'json';
-  return pino({
-    name,
-    level,
-    ...(pretty ? { transport: { target: 'pino-pretty', options: { destination: 1, translateTime: 'SYS:HH:MM:ss.l' } } } : {}),
-  });
+/** `--log-format`, else CAPYCTL_LOG_FORMAT; without either, pretty on a terminal and JSON elsewhere. */
+export const logFormats = z.enum(['json', 'pretty']);
+export type LogFormat = z.infer<typeof logFormats>;
+
+export interface LogOptions {
+  /** Asked for by `--log-format`; wins over CAPYCTL_LOG_FORMAT. */
+  format?: LogFormat;
+  /** Where the whole JSON log is kept while the terminal shows it pretty (the standalone's `.data/capyctl.log`). */
+  jsonFile?: string;
+}
+
+/** Where a process's lines go: JSON on stdout, or pretty on stdout with the JSON kept in `jsonFile` when given. */
+export interface LogDestination {
+  stdout: LogFormat;
+  jsonFile?: string;
+}
+
+export function logDestination(options: LogOptions, stdoutIsTTY: boolean, env: NodeJS.ProcessEnv = process.env): LogDestination {
+  const asked = options.format ?? logFormats.safeParse(env.CAPYCTL_LOG_FORMAT).data;
+  const stdout = asked ?? (stdoutIsTTY ? 'pretty' : 'json');
+  return stdout === 'pretty' && options.jsonFile !== undefined ? { stdout, jsonFile: options.jsonFile } : { stdout };
+}
+
+export function createLogger(name: string, options: LogOptions = {}, level = process.env.CAPYCTL_LOG_LEVEL ?? 'info'): Logger {
+  const destination = logDestination(options, process.stdout.isTTY === true);
+  if (destination.stdout === 'json') return pino({ name, level });
+  const targets: TransportTargetOptions[] = [
+    { target: 'pino-pretty', level, options: { destination: 1, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } },
+    ...(destination.jsonFile ? [{ target: 'pino/file', level, options: { destination: destination.jsonFile, mkdir: true } }] : []),
+  ];
+  return pino({ name, level, transport: { targets } });
 }

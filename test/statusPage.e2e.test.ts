@@ -81,7 +81,8 @@ describe('the status page in Chromium', () => {
     const cells = await row.locator('td').allInnerTexts();
     expect(cells[1]).toBe(`start chat-b, park chat-a on ${host.hostId}`);
     expect(cells[2]).toBe('released');
-    expect(cells[4]).toMatch(/^window \d+ ms · drain \d+ ms · park \((host_ram|deep)\) \d+ ms · start [\d.]+ m?s · release \d+ ms$/);
+    const took = '[\\d.]+ m?s';
+    expect(cells[4]).toMatch(new RegExp(`^window ${took} · drain ${took} · park \\((host_ram|deep)\\) ${took} · start ${took} · release ${took}$`));
     const switchId = await row.getAttribute('data-switch-id');
     expect(await row.locator('a.web-ui').getAttribute('href')).toBe(
       `http://127.0.0.1:8233/namespaces/default/workflows?query=${encodeURIComponent(`WorkflowId="switch/${switchId}"`)}`,

@@ -6,15 +6,16 @@ import { processSettings, startedOrRefused, untilStopSignal } from '../processSe
 export const startHost: Command = {
   words: ['start', 'host'],
   summary: 'run the host agent: register this machine’s GPUs and run its engines',
-  usage: 'capyctl start host --file host.yaml [--set path=value …]',
+  usage: 'capyctl start host --file host.yaml [--set path=value …] [--log-format json|pretty]',
   example: 'capyctl start host --file host.yaml --set lifecycle.activation=explicit',
   async run(args) {
-    const settings = processSettings('host', args);
-    if (!settings) return exitCodes.usage;
+    const options = processSettings('host', args);
+    if (!options) return exitCodes.usage;
+    const { settings, logFormat } = options;
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const { startHostAgent } = await import('../../hostAgent/agent.js');
     const { RegistrationRefused } = await import('../../hostAgent/serverClient.js');
-    const logger = createLogger('capyctl-host');
+    const logger = createLogger('capyctl-host', { format: logFormat });
     const agent = await startedOrRefused(() => startHostAgent(settings, logger), [RegistrationRefused]);
     if (!agent) return exitCodes.refused;
     const signal = await untilStopSignal();

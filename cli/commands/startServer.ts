@@ -10,11 +10,12 @@ import { processSettings, startedOrRefused, untilStopSignal } from '../processSe
 export const startServer: Command = {
   words: ['start', 'server'],
   summary: 'run the server: the gateway, the management API and the lifecycle’s workflows',
-  usage: 'capyctl start server [--file server.yaml] [--set path=value …]   (needs DATABASE_URL and CAPYCTL_ADMIN_TOKEN)',
+  usage: 'capyctl start server [--file server.yaml] [--set path=value …] [--log-format json|pretty]   (needs DATABASE_URL and CAPYCTL_ADMIN_TOKEN)',
   example: 'DATABASE_URL=postgres://127.0.0.1/capyctl CAPYCTL_ADMIN_TOKEN=… capyctl start server --file server.yaml',
   async run(args) {
-    const settings = processSettings('server', args);
-    if (!settings) return exitCodes.usage;
+    const options = processSettings('server', args);
+    if (!options) return exitCodes.usage;
+    const { settings, logFormat } = options;
     const databaseUrl = settings.database_url ?? process.env.DATABASE_URL;
     const adminToken = process.env.CAPYCTL_ADMIN_TOKEN;
     const missing = [databaseUrl ? undefined : 'database_url (or DATABASE_URL)', adminToken ? undefined : 'CAPYCTL_ADMIN_TOKEN'].filter(Boolean);
@@ -24,7 +25,7 @@ export const startServer: Command = {
     }
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const [{ startServer: start, ListenRefused }, { postgresDb }] = await Promise.all([import('../../server/server.js'), import('../../store/db.js')]);
-    const logger = createLogger('capyctl-server');
+    const logger = createLogger('capyctl-server', { format: logFormat });
     const db = postgresDb(databaseUrl!);
     const server = await startedOrRefused(
       () =>

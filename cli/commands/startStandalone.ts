@@ -1,23 +1,29 @@
 /**
  * `capyctl start standalone [--file standalone.yaml] [--set k=v …]`: the whole system in one process
  * until SIGTERM or SIGINT. It runs on its embedded defaults (a simulated GPU and the example models),
- * which `--file` overrides field by field.
+ * which `--file` overrides field by field. On a terminal it shows its logs pretty and keeps them
+ * whole, as JSON, in its data folder (capyctl.log); `--log-format json` puts the JSON on stdout instead.
  */
+import { join } from 'node:path';
 import { createLogger } from '../../logging/logger.js';
 import { type Command, exitCodes } from '../command.js';
 import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
 
+/** In the data folder: the whole JSON log while the terminal shows it pretty. */
+export const STANDALONE_LOG_FILE = 'capyctl.log';
+
 export const startStandalone: Command = {
   words: ['start', 'standalone'],
   summary: 'run everything on this machine: server, host, Temporal dev server and an embedded database',
-  usage: 'capyctl start standalone [--file standalone.yaml] [--set path=value …]',
+  usage: 'capyctl start standalone [--file standalone.yaml] [--set path=value …] [--log-format json|pretty]',
   example: 'capyctl start standalone --set host.resource_policy.queue.max_pending_per_deployment=0',
   async run(args) {
-    const settings = processSettings('standalone', args);
-    if (!settings) return exitCodes.usage;
+    const options = processSettings('standalone', args);
+    if (!options) return exitCodes.usage;
+    const { settings, logFormat } = options;
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const [{ startStandalone: start }, { ListenRefused }] = await Promise.all([import('../../standalone/standalone.js'), import('../../server/server.js')]);
-    const logger = createLogger('capyctl-standalone');
+    const logger = createLogger('capyctl-standalone', { format: logFormat, jsonFile: join(settings.data_dir, STANDALONE_LOG_FILE) });
     // Another standalone (or anything else) may have its ports.
     const standalone = await startedOrRefused(() => start(settings, logger), [ListenRefused]);
     if (!standalone) return exitCodes.refused;
