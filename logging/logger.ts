@@ -33,9 +33,14 @@ export function logDestination(options: LogOptions, stdoutIsTTY: boolean, env: N
 export function createLogger(name: string, options: LogOptions = {}, level = process.env.CAPYCTL_LOG_LEVEL ?? 'info'): Logger {
   const destination = logDestination(options, process.stdout.isTTY === true);
   if (destination.stdout === 'json') return pino({ name, level });
+  const { jsonFile } = destination;
+  // With the whole log kept in the file, the terminal shows one short line per event (errors still in full).
+  const pretty = { destination: 1, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', hideObject: jsonFile !== undefined };
   const targets: TransportTargetOptions[] = [
-    { target: 'pino-pretty', level, options: { destination: 1, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } },
-    ...(destination.jsonFile ? [{ target: 'pino/file', level, options: { destination: destination.jsonFile, mkdir: true } }] : []),
+    { target: 'pino-pretty', level, options: pretty },
+    ...(jsonFile ? [{ target: 'pino/file', level, options: { destination: jsonFile, mkdir: true } }] : []),
   ];
-  return pino({ name, level, transport: { targets } });
+  const logger = pino({ name, level, transport: { targets } });
+  if (jsonFile) logger.info({ jsonFile }, `the whole log, as JSON, is kept in ${jsonFile}`);
+  return logger;
 }

@@ -4,7 +4,7 @@
  * which `--file` overrides field by field. On a terminal it shows its logs pretty and keeps them
  * whole, as JSON, in its data folder (capyctl.log); `--log-format json` puts the JSON on stdout instead.
  */
-import { join } from 'node:path';
+import { resolve } from 'node:path';
 import { createLogger } from '../../logging/logger.js';
 import { type Command, exitCodes } from '../command.js';
 import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
@@ -23,7 +23,7 @@ export const startStandalone: Command = {
     const { settings, logFormat } = options;
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const [{ startStandalone: start }, { ListenRefused }] = await Promise.all([import('../../standalone/standalone.js'), import('../../server/server.js')]);
-    const logger = createLogger('capyctl-standalone', { format: logFormat, jsonFile: join(settings.data_dir, STANDALONE_LOG_FILE) });
+    const logger = createLogger('capyctl-standalone', { format: logFormat, jsonFile: resolve(settings.data_dir, STANDALONE_LOG_FILE) });
     // Another standalone (or anything else) may have its ports.
     const standalone = await startedOrRefused(() => start(settings, logger), [ListenRefused]);
     if (!standalone) return exitCodes.refused;
