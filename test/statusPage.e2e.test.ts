@@ -98,6 +98,10 @@ describe('the status page in Chromium', () => {
     expect(await page.innerText('tr[data-deployment="chat-b"] td:nth-child(2)')).toBe('ready');
     expect(await page.innerText('tr[data-deployment="chat-b"] td:nth-child(4)')).toBe('0 / 64');
     expect(requested.filter((url) => url.includes(CLUSTER_ADMIN_TOKEN))).toEqual([]);
+    // Polled every 2 s, the reads log only what fails: the server's log is not buried in them.
+    const polled = ['/management/v1/hosts', '/management/v1/deployments', '/management/v1/metrics/load', '/management/v1/switches?limit=20'];
+    for (const path of polled) expect(requested.filter((url) => url.endsWith(path)).length, path).toBeGreaterThan(3);
+    expect(cluster.server.output().split('\n').filter((line) => polled.some((path) => line.includes(`"method":"GET","url":"${path}"`)))).toEqual([]);
 
     mkdirSync(OUTPUT_DIR, { recursive: true });
     await page.screenshot({ path: join(OUTPUT_DIR, 'statusPage.png'), fullPage: true });

@@ -17,6 +17,7 @@ import { listHosts } from '../../store/hosts.js';
 import type { CommandReceipt } from '../../workflows/definitions.js';
 import type { OperatorLifecycle } from '../lifecycleClient.js';
 import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
+import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
 
 export const deploymentBody = z.object({
   deployment_id: z.string(),
@@ -162,7 +163,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       return reply.code(outcome === 'created' ? 201 : 200).send({ outcome, deployment: render(deployment) });
     });
 
-    routes.get('/management/v1/deployments', { schema: { response: { 200: z.object({ deployments: z.array(deploymentBody) }) } } }, async () => {
+    routes.get('/management/v1/deployments', { logLevel: POLLED_READ_LOG_LEVEL, schema: { response: { 200: z.object({ deployments: z.array(deploymentBody) }) } } }, async () => {
       return { deployments: (await listDeployments(db)).map(render) };
     });
 

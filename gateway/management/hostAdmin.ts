@@ -13,6 +13,7 @@ import { findHost, issueHostToken, listHosts, revokeHostToken } from '../../stor
 import type { OperatorLifecycle } from '../lifecycleClient.js';
 import type { RoutingTable } from '../routingTable.js';
 import { receiptBody, renderReceipt } from './deployments.js';
+import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
 
 export const hostBody = z.object({
   host_id: z.string(),
@@ -43,7 +44,7 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
-    routes.get('/management/v1/hosts', { schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } }, async () => ({
+    routes.get('/management/v1/hosts', { logLevel: POLLED_READ_LOG_LEVEL, schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } }, async () => ({
       hosts: (await listHosts(deps.db)).map((h) => {
         const { state, lastSeenAt } = deps.lifecycle.hostLiveness(h);
         return {

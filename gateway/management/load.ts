@@ -14,6 +14,7 @@ import { instanceStates, maxRunningSources } from '../../domain/vocabulary.js';
 import type { LoadBoard, ReadSample } from '../loadBoard.js';
 import type { RouterFigures } from '../routerFigures.js';
 import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
+import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
 
 // Plain objects, not strict ones: the serializer sends what the schema parsed, so a field a
 // sample carries beyond the spec's is left out rather than failing the reply.
@@ -122,7 +123,7 @@ export function loadRoutes(deps: LoadDeps) {
   return async (app: FastifyInstance) => {
     app.withTypeProvider<ZodTypeProvider>().get(
       '/management/v1/metrics/load',
-      { schema: { querystring: loadQuery, response: { 200: loadReply } } },
+      { logLevel: POLLED_READ_LOG_LEVEL, schema: { querystring: loadQuery, response: { 200: loadReply } } },
       async (request): Promise<LoadReply> => {
         const nowMs = Date.now();
         // By ID or by name, as every other management route takes a deployment.

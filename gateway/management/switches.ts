@@ -15,6 +15,7 @@ import { workflowIds } from '../../workflows/definitions.js';
 import type { OperatorLifecycle } from '../lifecycleClient.js';
 import type { RoutingTable } from '../routingTable.js';
 import { receiptBody } from './deployments.js';
+import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
 
 export const switchBody = z.object({
   switch_id: z.string(),
@@ -93,7 +94,7 @@ export function switchRoutes(deps: SwitchRouteDeps) {
   });
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
-    routes.get('/management/v1/switches', { schema: { querystring: switchListQuery, response: { 200: switchListReply } } }, async (request): Promise<SwitchListReply> => ({
+    routes.get('/management/v1/switches', { logLevel: POLLED_READ_LOG_LEVEL, schema: { querystring: switchListQuery, response: { 200: switchListReply } } }, async (request): Promise<SwitchListReply> => ({
       switches: (await listSwitchReceipts(deps.db, { limit: request.query.limit })).map(renderListed),
     }));
     routes.get('/management/v1/switches/:switchId', { schema: { params: switchParams, response: { 200: switchBody } } }, async (request): Promise<SwitchBody> => {
