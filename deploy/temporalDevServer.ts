@@ -19,6 +19,19 @@ export function resolveTemporalCli(): string {
   return execFileSync('bash', [PROVIDE_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
 }
 
+/**
+ * The dev server's defaults cost a switch about 100 ms per step (bench/stepLatency): its history
+ * service reads new transfer tasks at most 20 times a second per shard, and a step waits for two of
+ * them (its activity task, then the workflow task after it); and its SQLite file syncs to disk on
+ * every commit. Write-ahead logging with `synchronous=normal` keeps every commit across a crash of
+ * the process (SIGKILL); only a power cut may lose the last ones, which a dev server may.
+ */
+const LOW_LATENCY_ARGS = [
+  ['--dynamic-config-value', 'history.transferProcessorMaxPollRPS=1000'],
+  ['--sqlite-pragma', 'journal_mode=wal'],
+  ['--sqlite-pragma', 'synchronous=normal'],
+].flat();
+
 /** A free TCP port on 127.0.0.1. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -52,6 +65,8 @@ export interface DevServerOptions {
   /** Where the server's own output goes; discarded when absent. */
   logFile?: string;
   readyTimeoutMs?: number;
+  /** Temporal's own defaults instead of LOW_LATENCY_ARGS (bench/stepLatency compares the two). */
+  temporalDefaults?: boolean;
 }
 
 export interface DevServer {
@@ -89,7 +104,7 @@ async function startOn(port: number, options: DevServerOptions): Promise<DevServ
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--db-filename', options.dbFile, '--namespace', namespace];
   args.push(...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]));
   for (const key of Object.values(searchAttributes)) args.push('--search-attribute', `${key.name}=${cliTypeNames[key.type]}`);
-  args.push('--log-level', 'warn');
+  args.push('--log-level', 'warn', ...(options.temporalDefaults ? [] : LOW_LATENCY_ARGS));
 
   const logStart = options.logFile && existsSync(options.logFile) ? statSync(options.logFile).size : 0;
   const output = options.logFile ? openSync(options.logFile, 'a') : 'ignore';

@@ -1,0 +1,6 @@
+export const noopActivities = {
+  async noop(): Promise<number> {
+    return Date.now();
+  },
+};
+export type NoopActivities = typeof noopActivities;
