@@ -20,9 +20,10 @@ export interface GatewaySteps {
    * Lets the victims take new requests for the admission window, counted from `startedAtMs` and not
    * extended by their traffic; ends early once a victim has gone one window length with no request
    * starting or finishing and none running. Then closes their dispatch: a new request for a victim
-   * is answered 503 "dispatch … is closed". `windowMs` null: closes at once. Heartbeats.
+   * is answered 503 "dispatch … is closed". `windowMs` null: closes at once. Heartbeats. Answers
+   * where the drain stands as they close: drained when nothing runs on them then.
    */
-  closeAdmission(input: { switchId: string; victims: string[]; startedAtMs: number; windowMs: number | null }): Promise<void>;
+  closeAdmission(input: { switchId: string; victims: string[]; startedAtMs: number; windowMs: number | null }): Promise<DrainOutcome>;
 
   /** Waits until the victims run no request, up to `timeoutMs`. Heartbeats. */
   awaitDrain(input: { switchId: string; victims: string[]; timeoutMs: number }): Promise<DrainOutcome>;

@@ -200,13 +200,23 @@ export function createHostActivities(deps: HostActivityDeps) {
       engine.stage = 'parked';
     },
 
-    /** Wakes from `tier`; the workflow bounds it with the wake window (then: wake_uncertain). */
-    async wakeEngine(input: { key: InstanceKey; tier: ParkTier }): Promise<void> {
+    /**
+     * Wakes from `tier` and, given the wake check's `probe`, asks it at once: one step on the host
+     * for both (each step is a round trip through Temporal). The workflow bounds the two with the
+     * wake window (then: wake_uncertain) and compares the answer; `checkMs` is the check's share.
+     */
+    async wakeEngine(input: { key: InstanceKey; tier: ParkTier; probe?: Probe }): Promise<{ answer: ProbeAnswer | null; checkMs: number }> {
       const engine = running(input.key);
-      if (engine.stage === 'ready') return;
-      engine.stage = 'waking';
-      await whileHeartbeating((signal) => engine.adapter.wake(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) })).catch(asFailure);
-      engine.stage = 'ready';
+      if (engine.stage !== 'ready') {
+        engine.stage = 'waking';
+        await whileHeartbeating((signal) => engine.adapter.wake(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) })).catch(asFailure);
+        engine.stage = 'ready';
+      }
+      const { probe } = input;
+      if (!probe) return { answer: null, checkMs: 0 };
+      const began = Date.now();
+      const answer = await whileHeartbeating((signal) => engine.adapter.probe(engine.endpoint, probe, { signal })).catch(asFailure);
+      return { answer, checkMs: Date.now() - began };
     },
 
     async stopEngine(input: { key: InstanceKey }): Promise<void> {

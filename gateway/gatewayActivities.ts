@@ -4,7 +4,7 @@
  * the queue and heartbeat; a cancelled switch stops their wait.
  */
 import { whileHeartbeating } from '../activities/heartbeat.js';
-import type { GatewaySteps } from '../activities/gatewaySteps.js';
+import type { DrainOutcome, GatewaySteps } from '../activities/gatewaySteps.js';
 import type { RequestQueue } from './requestQueue.js';
 
 export interface GatewayActivityDeps {
@@ -23,6 +23,12 @@ async function waitUntil(done: () => boolean, untilMs: number, pollMs: number, s
   }
 }
 
+/** Where the victims' drain stands now. */
+function drainOutcome(queue: RequestQueue, victims: readonly string[]): DrainOutcome {
+  const stillCharged = queue.runningOn(victims);
+  return { drained: stillCharged === 0, stillCharged, cutBeforeOutput: queue.cutBeforeOutput(victims) };
+}
+
 export function createGatewayActivities({ queue, pollMs = POLL_MS }: GatewayActivityDeps): GatewaySteps {
   return {
     async closeAdmission({ victims, startedAtMs, windowMs }) {
@@ -33,13 +39,13 @@ export function createGatewayActivities({ queue, pollMs = POLL_MS }: GatewayActi
         await whileHeartbeating((signal) => waitUntil(allIdle, startedAtMs + windowMs, pollMs, signal));
       }
       queue.close(victims);
+      return drainOutcome(queue, victims);
     },
 
     async awaitDrain({ victims, timeoutMs }) {
       const drained = () => queue.runningOn(victims) === 0;
       await whileHeartbeating((signal) => waitUntil(drained, Date.now() + timeoutMs, pollMs, signal));
-      const stillCharged = queue.runningOn(victims);
-      return { drained: stillCharged === 0, stillCharged, cutBeforeOutput: queue.cutBeforeOutput(victims) };
+      return drainOutcome(queue, victims);
     },
 
     async beginRelease({ victims }) {

@@ -8,8 +8,6 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { createStoreActivities, type SwitchReceiptInput } from '../activities/storeActivities.js';
-import { createGatewayActivities } from '../gateway/gatewayActivities.js';
 import {
   configureScheduler,
   latestInOrder,
@@ -26,7 +24,7 @@ import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
 import { RequestQueue } from '../gateway/requestQueue.js';
-import { type RoutedDeployment, type RoutedInstance, RoutingTable } from '../gateway/routingTable.js';
+import { type RoutedDeployment, RoutingTable } from '../gateway/routingTable.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
 import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
@@ -38,7 +36,9 @@ import { ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../sto
 import { migrate } from '../store/migrate.js';
 import { type Demand, type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
 import type { InstanceState } from '../domain/vocabulary.js';
+import { EngineExits } from './engineExits.js';
 import { HostLiveness } from './hostLiveness.js';
+import { createServerActivities, serveRecorded } from './serverActivities.js';
 import { ServerMetrics } from './metrics.js';
 import { heldOn, mayRunOn, placeByLoad } from './placement.js';
 import { workflowBundle } from './workflowBundle.js';
@@ -215,78 +215,33 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     for (const demand of queue.snapshot().demands) deliverDemand(demand);
   };
 
-  /**
-   * An instance the store records ready serves, though no switch released it in this process: after
-   * a restart (the queue holds no instance yet, and the schedulers only release a model they bring
-   * up), and when a switch records its target ready after it released the waiters in the process
-   * before this one (a restart in between; otherwise they would wait out their deadline).
-   */
-  const serveRecorded = ({ deploymentId, index, generation, observedState }: { deploymentId: string } & RoutedInstance) => {
-    if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting') queue.release({ deploymentId, instanceIndex: index, generation });
-  };
-  for (const d of table.list()) for (const i of d.instances) serveRecorded({ deploymentId: d.id, ...i });
+  for (const d of table.list()) for (const i of d.instances) serveRecorded(queue, { deploymentId: d.id, ...i });
 
-  // The newest generation of each deployment's engine that exited unasked, per host: a switch still
-  // finishing must not release its waiters to that engine nor record it as serving again.
-  const exitedGeneration = new Map<string, number>();
-  const exitKey = (hostId: string, deploymentId: string) => `${hostId}/${deploymentId}`;
-  const isGone = (hostId: string, deploymentId: string, generation: number) => (exitedGeneration.get(exitKey(hostId, deploymentId)) ?? 0) >= generation;
-
-  // The store's writes that change what the gateway routes by also update its table.
-  const store = createStoreActivities(db);
-  const gateway = createGatewayActivities({ queue });
-  const activities = {
-    ...store,
-    ...gateway,
-    // The table learns where the target runs before its waiters do: they are routed by it.
-    async release(input: Parameters<typeof gateway.release>[0]) {
-      const { deploymentId, instanceIndex: index, generation } = input.instance;
-      // Its engine is gone: the waiters stay, and ask the scheduler for a fresh start.
-      if (isGone(input.hostId, deploymentId, generation)) return { released: 0 };
-      table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready', parkTier: null });
-      return gateway.release(input);
-    },
+  const exits = new EngineExits();
+  const activities = createServerActivities({
+    db,
+    queue,
+    table,
+    exits,
     // Requests a host cannot make room for go to another host that can serve them, else are refused.
-    async capacityRefused(input: Parameters<typeof gateway.capacityRefused>[0]) {
-      const deployment = table.get(input.deploymentId);
-      const elsewhere = deployment && (await servableElsewhere(deployment, input.hostId));
-      const demand = elsewhere && queue.snapshot().demands.find((d) => d.deploymentId === input.deploymentId);
-      if (!demand) return gateway.capacityRefused(input);
-      sentTo.set(input.deploymentId, elsewhere);
+    async sendElsewhere(hostId, deploymentId) {
+      const deployment = table.get(deploymentId);
+      const elsewhere = deployment && (await servableElsewhere(deployment, hostId));
+      const demand = elsewhere && queue.snapshot().demands.find((d) => d.deploymentId === deploymentId);
+      if (!demand) return false;
+      sentTo.set(deploymentId, elsewhere);
       deliverDemand(demand);
-      return { failed: 0 };
+      return true;
     },
-    async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
-      const gone = update.observedState !== 'stopped' && isGone(update.hostId, update.deploymentId, update.generation);
-      const input = gone ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 } : update;
-      await store.saveInstance(input);
-      const { deploymentId, index, hostId, generation, observedState, parkTier } = input;
-      table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier });
-      if (observedState === 'ready') serveRecorded(input);
-      else queue.withdraw({ deploymentId, instanceIndex: index, generation });
-    },
-    async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
-      await store.setOperatorStopped(input);
-      table.setOperatorStopped(input.deploymentId, input.stopped);
-    },
-    // The last receipt of a switch says it ended: its outcome and phases go to the metrics.
-    async saveSwitchReceipt(input: SwitchReceiptInput) {
-      await store.saveSwitchReceipt(input);
-      if (input.finishedAtMs !== null) metrics.switchEnded(input.outcome, input.phases ?? []);
-    },
-    async deleteDeployment(input: Parameters<typeof store.deleteDeployment>[0]) {
-      await store.deleteDeployment(input);
-      table.removeDeployment(input.deploymentId);
-    },
-  };
+    switchEnded: (outcome, phases) => metrics.switchEnded(outcome, phases),
+  });
 
   /**
    * An engine that is gone without being asked (it exited, or its host agent restarted): nothing is
    * routed to it, the catalogue lists it stopped, and its next request asks for a fresh start.
    */
   async function engineGone(hostId: string, instance: InstanceRef) {
-    const key = exitKey(hostId, instance.deploymentId);
-    exitedGeneration.set(key, Math.max(instance.generation, exitedGeneration.get(key) ?? 0));
+    exits.record(hostId, instance);
     queue.beginRelease([instance.deploymentId]);
     await activities.saveInstance({
       deploymentId: instance.deploymentId,

@@ -67,6 +67,8 @@ function switchInput(plan: Plan): SwitchInput {
       : null,
     victims: (plan.victims ?? []).map((v) => ({ name: v.model.name, instance: ref(v.model, v.generation), release: v.release })),
     admissionWindowMs: plan.windowMs ?? null,
+    // These models are not measured: their rows say they hold nothing, as the scheduler would read them.
+    checkpoints: {},
     timeouts: { ...TIMEOUTS, ...plan.timeouts },
   };
 }

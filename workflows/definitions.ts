@@ -34,6 +34,18 @@ export const workflowIds = {
  */
 export const SERVER_STEP_TIMEOUT_MS = 5_000;
 
+/**
+ * The steps that run in the server's own process and never wait (a store row, a change of the
+ * gateway's dispatch) are local activities: they run inside the workflow task, with no round trip
+ * through Temporal's task queues, and are recorded as markers. A local activity's retries are the
+ * worker's; past `localRetryThreshold` it waits on a Temporal timer instead, like any backoff.
+ */
+export const serverStepOptions = {
+  startToCloseTimeout: SERVER_STEP_TIMEOUT_MS,
+  localRetryThreshold: SERVER_STEP_TIMEOUT_MS,
+  retry: { initialInterval: '50ms', backoffCoefficient: 2, maximumInterval: '2s' },
+} as const;
+
 /** On every switch, so a person can list "every switch that parked chat-a" in the Web UI. */
 export const searchAttributes = {
   target: defineSearchAttributeKey('CapyTarget', SearchAttributeType.KEYWORD),
@@ -112,6 +124,11 @@ export interface SwitchInput {
   victims: SwitchVictim[];
   /** The host's admission window; null for no window (an operator command, or a victim ready elsewhere). */
   admissionWindowMs: number | null;
+  /**
+   * The measured checkpoint of the target and of each victim, by deployment ID, as the scheduler
+   * read them to plan the switch: what the rows it writes say each instance holds.
+   */
+  checkpoints: Record<string, DeploymentView['checkpoint']>;
   timeouts: { drainMs: number; wakeWindowMs: number; startMs: number };
 }
 

@@ -10,7 +10,7 @@ import {
   condition,
   continueAsNew,
   log,
-  proxyActivities,
+  proxyLocalActivities,
   setHandler,
   startChild,
   uuid4,
@@ -29,7 +29,7 @@ import {
   type LedgerEntry,
   queries,
   type Release,
-  SERVER_STEP_TIMEOUT_MS,
+  serverStepOptions,
   signals,
   type SwitchInput,
   type SwitchResult,
@@ -121,8 +121,9 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   let dirty = true;
   let runningSwitchId: string | null = null;
 
-  const store = proxyActivities<StoreActivities>({ taskQueue: serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS });
-  const gateway = proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>({ taskQueue: serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS });
+  // The store's rows and the gateway's looks run in this worker's process, inside the workflow task.
+  const store = proxyLocalActivities<StoreActivities>(serverStepOptions);
+  const gateway = proxyLocalActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>(serverStepOptions);
 
   // ─── Handlers: all set before the first await, so no signal or update is dropped ──────────────
 
@@ -239,6 +240,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       target,
       victims,
       admissionWindowMs,
+      checkpoints,
       timeouts: { drainMs: settings.drainMs, wakeWindowMs: settings.wakeWindowMs, startMs: settings.startMs },
     };
     runningSwitchId = switchInput.switchId;

@@ -13,6 +13,7 @@ import {
   isCancellation,
   log,
   proxyActivities,
+  proxyLocalActivities,
   sleep,
   TimeoutFailure,
   upsertSearchAttributes,
@@ -30,7 +31,7 @@ import {
   type PhaseTiming,
   type Release,
   searchAttributes,
-  SERVER_STEP_TIMEOUT_MS,
+  serverStepOptions,
   type SwitchInput,
   type SwitchResult,
   type SwitchTarget,
@@ -49,7 +50,7 @@ const ENGINE_POLL_MS = 250;
 const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
 
 type VictimResult = SwitchResult['victims'][number];
-type Checkpoint = { weightBytes: number; kvBytes: number } | null;
+type WakeReference = NonNullable<Awaited<ReturnType<StoreActivities['findWakeReference']>>>;
 
 export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> {
   const { switchId, hostId, target, victims, timeouts } = input;
@@ -66,15 +67,18 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
       retry: RETRY,
     });
-  // The gateway's steps run beside this worker; `waitsMs` is how long a step may wait on purpose.
-  const gateway = (waitsMs: number) =>
-    proxyActivities<GatewaySteps>({
+  // The gateway's waits (the window, the drain) are activities of their own on the server's queue,
+  // visible while they wait; `waitsMs` is how long one may wait on purpose.
+  const gatewayWait = (waitsMs: number) =>
+    proxyActivities<Pick<GatewaySteps, 'closeAdmission' | 'awaitDrain'>>({
       taskQueue: input.serverTaskQueue,
       startToCloseTimeout: waitsMs + GATEWAY_MARGIN_MS,
       heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
       retry: RETRY,
     });
-  const store = proxyActivities<StoreActivities>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS, retry: RETRY });
+  // Its instant steps and the store's rows run inside the workflow task (definitions.ts).
+  const gateway = proxyLocalActivities<GatewaySteps>(serverStepOptions);
+  const store = proxyLocalActivities<StoreActivities>(serverStepOptions);
 
   upsertSearchAttributes([
     ...(target ? [{ key: searchAttributes.target, value: target.name }] : []),
@@ -104,16 +108,10 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       finishedAtMs,
       ...(finishedAtMs === null ? {} : { phases }),
     });
-  // What each instance holds, for the rows `list deployments` and the load endpoint read. Read
-  // while the first receipt is written: every step before the release is on the waiters' clock.
-  const ids = [...new Set([...victimIds, ...(target ? [target.instance.deploymentId] : [])])];
-  const [, views] = await Promise.all([
-    receipt('running', [], null),
-    Promise.all(ids.map((id) => store.describeDeployment({ deploymentId: id, hostId }))),
-  ]);
-  const checkpoints = new Map<string, Checkpoint>(views.map((v) => [v.id, v.checkpoint]));
+  // What each instance holds, for the rows `list deployments` and the load endpoint read, as the
+  // scheduler read it: every read here would be on the waiters' clock.
   const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null, writer: Pick<StoreActivities, 'saveInstance'> = store) => {
-    const c = checkpoints.get(instance.deploymentId) ?? null;
+    const c = input.checkpoints[instance.deploymentId] ?? null;
     const weights = c?.weightBytes ?? 0;
     // An instance on its way in or out still holds (or has reserved) what it holds ready.
     const onGpu = state === 'ready' || state === 'starting' || state === 'waking' || state === 'parking' || state === 'stopping';
@@ -136,7 +134,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     }
   };
 
-  const result = await runSwitch();
+  // The first receipt is written while the switch begins; a wake's first answer is read then too.
+  const firstAnswer = target?.action === 'wake' ? store.findWakeReference({ deploymentId: target.instance.deploymentId, instanceIndex: target.instance.instanceIndex }) : null;
+  const [result] = await Promise.all([runSwitch(), receipt('running', [], null), firstAnswer]);
   await CancellationScope.nonCancellable(async () => {
     upsertSearchAttributes([{ key: searchAttributes.outcome, value: result.outcome }]);
     await receipt(result.outcome, result.victims, Date.now());
@@ -150,13 +150,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       if (!drain.drained) {
         const error = target ? apiErrors.drainTimeout(target.instance.deploymentId, timeouts.drainMs, drain.stillCharged) : undefined;
         await CancellationScope.nonCancellable(async () => {
-          await gateway(0).reopen({ switchId, victims: victimIds });
-          if (target && error) await gateway(0).failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
+          await gateway.reopen({ switchId, victims: victimIds });
+          if (target && error) await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
         });
         return { switchId, outcome: 'drain_timeout', victims: [], ...(error ? { error } : {}) };
       }
       cut = drain.cut;
-      await gateway(0).beginRelease({ switchId, victims: victimIds });
+      await gateway.beginRelease({ switchId, victims: victimIds });
     }
 
     const released = await Promise.all(victims.map((v) => releaseVictim(v, cut.has(v.instance.deploymentId))));
@@ -169,7 +169,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       await CancellationScope.nonCancellable(async () => {
         await host(timeouts.startMs).stopEngine({ key: target.instance });
         await saveInstance(target.instance, 'stopped', null);
-        await gateway(0).failWaiters({ switchId, deploymentId: target.instance.deploymentId, error: failure.error });
+        await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error: failure.error });
       });
       return {
         switchId,
@@ -180,7 +180,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       };
     }
     await timed('release', null, async () => {
-      await gateway(0).release({ switchId, hostId, instance: target.instance });
+      await gateway.release({ switchId, hostId, instance: target.instance });
       await saveInstance(target.instance, 'ready', null);
     });
     return {
@@ -192,15 +192,16 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   }
 
   /**
-   * The admission window, then the drain: the gateway's count of running requests reaches zero, and
-   * then each victim's engine reports nothing running or waiting (a hang-up stops the engine's work,
-   * which it reports a moment later), all within one drain bound. A cancellation counts as a drain
-   * that did not finish: the victims must serve again either way.
+   * The admission window, then the drain: the gateway's count of running requests reaches zero (no
+   * step of its own when none ran as the window closed), and then each victim's engine reports
+   * nothing running or waiting (a hang-up stops the engine's work, which it reports a moment later),
+   * all within one drain bound. A cancellation counts as a drain that did not finish: the victims
+   * must serve again either way.
    */
   async function admitAndDrain(): Promise<{ drained: true; cut: Set<string> } | { drained: false; stillCharged: number }> {
     try {
-      await timed('window', null, () =>
-        gateway(input.admissionWindowMs ?? 0).closeAdmission({
+      const closed = await timed('window', null, () =>
+        gatewayWait(input.admissionWindowMs ?? 0).closeAdmission({
           switchId,
           victims: victimIds,
           startedAtMs: input.startedAtMs,
@@ -209,7 +210,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       );
       return await timed('drain', null, async () => {
         const deadline = Date.now() + timeouts.drainMs;
-        const drain = await gateway(timeouts.drainMs).awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
+        const drain = closed.drained ? closed : await gatewayWait(timeouts.drainMs).awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
         if (!drain.drained) return { drained: false as const, stillCharged: drain.stillCharged };
         const cut = new Set(drain.cutBeforeOutput);
         // A victim cut before output stops, and the stop settles its request: its engine's count proves nothing.
@@ -288,7 +289,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         await store.recordStartFailure({ deploymentId: id, failure: null });
         return null;
       }
-      const mismatch = await during(t.instance, 'waking', t.tier, () => wakeAndCheck(t));
+      const mismatch = await during(t.instance, 'waking', t.tier, async () => wakeAndCheck(t, await firstAnswer));
       return mismatch ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
     } catch (e) {
       const failure = failureOf(e);
@@ -312,26 +313,22 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   }
 
   /**
-   * A wake and its check, together within the wake window. True when the answer differs from the
-   * first one. Only vLLM and SGLang are checked (TensorFold never parks); an instance with no first
-   * answer for its generation has nothing to compare.
+   * A wake and its check, one step on the host within the wake window. True when the answer differs
+   * from the first one. Only vLLM and SGLang are checked (TensorFold never parks); an instance with
+   * no first answer for its generation has nothing to compare.
    */
-  async function wakeAndCheck(t: SwitchTarget): Promise<boolean> {
-    const deadline = Date.now() + timeouts.wakeWindowMs;
-    // The first answer is read while the engine wakes: it does not depend on the wake.
-    const [, first] = await timed('wake', t.tier, () =>
-      Promise.all([
-        host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */ }),
-        store.findWakeReference({ deploymentId: t.instance.deploymentId, instanceIndex: t.instance.instanceIndex }),
-      ]),
-    );
-    if (t.spec.engine !== 'vllm' && t.spec.engine !== 'sglang') return false;
-    if (!first || first.generation !== t.instance.generation) {
+  async function wakeAndCheck(t: SwitchTarget, first: WakeReference | null): Promise<boolean> {
+    const checked = t.spec.engine === 'vllm' || t.spec.engine === 'sglang';
+    if (checked && (!first || first.generation !== t.instance.generation)) {
       log.warn('no first answer for this generation; the wake is not checked', { switchId, deploymentId: t.instance.deploymentId });
-      return false;
     }
-    const now = await timed('check', t.tier, () => host(deadline - Date.now()).probeEngine({ key: t.instance, probe: first.probe as Probe }));
-    return compareAnswers(first.answer as ProbeAnswer, now) !== null;
+    const probe = checked && first?.generation === t.instance.generation ? (first.probe as Probe) : undefined;
+    const began = Date.now();
+    const woke = await host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */, ...(probe ? { probe } : {}) });
+    phases.push({ phase: 'wake', tier: t.tier, ms: Date.now() - began - (woke.checkMs ?? 0) });
+    if (!probe || !woke.answer) return false;
+    phases.push({ phase: 'check', tier: t.tier, ms: woke.checkMs ?? 0 });
+    return compareAnswers(first!.answer as ProbeAnswer, woke.answer) !== null;
   }
 }
 

@@ -12,7 +12,6 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { createStoreActivities } from '../../activities/storeActivities.js';
 import { LoadBoard } from '../../gateway/loadBoard.js';
 import { buildManagementApp } from '../../gateway/managementApp.js';
 import { type RunningHostAgent, startHostAgent } from '../../hostAgent/agent.js';
@@ -26,6 +25,9 @@ import { issueHostToken } from '../../store/hosts.js';
 import { migrate } from '../../store/migrate.js';
 import { taskQueues } from '../../workflows/definitions.js';
 import { workflowBundle } from '../../server/workflowBundle.js';
+import { EngineExits } from '../../server/engineExits.js';
+import { createServerActivities } from '../../server/serverActivities.js';
+import { RoutingTable } from '../../gateway/routingTable.js';
 import { simHostYaml } from './simHost.js';
 import { freshDatabase, type FreshDatabase } from './postgres.js';
 import { QueueGateway } from './queueGateway.js';
@@ -121,12 +123,14 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
   const host = await startHostAgent(hostSettings, pino({ level: 'warn' }));
 
   const client = new Client({ connection: await Connection.connect({ address: services.temporalAddress }) });
+  // The routing table the server keeps: the bench's deployments reach it through the store's rows.
+  const table = new RoutingTable();
   const startWorker = async () => {
     const worker = await Worker.create({
       connection: await workerConnection(),
       taskQueue: serverTaskQueue,
       workflowBundle: await workflowBundle(),
-      activities: { ...createStoreActivities(fresh.db), ...gateway.activities },
+      activities: gateway.recorded(createServerActivities({ db: fresh.db, queue: gateway.queue, table, exits: new EngineExits() })),
       shutdownGraceTime: '1s',
       // A restarted worker picks its workflows up at once instead of after the default 10 s, when
       // the server gives up on the old worker's sticky queue.
@@ -148,7 +152,9 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
     host,
     gpuDir,
     async deploy(yaml) {
-      return (await saveDeployment(fresh.db, loadSettings('deployment', { text: yaml }))).deployment;
+      const saved = await saveDeployment(fresh.db, loadSettings('deployment', { text: yaml }));
+      table.putDeployment(saved.deployment);
+      return saved.deployment;
     },
     async gpuUsedBytes() {
       return (await gpuUsage(gpuDir, 0)).usedBytes;

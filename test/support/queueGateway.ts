@@ -5,7 +5,6 @@
  */
 import type { ApiError } from '../../domain/catalogue.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
-import { createGatewayActivities } from '../../gateway/gatewayActivities.js';
 import { type DispatchState, RequestQueue } from '../../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../../settings/queue.js';
 import type { Demand, InstanceRef } from '../../workflows/definitions.js';
@@ -31,16 +30,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class QueueGateway {
   readonly queue: RequestQueue;
-  /** The gateway steps as the worker registers them: the real ones, each recorded once it is done. */
-  readonly activities: GatewaySteps;
   /** Every step the switches took, in order, for the tests' assertions. */
   readonly steps: RecordedStep[] = [];
 
   constructor(limits: SharedQueueLimits, onDemand: (demand: Demand) => void = () => {}) {
     this.queue = new RequestQueue({ limits: () => limits, onDemand });
-    const real = createGatewayActivities({ queue: this.queue });
-    const recorded = <K extends RecordedStep['step']>(step: K, detail: (input: StepInput<K>, result: StepResult<K>) => unknown) => {
-      const run = real[step] as unknown as (input: StepInput<K>) => Promise<StepResult<K>>;
+  }
+
+  /** The server's activities as the worker registers them, each gateway step recorded once it is done. */
+  recorded<A extends GatewaySteps>(activities: A): A {
+    const record = <K extends SwitchStep>(step: K, detail: (input: StepInput<K>, result: StepResult<K>) => unknown) => {
+      const run = activities[step] as unknown as (input: StepInput<K>) => Promise<StepResult<K>>;
       const recording = async (input: StepInput<K>) => {
         const result = await run(input);
         this.steps.push({ step, switchId: input.switchId, atMs: Date.now(), detail: detail(input, result) });
@@ -48,15 +48,14 @@ export class QueueGateway {
       };
       return recording as unknown as GatewaySteps[K];
     };
-    this.activities = {
-      closeAdmission: recorded('closeAdmission', (i) => ({ victims: i.victims })),
-      awaitDrain: recorded('awaitDrain', (_, r) => r),
-      beginRelease: recorded('beginRelease', (i) => ({ victims: i.victims })),
-      reopen: recorded('reopen', (i) => ({ victims: i.victims })),
-      release: recorded('release', (i, r) => ({ deploymentId: i.instance.deploymentId, ...r })),
-      failWaiters: recorded('failWaiters', (i, r) => ({ deploymentId: i.deploymentId, code: i.error.code, ...r })),
-      snapshot: real.snapshot,
-      capacityRefused: real.capacityRefused,
+    return {
+      ...activities,
+      closeAdmission: record('closeAdmission', (i) => ({ victims: i.victims })),
+      awaitDrain: record('awaitDrain', (_, r) => r),
+      beginRelease: record('beginRelease', (i) => ({ victims: i.victims })),
+      reopen: record('reopen', (i) => ({ victims: i.victims })),
+      release: record('release', (i, r) => ({ deploymentId: i.instance.deploymentId, ...r })),
+      failWaiters: record('failWaiters', (i, r) => ({ deploymentId: i.deploymentId, code: i.error.code, ...r })),
     };
   }
 

@@ -1,0 +1,83 @@
+/**
+ * Every activity that runs in the server's process, as its worker registers them: the store's rows
+ * and the gateway's steps, and what each changes in the gateway's memory. A row that says where an
+ * instance stands also tells the routing table, and opens or withdraws its dispatch; the release
+ * tells the table where the target runs before its waiters go there. The server and the lifecycle's
+ * tests wire this one factory, so the tests run the path production runs.
+ */
+import { createStoreActivities, type SwitchReceiptInput } from '../activities/storeActivities.js';
+import type { GatewaySteps } from '../activities/gatewaySteps.js';
+import type { PhaseTiming } from '../workflows/definitions.js';
+import type { SwitchOutcome } from '../domain/vocabulary.js';
+import { createGatewayActivities } from '../gateway/gatewayActivities.js';
+import type { RequestQueue } from '../gateway/requestQueue.js';
+import type { RoutedInstance, RoutingTable } from '../gateway/routingTable.js';
+import type { Db } from '../store/db.js';
+import type { EngineExits } from './engineExits.js';
+
+export interface ServerActivityDeps {
+  db: Db;
+  queue: RequestQueue;
+  table: RoutingTable;
+  exits: EngineExits;
+  /**
+   * Sends the requests a host refused for capacity to another host that can serve them; false when
+   * none can (they are then answered). Absent: one host, no elsewhere.
+   */
+  sendElsewhere?: (hostId: string, deploymentId: string) => Promise<boolean>;
+  /** A switch's last receipt was written: its outcome and the time of each step. */
+  switchEnded?: (outcome: SwitchOutcome, phases: readonly PhaseTiming[]) => void;
+}
+
+/**
+ * An instance the store records ready serves, though no switch released it in this process: after
+ * a restart (the queue holds no instance yet, and the schedulers only release a model they bring
+ * up), and when a switch records its target ready after it released the waiters in the process
+ * before this one (a restart in between; otherwise they would wait out their deadline).
+ */
+export function serveRecorded(queue: RequestQueue, { deploymentId, index, generation, observedState }: { deploymentId: string } & RoutedInstance): void {
+  if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting') queue.release({ deploymentId, instanceIndex: index, generation });
+}
+
+export function createServerActivities({ db, queue, table, exits, sendElsewhere, switchEnded }: ServerActivityDeps) {
+  const store = createStoreActivities(db);
+  const gateway: GatewaySteps = createGatewayActivities({ queue });
+  return {
+    ...store,
+    ...gateway,
+    async release(input: Parameters<GatewaySteps['release']>[0]) {
+      const { deploymentId, instanceIndex: index, generation } = input.instance;
+      // Its engine is gone: the waiters stay, and ask the scheduler for a fresh start.
+      if (exits.isGone(input.hostId, deploymentId, generation)) return { released: 0 };
+      table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready', parkTier: null });
+      return gateway.release(input);
+    },
+    async capacityRefused(input: Parameters<GatewaySteps['capacityRefused']>[0]) {
+      if (sendElsewhere && (await sendElsewhere(input.hostId, input.deploymentId))) return { failed: 0 };
+      return gateway.capacityRefused(input);
+    },
+    async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
+      const gone = update.observedState !== 'stopped' && exits.isGone(update.hostId, update.deploymentId, update.generation);
+      const row = gone ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 } : update;
+      await store.saveInstance(row);
+      const { deploymentId, index, hostId, generation, observedState, parkTier } = row;
+      table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier });
+      if (observedState === 'ready') serveRecorded(queue, row);
+      else queue.withdraw({ deploymentId, instanceIndex: index, generation });
+    },
+    async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
+      await store.setOperatorStopped(input);
+      table.setOperatorStopped(input.deploymentId, input.stopped);
+    },
+    async saveSwitchReceipt(input: SwitchReceiptInput) {
+      await store.saveSwitchReceipt(input);
+      if (input.finishedAtMs !== null) switchEnded?.(input.outcome, input.phases ?? []);
+    },
+    async deleteDeployment(input: Parameters<typeof store.deleteDeployment>[0]) {
+      await store.deleteDeployment(input);
+      table.removeDeployment(input.deploymentId);
+    },
+  };
+}
+
+export type ServerActivities = ReturnType<typeof createServerActivities>;
