@@ -12,6 +12,7 @@ const WHOLE_PROCESSES = [
   'test/hostShutdown.test.ts',
   'test/serverPorts.test.ts',
   'test/multiHost.e2e.test.ts',
+  'test/multiHost.leaveAndJoin.e2e.test.ts',
   'test/recovery.e2e.test.ts',
   'test/documents.sweep.e2e.test.ts',
   'test/metrics.e2e.test.ts',

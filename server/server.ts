@@ -207,7 +207,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   // before, they would be forgotten with them.
   let demandsOpen = false;
   const queue = new RequestQueue({
-    limits: () => tightestOfHosts([...hostQueues.values()], HOST_QUEUE_DEFAULTS),
+    // Only the hosts that serve set them: one that stopped or went down no longer does, until it registers again.
+    limits: () => tightestOfHosts([...hostQueues].filter(([hostId]) => liveness.serves(hostId)).map(([, q]) => q), HOST_QUEUE_DEFAULTS),
     onDemand: (demand) => demandsOpen && deliverDemand(demand),
   });
   const metrics = new ServerMetrics({ table, queue, board, db });

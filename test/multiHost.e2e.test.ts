@@ -3,7 +3,9 @@
  * model fills a host. Where the server places models (every host is used before anything is
  * switched out, and no host where models kept loaded hold the memory), what a deploy refuses on the
  * hosts a deployment may run on (the second card has unified memory), and a drain that moves a model
- * to the other host (it serves from there, and keeps doing so after an undrain and a server restart).
+ * to the other host (it serves from there, and keeps doing so after an undrain and a server restart);
+ * and requests that wait for a slot of a model ready on one host, served there with no switch on the
+ * other. Hosts that leave and join: multiHost.leaveAndJoin.e2e.test.ts.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,28 +14,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { cannotParkReasons, hostBackedRefusals } from '../activities/engines/rules.js';
 import { apiErrors } from '../domain/catalogue.js';
-import { gpuUsage } from '../simulator/gpuLedger.js';
-import { Cluster, type ClusterHost } from './support/cluster.js';
-import { simDeployment } from './support/lifecycle.js';
+import { Cluster, type ClusterHost, gpuUsed } from './support/cluster.js';
+import { SIM_MODEL_BYTES, simDeployment } from './support/lifecycle.js';
 import { until } from './support/until.js';
-
-/** What one simulator model of `simDeployment` holds on its GPU: 4 GiB of weights and 1 GiB of KV cache. */
-const MODEL_BYTES = 5 * 2 ** 30;
-
-/** What the host's simulated card holds now, as `nvidia-smi` would say. */
-const gpuUsed = async (host: ClusterHost) => (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).usedBytes;
 
 /** The deployment's state and the hosts it is on, as `status deployment --json` shows them. */
 async function whereIs(cluster: Cluster, name: string): Promise<{ state: string; hosts: string[] }> {
   const { state, hosts } = await cluster.status(name);
   return { state, hosts };
-}
-
-/** `capyctl <args>`, which must succeed. */
-async function ok(cluster: Cluster, args: string[]): Promise<string> {
-  const r = await cluster.capyctl(args);
-  expect(r.code, r.stderr).toBe(0);
-  return r.stdout;
 }
 
 describe('placement over two empty hosts', () => {
@@ -77,21 +65,21 @@ describe('placement over two empty hosts', () => {
     expect(m2.hosts).toHaveLength(1);
     expect(new Set([...m1.hosts, ...m2.hosts]).size).toBe(2);
     // No switch: each card holds its own model.
-    for (const host of cluster.hosts) expect(await gpuUsed(host)).toBe(MODEL_BYTES);
+    for (const host of cluster.hosts) expect(await gpuUsed(host)).toBe(SIM_MODEL_BYTES);
     // And the operator's list says the same.
-    const list = await ok(cluster, ['list', 'deployments']);
+    const list = await cluster.capyctlOk(['list', 'deployments']);
     expect(list).toMatch(new RegExp(`^m1 +ready +1/1 +1 +${m1.hosts[0]}$`, 'm'));
     expect(list).toMatch(new RegExp(`^m2 +ready +1/1 +1 +${m2.hosts[0]}$`, 'm'));
   }, 120_000);
 
   it('start without --evict goes to the host where the model fits, at once', async () => {
-    await ok(cluster, ['stop', 'deployment', 'm1']);
-    await ok(cluster, ['stop', 'deployment', 'm2']);
+    await cluster.capyctlOk(['stop', 'deployment', 'm1']);
+    await cluster.capyctlOk(['stop', 'deployment', 'm2']);
     expect((await cluster.chat('m3')).status).toBe(200);
     const m3 = await whereIs(cluster, 'm3');
 
     const began = Date.now();
-    const out = await ok(cluster, ['start', 'deployment', 'm1', '--wait']);
+    const out = await cluster.capyctlOk(['start', 'deployment', 'm1', '--wait']);
     // A start is seconds on the simulator; before, it waited for memory on m3's host, with the other empty, until m3 left.
     expect(Date.now() - began).toBeLessThan(90_000);
     expect(out).toContain('m1: ready');
@@ -113,7 +101,7 @@ describe('placement over two empty hosts', () => {
     await Promise.all([cluster.deploy(onHost(host1, 'pin', '', slow)), cluster.deploy(simDeployment('m4')), cluster.deploy(simDeployment('m5'))]);
     // pin starts on host-1 for 3 s; m4's request goes there (the hosts are alike, host-1 has the lower
     // ID) and waits behind the start, while pin is deployed again as explicit.
-    expect(await ok(cluster, ['start', 'deployment', 'pin', '--evict'])).toMatch(/^pin: starting/);
+    expect(await cluster.capyctlOk(['start', 'deployment', 'pin', '--evict'])).toMatch(/^pin: starting/);
     const m4 = Promise.race([cluster.chat('m4'), sleep(60_000).then(() => ({ status: 'no answer within 60 s', body: undefined }))]);
     const m4Id = (await cluster.status('m4')).deployment_id;
     await until('the request for m4 to wait', async () => {
@@ -131,7 +119,7 @@ describe('placement over two empty hosts', () => {
 
     // Explicit models on both hosts: no host can serve m5, and its request is refused at once.
     await cluster.deploy(onHost(host2, 'pin2', explicit));
-    await ok(cluster, ['start', 'deployment', 'pin2', '--evict', '--wait']);
+    await cluster.capyctlOk(['start', 'deployment', 'pin2', '--evict', '--wait']);
     const sentAt = Date.now();
     const refused = await cluster.chat('m5');
     const m5Id = (await cluster.status('m5')).deployment_id;
@@ -165,7 +153,7 @@ describe('a drain that moves a model to the other host', () => {
   });
 
   it('serves from the other host after the drain, and the catalogue says so', async () => {
-    await ok(cluster, ['drain', 'host', host1.hostId]);
+    await cluster.capyctlOk(['drain', 'host', host1.hostId]);
     expect(await whereIs(cluster, 'd1')).toEqual({ state: 'stopped', hosts: [] });
 
     const reply = await cluster.chat('d1');
@@ -173,11 +161,11 @@ describe('a drain that moves a model to the other host', () => {
     expect(await whereIs(cluster, 'd1')).toEqual({ state: 'ready', hosts: [host2.hostId] });
     expect((await cluster.chat('d1')).status).toBe(200);
     expect(await gpuUsed(host1)).toBe(0);
-    expect(await gpuUsed(host2)).toBe(MODEL_BYTES);
+    expect(await gpuUsed(host2)).toBe(SIM_MODEL_BYTES);
   }, 120_000);
 
   it('stays on the other host after the undrain', async () => {
-    await ok(cluster, ['undrain', 'host', host1.hostId]);
+    await cluster.capyctlOk(['undrain', 'host', host1.hostId]);
     expect((await cluster.chat('d1')).status).toBe(200);
     expect(await whereIs(cluster, 'd1')).toEqual({ state: 'ready', hosts: [host2.hostId] });
     expect(await gpuUsed(host1)).toBe(0);
@@ -191,6 +179,45 @@ describe('a drain that moves a model to the other host', () => {
     expect(reply.status, JSON.stringify(reply.body)).toBe(200);
     expect(await whereIs(cluster, 'd1')).toEqual({ state: 'ready', hosts: [host2.hostId] });
     expect(await gpuUsed(host1)).toBe(0);
-    expect(await gpuUsed(host2)).toBe(MODEL_BYTES);
+    expect(await gpuUsed(host2)).toBe(SIM_MODEL_BYTES);
+  }, 120_000);
+});
+
+describe('waiting requests for a model ready on one host', () => {
+  let cluster: Cluster;
+  let host1: ClusterHost;
+  let host2: ClusterHost;
+
+  beforeAll(async () => {
+    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }, { gpuMemory: '8GiB' }] });
+    [host1, host2] = cluster.hosts as [ClusterHost, ClusterHost];
+    // 20 tokens at 10 a second: each answer runs 2 s, so 40 at once keep 8 waiting for one of the 32 slots.
+    await Promise.all([cluster.deploy(simDeployment('busy', 'vllm', ['--sim-tokens-per-s', '10'])), cluster.deploy(simDeployment('other'))]);
+    expect((await cluster.chat('busy')).status).toBe(200);
+    expect((await cluster.chat('other')).status).toBe(200);
+  }, 240_000);
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  it('are served where it is ready, with no switch on the other host', async () => {
+    const [busyBefore, otherBefore] = [await cluster.status('busy'), await cluster.status('other')];
+    expect(busyBefore.instances).toEqual([{ index: 0, host_id: host1.hostId, generation: 1, state: 'ready' }]);
+    expect(otherBefore.instances).toEqual([{ index: 0, host_id: host2.hostId, generation: 1, state: 'ready' }]);
+
+    const replies = Promise.all(Array.from({ length: 40 }, () => cluster.chat('busy', 20)));
+    const waiting = await until('requests for busy to wait for a slot', async () => {
+      const load = await cluster.api('GET', `/management/v1/metrics/load?deployment=${busyBefore.deployment_id}`);
+      const router = load.body.deployments?.[0]?.router;
+      return router?.waiting > 0 ? router : undefined;
+    });
+    expect(waiting.in_flight).toBe(32);
+    expect((await replies).map((r) => r.status)).toEqual(Array(40).fill(200));
+
+    // Where they were: busy's one instance on host-1, other untouched on host-2, each card holding its own model.
+    expect((await cluster.status('busy')).instances).toEqual(busyBefore.instances);
+    expect((await cluster.status('other')).instances).toEqual(otherBefore.instances);
+    expect(await gpuUsed(host1)).toBe(SIM_MODEL_BYTES);
+    expect(await gpuUsed(host2)).toBe(SIM_MODEL_BYTES);
   }, 120_000);
 });

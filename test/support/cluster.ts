@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { parse as parseYaml } from 'yaml';
+import { gpuUsage } from '../../simulator/gpuLedger.js';
 import { type CliResult, CAPYCTL, capyctl } from './capyctl.js';
 import { harnessServices, type LifecycleServices } from './lifecycle.js';
 import { type FreshDatabase, freshDatabase } from './postgres.js';
@@ -88,6 +89,9 @@ export interface ApiReply<T = any> {
   headers: Record<string, string | string[] | undefined>;
   body: T;
 }
+
+/** What the host's simulated card holds now, as `nvidia-smi` would say. */
+export const gpuUsed = async (host: ClusterHost): Promise<number> => (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).usedBytes;
 
 export class Cluster {
   server!: CapyProcess;
@@ -179,6 +183,13 @@ export class Cluster {
   /** `capyctl` against this server with its admin token. */
   capyctl(args: readonly string[]): Promise<CliResult> {
     return capyctl(args, { CAPYCTL_SERVER: this.managementUrl, CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN });
+  }
+
+  /** `capyctl <args>`, which must succeed: what it printed. */
+  async capyctlOk(args: readonly string[]): Promise<string> {
+    const r = await this.capyctl(args);
+    if (r.code !== 0) throw new Error(`capyctl ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
+    return r.stdout;
   }
 
   /** A management route; `token` defaults to the admin token, `null` sends none. */

@@ -77,6 +77,9 @@ export interface Lifecycle {
 }
 
 /** A simulator deployment document: small, fast timings unless `extra` says otherwise. */
+/** What one model of `simDeployment` holds on its GPU: 4 GiB of weights and 1 GiB of KV cache. */
+export const SIM_MODEL_BYTES = 5 * 2 ** 30;
+
 export function simDeployment(name: string, engine = 'vllm', extra: string[] = [], more = ''): string {
   const args = ['--sim-weights', '4GiB', '--sim-kv', '1GiB', '--sim-load-ms', '200', '--sim-park-ms', '50', '--sim-wake-ms', '50', '--sim-reload-ms', '100', ...extra];
   return `name: ${name}\nengine: ${engine}\nmodel: sim/${name}\nextra_args: ${JSON.stringify(args)}\n${more}`;
