@@ -11,26 +11,16 @@ import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import { type EngineSupervisor, type InstanceKey, type InstanceSlot, sameStart, type SupervisedEngine } from '../hostAgent/supervisor.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { type Checkpoint, reservedCheckpoint } from './checkpoint.js';
-import { type EngineAdapter, EngineError, type EngineLoad, type Probe, type ProbeAnswer } from './engines/engine.js';
+import { type EngineAdapter, EngineError, type Probe, type ProbeAnswer } from './engines/engine.js';
 import type { LaunchMemory } from './engines/memoryBound.js';
 import { whileHeartbeating } from './heartbeat.js';
-
-/** Failure types the workflows read; EngineError kinds pass through under their own names. */
-export const hostFailureTypes = {
-  engineExited: 'engine_exited',
-  engineBusy: 'engine_busy',
-  notRunning: 'engine_not_running',
-  checkpointMissing: 'checkpoint_missing',
-} as const;
-
-/** What an engine that exited leaves in its failure's details: how it ended, and its last stderr lines. */
-export interface ExitFailureDetails {
-  how: string;
-  stderr: string[];
-}
+import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from './hostFailures.js';
 
 /** About the last screen of an engine's stderr: a Python traceback's tail and the line before it. */
 const STDERR_LINES = 20;
+
+/** How often a park waiting for its engine to finish asks it again. */
+const IDLE_POLL_MS = 50;
 
 const NON_RETRYABLE: ReadonlySet<EngineError['kind']> = new Set(['out_of_memory', 'reload_failed', 'refused']);
 const READY_POLL_MS = 250;
@@ -117,6 +107,16 @@ export function createHostActivities(deps: HostActivityDeps) {
     });
   };
 
+  /** What the engine still runs or queues (counting the ingress's requests on their way), polled until none or `untilMs`. */
+  const busyUntil = async (engine: SupervisedEngine, key: InstanceKey, untilMs: number, signal: AbortSignal): Promise<number> => {
+    for (;;) {
+      const load = await engine.adapter.sampleLoad(engine.endpoint).catch(() => null);
+      const busy = deps.ingressInFlight(key) + (load ? load.running + load.waiting : 0);
+      if (busy === 0 || Date.now() + IDLE_POLL_MS > untilMs) return busy;
+      await sleep(IDLE_POLL_MS, undefined, { signal });
+    }
+  };
+
   const launchOnFreePort = async (input: LaunchInput): Promise<SupervisedEngine> => {
     const adapter = deps.adapters[input.spec.engine];
     const port = await freePort();
@@ -186,14 +186,24 @@ export function createHostActivities(deps: HostActivityDeps) {
       return whileHeartbeating((signal) => engine.adapter.probe(engine.endpoint, input.probe, { signal })).catch(asFailure);
     },
 
-    /** Parks at `tier`. Refuses (retryably) while anything still runs: a vLLM put to sleep busy crashes. */
-    async parkEngine(input: { key: InstanceKey; tier: ParkTier }): Promise<void> {
+    /**
+     * Parks at `tier` once the engine runs and queues nothing, waiting up to `idleWithinMs` for that
+     * (what is left of the drain bound: a hung-up request's work stops a moment later, and an
+     * engine's own count lags its last answer): a vLLM put to sleep busy crashes. Still busy then,
+     * it refuses for good, saying how many requests it still had (`EngineBusyDetails`).
+     */
+    async parkEngine(input: { key: InstanceKey; tier: ParkTier; idleWithinMs?: number }): Promise<void> {
       const engine = running(input.key);
       if (engine.stage === 'parked') return;
-      const load = await engine.adapter.sampleLoad(engine.endpoint).catch(() => null);
-      const busy = deps.ingressInFlight(input.key) + (load ? load.running + load.waiting : 0);
+      const busy = await whileHeartbeating((signal) => busyUntil(engine, input.key, Date.now() + (input.idleWithinMs ?? 0), signal));
       if (busy > 0) {
-        throw ApplicationFailure.retryable(`instance ${input.key.deploymentId}/${input.key.instanceIndex} still has ${busy} request(s)`, hostFailureTypes.engineBusy);
+        const details: EngineBusyDetails = { stillCharged: busy };
+        throw ApplicationFailure.create({
+          message: `instance ${input.key.deploymentId}/${input.key.instanceIndex} still has ${busy} request(s)`,
+          type: hostFailureTypes.engineBusy,
+          nonRetryable: true,
+          details: [details],
+        });
       }
       engine.stage = 'parking';
       await whileHeartbeating((signal) => engine.adapter.park(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) })).catch(asFailure);
@@ -228,10 +238,6 @@ export function createHostActivities(deps: HostActivityDeps) {
       await engine.adapter.abort(engine.endpoint, input.requestId).catch(asFailure);
     },
 
-    async sampleEngineLoad(input: { key: InstanceKey }): Promise<EngineLoad | null> {
-      const engine = running(input.key);
-      return engine.adapter.sampleLoad(engine.endpoint).catch(asFailure);
-    },
   };
 }
 

@@ -11,14 +11,20 @@
  * The simulator's own times are measured, not assumed: the same launch the host makes, its park,
  * wake and wake-check probe timed through the engine adapter, median of the same number of rounds.
  *
- * Run with `npx tsx bench/switchControlPlane.ts` (it starts its own Temporal dev server and uses the
- * machine's Postgres, as the tests do).
+ * Each block prints where a request's time goes, span by span (bench/switchTimeline.ts). `--before
+ * REF` runs the same benchmark from that commit first (its own output, as it printed it), `--burn`
+ * repeats everything with one core kept busy by another process.
+ *
+ * Run with `npx tsx bench/switchControlPlane.ts [--before REF] [--burn]` (it starts its own Temporal
+ * dev server and uses the machine's Postgres, as the tests do).
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import { adapters } from '../activities/engines/index.js';
 import { startDevServer } from '../deploy/temporalDevServer.js';
 import { freePort } from '../deploy/temporalDevServer.js';
@@ -30,7 +36,9 @@ import { CAPYCTL } from '../test/support/capyctl.js';
 import { simDeployment } from '../test/support/lifecycle.js';
 import { ensurePostgres, POSTGRES_ADMIN_URL } from '../test/support/postgres.js';
 import { startSchedulerBench } from '../test/support/scheduler.js';
+import { type Point, switchTimeline, TIMELINE } from './switchTimeline.js';
 
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SWITCHES = 24;
 const WARM_UP = 4;
 const GiB = 2 ** 30;
@@ -71,7 +79,14 @@ async function simulatorOwnTimes(dir: string, rounds: number) {
   }
 }
 
-async function main() {
+/** What one block of switches measured. */
+interface Block {
+  totals: number[];
+  firstByte: number[];
+  timelines: Array<Partial<Record<Point, number>>>;
+}
+
+async function switches(): Promise<Block> {
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-bench-'));
   const [temporal] = await Promise.all([startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }), ensurePostgres()]);
   const s = await startSchedulerBench({
@@ -81,8 +96,7 @@ async function main() {
   });
   try {
     const models = [await s.deployMeasured('chat-a', '', SIM_FLAGS), await s.deployMeasured('chat-b', '', SIM_FLAGS)];
-    const totals: number[] = [];
-    const requestToRelease: number[] = [];
+    const block: Block = { totals: [], firstByte: [], timelines: [] };
     for (let i = 0; i < WARM_UP + SWITCHES; i++) {
       const sentAtMs = Date.now();
       const answer = await s.lc.gateway.request(models[i % 2]!);
@@ -93,20 +107,69 @@ async function main() {
       await s.settledLedger();
       const receipt = await findSwitchReceipt(s.lc.db, release.switchId);
       if (!receipt || receipt.victims.length !== 1) throw new Error(`switch ${i} did not park one model: ${JSON.stringify(receipt)}`);
-      totals.push(release.atMs - receipt.startedAt.getTime());
-      requestToRelease.push(release.atMs - sentAtMs);
+      block.totals.push(release.atMs - receipt.startedAt.getTime());
+      block.firstByte.push(answer.startedAtMs - sentAtMs);
+      block.timelines.push(await switchTimeline(s.lc.client, s.lc.hostId, { sentAtMs, switchId: release.switchId, releasedAtMs: release.atMs, servedAtMs: answer.startedAtMs }));
     }
-    const own = await simulatorOwnTimes(join(dir, 'own-gpu'), SWITCHES);
-    const simulator = own.park + own.wake + own.probe;
-    const control = totals.map((t) => t - simulator);
-    console.log(`switches: ${totals.length} (after ${WARM_UP} warm-up), admission window 1 ms`);
-    console.log(`switch start → release: median ${ms(median(totals))}, min ${ms(Math.min(...totals))}, max ${ms(Math.max(...totals))}`);
-    console.log(`simulator's own (median of ${SWITCHES}): park ${ms(own.park)}, wake ${ms(own.wake)}, wake check ${ms(own.probe)} = ${ms(simulator)}`);
-    console.log(`request sent → release (the demand's way to the scheduler and its planning included): median ${ms(median(requestToRelease))}`);
-    console.log(`control-plane time: median ${ms(median(control))}, min ${ms(Math.min(...control))}, max ${ms(Math.max(...control))}`);
+    return block;
   } finally {
     await s.close();
     await temporal.stop();
+  }
+}
+
+/** A process that keeps one core busy for as long as it runs. */
+function burner() {
+  return spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
+}
+
+/** The same benchmark from the checkout of `ref` (a temporary git worktree sharing node_modules), its output as printed. */
+function runBefore(ref: string): string {
+  const dir = join(mkdtempSync(join(tmpdir(), 'capyctl-before-')), 'checkout');
+  execFileSync('git', ['-C', ROOT, 'worktree', 'add', '--detach', dir, ref], { stdio: 'ignore' });
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  try {
+    return execFileSync(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'bench/switchControlPlane.ts'], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  } finally {
+    execFileSync('git', ['-C', ROOT, 'worktree', 'remove', '--force', dir]);
+  }
+}
+
+function report(label: string, block: Block, simulator: number) {
+  const control = block.totals.map((t) => t - simulator);
+  // Each span runs from the point before it that the switch's histories show (an engine check has
+  // no step of its own when nothing had to be waited for).
+  const spans = TIMELINE.slice(1).map((point) => {
+    const ds = block.timelines.flatMap((t) => {
+      const from = TIMELINE.slice(0, TIMELINE.indexOf(point)).findLast((p) => t[p] !== undefined);
+      return t[point] !== undefined && from ? [t[point]! - t[from]!] : [];
+    });
+    return `    ${ds.length ? ms(median(ds)).padStart(9) : '        -'}  → ${point}`;
+  });
+  console.log(`\n${label}: ${block.totals.length} switches`);
+  console.log(`  switch start → release: median ${ms(median(block.totals))} (min ${ms(Math.min(...block.totals))}, max ${ms(Math.max(...block.totals))})`);
+  console.log(`  control-plane time (less the simulator's own ${ms(simulator)}): median ${ms(median(control))}`);
+  console.log(`  request sent → first byte: median ${ms(median(block.firstByte))}`);
+  console.log(`  where a request's time goes (median of each span, from the histories and the gateway):`);
+  console.log(spans.join('\n'));
+}
+
+async function main() {
+  const { before, burn } = parseArgs({ options: { before: { type: 'string' }, burn: { type: 'boolean' } } }).values;
+  const dir = mkdtempSync(join(tmpdir(), 'capyctl-bench-'));
+  const own = await simulatorOwnTimes(join(dir, 'own-gpu'), SWITCHES);
+  const simulator = own.park + own.wake + own.probe;
+  console.log(`simulator's own (median of ${SWITCHES}): park ${ms(own.park)}, wake ${ms(own.wake)}, wake check ${ms(own.probe)} = ${ms(simulator)}`);
+  console.log(`admission window 1 ms; ${SWITCHES} switches after ${WARM_UP} warm-up requests in each block`);
+  for (const loaded of burn ? [false, true] : [false]) {
+    const busy = loaded ? burner() : undefined;
+    const load = loaded ? ' (one core kept busy by a burner)' : '';
+    try {
+      if (before) console.log(`\nbefore (${before})${load}:\n${runBefore(before).replace(/^/gm, '  ')}`);
+      report(`after (this checkout)${load}`, await switches(), simulator);
+    } finally {
+      busy?.kill();
+    }
   }
 }
 

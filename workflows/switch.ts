@@ -14,7 +14,6 @@ import {
   log,
   proxyActivities,
   proxyLocalActivities,
-  sleep,
   TimeoutFailure,
   upsertSearchAttributes,
   type ActivityOptions,
@@ -22,7 +21,8 @@ import {
 import type { Probe, ProbeAnswer } from '../activities/engines/engine.js';
 import { releaseLine } from '../activities/engines/rules.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
-import type { ExitFailureDetails, HostActivities } from '../activities/hostActivities.js';
+import type { HostActivities } from '../activities/hostActivities.js';
+import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../activities/hostFailures.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releaseLines } from '../domain/catalogue.js';
 import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
@@ -45,11 +45,18 @@ import { compareAnswers, probeFor } from './wakeCheck.js';
 const HEARTBEAT_TIMEOUT_MS = 5_000;
 /** Room for a gateway step to be scheduled and answer on top of the time it is asked to wait. */
 const GATEWAY_MARGIN_MS = 10_000;
-/** How often the drain asks a victim's engine whether it still runs or queues anything. */
-const ENGINE_POLL_MS = 250;
 const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
 
 type VictimResult = SwitchResult['victims'][number];
+interface VictimRelease {
+  victim: SwitchVictim;
+  result: VictimResult;
+  parkFailed: boolean;
+  /** Requests its engine still had at the drain bound: not parked, it serves again. */
+  stillCharged: number;
+  /** Its final row, being written. */
+  recorded: Promise<void>;
+}
 type WakeReference = NonNullable<Awaited<ReturnType<StoreActivities['findWakeReference']>>>;
 
 export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> {
@@ -145,6 +152,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
 
   async function runSwitch(): Promise<SwitchResult> {
     let cut = new Set<string>();
+    let drainDeadline = Date.now();
     if (victims.length > 0) {
       const drain = await admitAndDrain();
       if (!drain.drained) {
@@ -155,16 +163,22 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         });
         return { switchId, outcome: 'drain_timeout', victims: [], ...(error ? { error } : {}) };
       }
-      cut = drain.cut;
+      ({ cut, deadline: drainDeadline } = drain);
       await gateway.beginRelease({ switchId, victims: victimIds });
     }
 
-    const released = await Promise.all(victims.map((v) => releaseVictim(v, cut.has(v.instance.deploymentId))));
+    const released = await Promise.all(victims.map((v) => releaseVictim(v, cut.has(v.instance.deploymentId), drainDeadline)));
+    const stillCharged = released.reduce((sum, r) => sum + r.stillCharged, 0);
+    if (stillCharged > 0) return engineNotDrained(released, stillCharged);
     const parkFailed = released.some((r) => r.parkFailed);
     const victimResults = released.map((r) => r.result);
-    if (!target) return { switchId, outcome: parkFailed ? 'park_failed' : 'released', victims: victimResults };
+    if (!target) {
+      await Promise.all(released.map((r) => r.recorded));
+      return { switchId, outcome: parkFailed ? 'park_failed' : 'released', victims: victimResults };
+    }
 
-    const failure = await bringUp(target);
+    // The victims' rows are written while the target comes up: nothing waits for them.
+    const [failure] = await Promise.all([bringUp(target), ...released.map((r) => r.recorded)]);
     if (failure) {
       await CancellationScope.nonCancellable(async () => {
         await host(timeouts.startMs).stopEngine({ key: target.instance });
@@ -192,13 +206,29 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   }
 
   /**
-   * The admission window, then the drain: the gateway's count of running requests reaches zero (no
-   * step of its own when none ran as the window closed), and then each victim's engine reports
-   * nothing running or waiting (a hang-up stops the engine's work, which it reports a moment later),
-   * all within one drain bound. A cancellation counts as a drain that did not finish: the victims
-   * must serve again either way.
+   * A victim's engine still ran or queued requests at the drain bound (a request that reached it
+   * another way, or one it had not yet dropped after its client hung up): it was not parked, and
+   * serves again (its row says ready, which opens its dispatch); the target's waiters hear the drain
+   * timed out. A victim that did park stays parked, and wakes for its next request.
    */
-  async function admitAndDrain(): Promise<{ drained: true; cut: Set<string> } | { drained: false; stillCharged: number }> {
+  async function engineNotDrained(released: VictimRelease[], stillCharged: number): Promise<SwitchResult> {
+    const error = target ? apiErrors.drainTimeout(target.instance.deploymentId, timeouts.drainMs, stillCharged) : undefined;
+    await CancellationScope.nonCancellable(async () => {
+      await Promise.all(released.map((r) => r.recorded));
+      await Promise.all(released.filter((r) => r.stillCharged > 0).map((r) => saveInstance(r.victim.instance, 'ready', null)));
+      if (target && error) await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
+    });
+    const victimResults = released.filter((r) => r.stillCharged === 0).map((r) => r.result);
+    return { switchId, outcome: 'drain_timeout', victims: victimResults, ...(error ? { error } : {}) };
+  }
+
+  /**
+   * The admission window, then the gateway's drain: its count of running requests on the victims
+   * reaches zero (no step of its own when none ran as the window closed). The engines' own count is
+   * the park's to wait for, until `deadline`, the end of the same drain bound. A cancellation counts
+   * as a drain that did not finish: the victims must serve again either way.
+   */
+  async function admitAndDrain(): Promise<{ drained: true; cut: Set<string>; deadline: number } | { drained: false; stillCharged: number }> {
     try {
       const closed = await timed('window', null, () =>
         gatewayWait(input.admissionWindowMs ?? 0).closeAdmission({
@@ -212,11 +242,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         const deadline = Date.now() + timeouts.drainMs;
         const drain = closed.drained ? closed : await gatewayWait(timeouts.drainMs).awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
         if (!drain.drained) return { drained: false as const, stillCharged: drain.stillCharged };
-        const cut = new Set(drain.cutBeforeOutput);
-        // A victim cut before output stops, and the stop settles its request: its engine's count proves nothing.
-        const parking = victims.filter((v) => !cut.has(v.instance.deploymentId)).map((v) => v.instance);
-        const stillCharged = await engineWorkLeft(parking, deadline);
-        return stillCharged === 0 ? { drained: true as const, cut } : { drained: false as const, stillCharged };
+        return { drained: true as const, cut: new Set(drain.cutBeforeOutput), deadline };
       });
     } catch (e) {
       if (!isCancellation(e)) throw e;
@@ -225,30 +251,12 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     }
   }
 
-  /** Polls the engines until none runs or queues a request, or the deadline; returns what is left. */
-  async function engineWorkLeft(instances: InstanceRef[], deadline: number): Promise<number> {
-    for (;;) {
-      const counts = await Promise.all(instances.map((key) => engineWork(key, deadline - Date.now())));
-      const left = counts.reduce((a, b) => a + b, 0);
-      if (left === 0 || Date.now() + ENGINE_POLL_MS > deadline) return left;
-      await sleep(ENGINE_POLL_MS);
-    }
-  }
-
-  async function engineWork(key: InstanceRef, withinMs: number): Promise<number> {
-    try {
-      const load = await host(withinMs).sampleEngineLoad({ key });
-      return load ? load.running + load.waiting : 0;
-    } catch (e) {
-      if (isCancellation(e)) throw e;
-      // No metrics to read (the engine exited or does not answer): nothing to wait for. Its park then
-      // fails and it is stopped, which settles whatever it held.
-      return 0;
-    }
-  }
-
-  /** Parks or stops one victim. A park that fails is followed by a stop: never left half-parked. */
-  async function releaseVictim(v: SwitchVictim, cutBeforeOutput: boolean): Promise<{ result: VictimResult; parkFailed: boolean }> {
+  /**
+   * Parks or stops one victim. A park that fails is followed by a stop: never left half-parked. A
+   * park waits for the engine to finish its requests until `idleBy` (the drain bound's end); one
+   * still busy then is left serving (`stillCharged`). Its final row is being written (`recorded`).
+   */
+  async function releaseVictim(v: SwitchVictim, cutBeforeOutput: boolean, idleBy: number): Promise<VictimRelease> {
     const release: Release = cutBeforeOutput ? { kind: 'stop', reason: 'cut_before_output' } : v.release;
     const done = (line: string, state: InstanceState, tier: ParkTier | null) => ({
       deploymentId: v.instance.deploymentId,
@@ -260,12 +268,16 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     let parkFailed = false;
     if (release.kind === 'park') {
       try {
-        await timed('park', release.tier, async () => {
-          await during(v.instance, 'parking', release.tier, () => host(timeouts.startMs).parkEngine({ key: v.instance, tier: release.tier }));
-          await saveInstance(v.instance, 'parked', release.tier);
-        });
-        return { result: done(releaseLine(release), 'parked', release.tier), parkFailed };
+        await timed('park', release.tier, () =>
+          during(v.instance, 'parking', release.tier, () =>
+            host(timeouts.startMs).parkEngine({ key: v.instance, tier: release.tier, idleWithinMs: Math.max(0, idleBy - Date.now()) }),
+          ),
+        );
+        const recorded = saveInstance(v.instance, 'parked', release.tier);
+        return { victim: v, result: done(releaseLine(release), 'parked', release.tier), parkFailed, stillCharged: 0, recorded };
       } catch (e) {
+        const busy = busyOf(e);
+        if (busy) return { victim: v, result: done(releaseLine(release), 'ready', null), parkFailed, stillCharged: busy.stillCharged, recorded: Promise.resolve() };
         if (!(e instanceof ActivityFailure) && !isCancellation(e)) throw e;
         log.warn('park failed; stopping the victim', { switchId, deploymentId: v.instance.deploymentId, error: String(e) });
         parkFailed = true;
@@ -277,7 +289,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         await saveInstance(v.instance, 'stopped', null);
       }),
     );
-    return { result: done(stopLine(release), 'stopped', null), parkFailed };
+    return { victim: v, result: done(stopLine(release), 'stopped', null), parkFailed, stillCharged: 0, recorded: Promise.resolve() };
   }
 
   /** Wakes or starts the target; null when it is ready to serve, else why not. */
@@ -335,6 +347,12 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
 /** The receipt line of a victim that stopped: only "no room" is said (spec). */
 const stopLine = (release: Release) =>
   release.kind === 'stop' && release.reason === 'no_room' ? releaseLines.stoppedNoRoom : releaseLines.stopped;
+
+/** A park refused because the engine still had requests at the drain bound, with how many. */
+function busyOf(e: unknown): EngineBusyDetails | undefined {
+  const cause = e instanceof ActivityFailure ? e.cause : undefined;
+  return cause instanceof ApplicationFailure && cause.type === hostFailureTypes.engineBusy ? (cause.details?.[0] as EngineBusyDetails) : undefined;
+}
 
 /** What went wrong in a step: its kind, the words of whatever failed, and an exited engine's details. */
 interface StepFailure {

@@ -74,7 +74,6 @@ const ON_GPU = new Set(['ready', 'parking', 'waking', 'starting', 'stopping']);
 const PHASE_OF: Readonly<Record<string, Phase>> = {
   closeAdmission: 'window',
   awaitDrain: 'drain',
-  sampleEngineLoad: 'drain',
   beginRelease: 'drain',
   parkEngine: 'park',
   stopEngine: 'park',

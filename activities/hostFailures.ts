@@ -1,0 +1,22 @@
+/**
+ * How a host's steps fail, as the workflows read them: pure, so workflow code imports it too.
+ */
+
+/** Failure types the workflows read; EngineError kinds pass through under their own names. */
+export const hostFailureTypes = {
+  engineExited: 'engine_exited',
+  engineBusy: 'engine_busy',
+  notRunning: 'engine_not_running',
+  checkpointMissing: 'checkpoint_missing',
+} as const;
+
+/** What an engine that exited leaves in its failure's details: how it ended, and its last stderr lines. */
+export interface ExitFailureDetails {
+  how: string;
+  stderr: string[];
+}
+
+/** What a park refused for a busy engine leaves in its failure's details. */
+export interface EngineBusyDetails {
+  stillCharged: number;
+}

@@ -1,0 +1,74 @@
+/**
+ * One request-driven switch as a timeline: the points a request passes from its arrival to its
+ * first byte, read from the scheduler's and the switch's histories and the gateway's own record.
+ * bench/switchControlPlane.ts prints the median of each span between consecutive points.
+ */
+import type { Client } from '@temporalio/client';
+import type { temporal } from '@temporalio/proto';
+import { workflowIds } from '../workflows/definitions.js';
+
+type Event = temporal.api.history.v1.IHistoryEvent;
+
+const msOf = (e: Event) => Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
+
+/** Each point's name says what has happened by then; the span before it is what it took. */
+export const TIMELINE = [
+  'request sent',
+  'demand signal recorded by the scheduler',
+  'switch workflow started (scheduler decided)',
+  "switch's first workflow task picked up",
+  'window step scheduled (first receipt written)',
+  'window closed',
+  'drain step scheduled (only when requests ran as the window closed)',
+  'gateway drained',
+  'park scheduled (release begun, parking row written)',
+  'park done (the engine finished its requests, then parked)',
+  'wake scheduled (parked and waking rows written)',
+  'wake and check done',
+  'waiters released (local steps)',
+  'first byte to the client',
+] as const;
+export type Point = (typeof TIMELINE)[number];
+
+export interface SwitchMoments {
+  sentAtMs: number;
+  switchId: string;
+  releasedAtMs: number;
+  servedAtMs: number;
+}
+
+/** The timeline of one switch; a point its histories do not show (an older design's) is absent. */
+export async function switchTimeline(client: Client, hostId: string, m: SwitchMoments): Promise<Partial<Record<Point, number>>> {
+  const [scheduler, child] = await Promise.all([
+    client.workflow.getHandle(workflowIds.hostScheduler(hostId)).fetchHistory(),
+    client.workflow.getHandle(workflowIds.switch(m.switchId)).fetchHistory(),
+  ]);
+  const events = child.events ?? [];
+  const scheduled = new Map<string, string>();
+  const points: Partial<Record<Point, number>> = { 'request sent': m.sentAtMs };
+  const demand = (scheduler.events ?? []).find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'demand' && msOf(e) >= m.sentAtMs - 5);
+  if (demand) points['demand signal recorded by the scheduler'] = msOf(demand);
+  points['switch workflow started (scheduler decided)'] = msOf(events[0]!);
+  const firstTask = events.find((e) => e.workflowTaskStartedEventAttributes);
+  if (firstTask) points["switch's first workflow task picked up"] = msOf(firstTask);
+  const at: Record<string, Point[]> = {
+    closeAdmission: ['window step scheduled (first receipt written)', 'window closed'],
+    awaitDrain: ['drain step scheduled (only when requests ran as the window closed)', 'gateway drained'],
+    parkEngine: ['park scheduled (release begun, parking row written)', 'park done (the engine finished its requests, then parked)'],
+    wakeEngine: ['wake scheduled (parked and waking rows written)', 'wake and check done'],
+  };
+  for (const e of events) {
+    const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
+    if (name) {
+      scheduled.set(String(e.eventId), name);
+      const p = at[name]?.[0];
+      if (p && points[p] === undefined) points[p] = msOf(e);
+    }
+    const done = e.activityTaskCompletedEventAttributes;
+    const p = done && at[scheduled.get(String(done.scheduledEventId)) ?? '']?.[1];
+    if (p) points[p] = msOf(e);
+  }
+  points['waiters released (local steps)'] = m.releasedAtMs;
+  points['first byte to the client'] = m.servedAtMs;
+  return points;
+}
