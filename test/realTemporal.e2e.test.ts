@@ -66,16 +66,17 @@ describe('capyctl on the Temporal server with Postgres persistence', () => {
 
   /**
    * A request for chat-b makes the switch; when `who` shows `phase`, the Temporal server is stopped
-   * with `signal` and started again. Resolves with the request's answer, when it came, and how long
-   * Temporal was away.
+   * with `signal` and started again. Resolves with the request's answer, when it came, when Temporal
+   * was signalled, and how long it was away.
    */
   async function restartDuringSwitch(who: string, phase: string, signal: 'SIGTERM' | 'SIGKILL') {
     const sentAt = Date.now();
     const reply = cluster.chat('chat-b').then((r: ApiReply) => ({ reply: r, atMs: Date.now() }));
     switchesToB++;
     await becomes(who, phase);
+    const signalledAt = Date.now();
     const awayMs = await temporal.restart(signal);
-    return { ...(await reply), sentAt, awayMs };
+    return { ...(await reply), sentAt, signalledAt, awayMs };
   }
 
   it('switches models on a host and serves the other host: every request is answered 200', { timeout: 120_000 }, async () => {
@@ -92,8 +93,10 @@ describe('capyctl on the Temporal server with Postgres persistence', () => {
 
   it('a switch during which the Temporal server is stopped (SIGTERM) and started again completes: its waiting request is answered 200', { timeout: 180_000 }, async () => {
     await aServes();
-    const { reply, atMs, sentAt, awayMs } = await restartDuringSwitch('chat-a', 'parking', 'SIGTERM');
+    const { reply, atMs, sentAt, signalledAt, awayMs } = await restartDuringSwitch('chat-a', 'parking', 'SIGTERM');
     expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    // chat-b's wake comes after chat-a's park: the answer cannot have come before Temporal went away.
+    expect(atMs).toBeGreaterThan(signalledAt);
     expect(atMs - sentAt).toBeLessThan(REQUEST_DEADLINE_MS);
     expect(awayMs).toBeLessThan(RESTART_BOUND_MS);
     expect({ a: await stateOf('chat-a'), b: await stateOf('chat-b') }).toEqual({ a: 'parked', b: 'ready' });
@@ -101,8 +104,9 @@ describe('capyctl on the Temporal server with Postgres persistence', () => {
 
   it('a switch during which the Temporal server is killed (SIGKILL) and started again completes: its waiting request is answered 200', { timeout: 180_000 }, async () => {
     await aServes();
-    const { reply, atMs, sentAt, awayMs } = await restartDuringSwitch('chat-b', 'waking', 'SIGKILL');
+    const { reply, atMs, sentAt, signalledAt, awayMs } = await restartDuringSwitch('chat-b', 'waking', 'SIGKILL');
     expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+    expect(atMs).toBeGreaterThan(signalledAt);
     expect(atMs - sentAt).toBeLessThan(REQUEST_DEADLINE_MS);
     expect(awayMs).toBeLessThan(RESTART_BOUND_MS);
     expect({ a: await stateOf('chat-a'), b: await stateOf('chat-b') }).toEqual({ a: 'parked', b: 'ready' });

@@ -7,8 +7,9 @@
  * deploy/temporalSqlTool.sh and deploy/temporal.sh.
  */
 import { type ChildProcess, execFile, execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -80,7 +81,7 @@ export class TemporalCluster {
     const name = `temporal_${randomBytes(4).toString('hex')}`;
     const databases = { history: name, visibility: `${name}_visibility` };
     const ports = { http: await freePort() } as TemporalCluster['ports'];
-    for (const service of SERVICES) ports[service] = { grpc: await freePort(), membership: await freePort() };
+    for (const service of SERVICES) ports[service] = { grpc: await freePort(), membership: await freeMembershipPort() };
     const cluster = new TemporalCluster(options.postgresAdminUrl, databases, mkdtempSync(join(tmpdir(), 'capyctl-temporal-')), ports, binary);
     try {
       await cluster.setUpSchema(sqlTool);
@@ -268,6 +269,27 @@ async function serverModuleDir(binary: string): Promise<string> {
   if (!release) throw new Error(`${binary} --version named no release: ${version}`);
   const { stdout } = await run('go', ['mod', 'download', '-json', `go.temporal.io/server@v${release}`]);
   return (JSON.parse(stdout) as { Dir: string }).Dir;
+}
+
+/**
+ * Temporal keeps each service's membership port in a Postgres smallint, so it must be below 32768:
+ * under the kernel's ephemeral range, where freePort's ports come from (and no other process's
+ * ports come from by chance either).
+ */
+async function freeMembershipPort(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = randomInt(20_000, 32_768);
+    if (await canListen(port)) return port;
+  }
+  throw new Error('no free port between 20000 and 32767');
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
 }
 
 function statSafe(file: string): number {
