@@ -1,10 +1,10 @@
 /**
  * The Temporal server itself, as a cluster runs it (frontend, history, matching and worker in one
  * process), on Postgres: its own two databases on the machine's Postgres (history and visibility),
- * their schema set up by Temporal's SQL tool, the namespace and capyctl's search attributes created
- * through the CLI's operator commands, both by the steps deploy/compose/ runs. It can be stopped (SIGTERM or SIGKILL)
- * and started again on the same databases and ports. Binaries from deploy/temporalServer.sh,
- * deploy/temporalSqlTool.sh and deploy/temporal.sh.
+ * their schema set up by Temporal's SQL tool and the namespace and capyctl's search attributes by
+ * the CLI's operator commands, both through the steps deploy/compose/ runs. It can be stopped
+ * (SIGTERM or SIGKILL) and started again on the same databases and ports. The binaries come from
+ * deploy/temporalServer.sh, deploy/temporalSqlTool.sh and deploy/temporal.sh.
  */
 import { type ChildProcess, execFile, execFileSync } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
