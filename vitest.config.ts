@@ -20,6 +20,12 @@ const WHOLE_PROCESSES = [
   'test/statusPage.e2e.test.ts',
 ];
 
+/**
+ * Tests on the Temporal server itself (built from its Go module, on Postgres), not the dev server:
+ * they restart it, so they run alone, last.
+ */
+const REAL_TEMPORAL = ['test/realTemporal.e2e.test.ts'];
+
 export default defineConfig({
   test: {
     globalSetup: ['test/support/globalSetup.ts'],
@@ -29,8 +35,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     projects: [
-      { extends: true, test: { name: 'in process', include: ['test/**/*.test.ts'], exclude: WHOLE_PROCESSES, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'in process', include: ['test/**/*.test.ts'], exclude: [...WHOLE_PROCESSES, ...REAL_TEMPORAL], sequence: { groupOrder: 0 } } },
       { extends: true, test: { name: 'whole processes', include: WHOLE_PROCESSES, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'real Temporal', include: REAL_TEMPORAL, sequence: { groupOrder: 2 } } },
     ],
   },
 });

@@ -2,7 +2,8 @@
 # Prints the path of a tool built from a Go module, providing it when none is there:
 #   1. the file the environment variable VAR names, when set;
 #   2. the tool on PATH;
-#   3. .tools/bin/NAME, built with `go install MODULE@VERSION` on first use.
+#   3. .tools/bin/NAME, built with `go install MODULE@VERSION` on first use (renamed to NAME when the
+#      package's own name says less, as cmd/server does).
 # Usage: goTool.sh NAME VAR MODULE@VERSION "what it is, for the messages"
 set -euo pipefail
 
@@ -24,7 +25,11 @@ if [ ! -x "$tools/$name" ]; then
   echo "building $what ${module##*@} from its Go module into $tools (minutes the first time)" >&2
   mkdir -p "$tools"
   started=$(date +%s)
-  GOBIN="$tools" GOFLAGS=-buildvcs=false go install "$module" >&2
+  built=$(mktemp -d "$tools/.build.XXXXXX")
+  trap 'rm -rf "$built"' EXIT
+  GOBIN="$built" GOFLAGS=-buildvcs=false go install "$module" >&2
+  package=${module%@*}
+  mv "$built/${package##*/}" "$tools/$name"
   echo "built $what in $(( $(date +%s) - started )) s" >&2
 fi
 echo "$tools/$name"

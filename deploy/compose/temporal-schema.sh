@@ -5,7 +5,9 @@
 # The visibility database is Postgres 12+ SQL visibility, which holds custom search attributes.
 set -euo pipefail
 
-schemas=/etc/temporal/schema/postgresql/v12
+# The admin-tools image's schema files, unless SCHEMA_DIR names the same release's elsewhere (the
+# tests take them from the server's Go module).
+schemas=${SCHEMA_DIR:-/etc/temporal/schema/postgresql/v12}
 sql=(temporal-sql-tool --plugin "$DB" --ep "$POSTGRES_SEEDS" -p "$DB_PORT" -u "$POSTGRES_USER")
 export SQL_PASSWORD=$POSTGRES_PWD
 

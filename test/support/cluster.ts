@@ -1,7 +1,8 @@
 /**
  * A server and host agents as an operator runs them: `capyctl start server` and one
  * `capyctl start host` per host, each its own process with its own simulated GPU and data folder,
- * on the harness's Temporal dev server and a fresh Postgres database. Tests reach them only through
+ * on the harness's Temporal dev server (or the Temporal `services` names, such as a TemporalCluster)
+ * and a fresh Postgres database. Tests reach them only through
  * their listeners, the CLI and signals, as a user would.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
