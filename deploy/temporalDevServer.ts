@@ -7,6 +7,7 @@ import { existsSync, openSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
+import { parse as parseYaml } from 'yaml';
 import { SearchAttributeType } from '@temporalio/common';
 import { searchAttributes } from '../workflows/definitions.js';
 import { spawnEndingWithThisProcess } from './endingWithThisProcess.js';
@@ -19,18 +20,22 @@ export function resolveTemporalCli(): string {
   return execFileSync('bash', [PROVIDE_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
 }
 
+/** capyctl's dynamic configuration of Temporal, shared with the servers the deploy files run. */
+export const DYNAMIC_CONFIG_FILE = fileURLToPath(new URL('../deploy/temporal/dynamicconfig.yaml', import.meta.url));
+
 /**
- * The dev server's defaults cost a switch about 100 ms per step (bench/stepLatency): its history
- * service reads new transfer tasks at most 20 times a second per shard, and a step waits for two of
- * them (its activity task, then the workflow task after it); and its SQLite file syncs to disk on
- * every commit. Write-ahead logging with `synchronous=normal` keeps every commit across a crash of
- * the process (SIGKILL); only a power cut may lose the last ones, which a dev server may.
+ * The dev server's defaults cost a switch about 100 ms per step (bench/stepLatency): Temporal's
+ * transfer-task reads (DYNAMIC_CONFIG_FILE says why), and its SQLite file syncing to disk on every
+ * commit. Write-ahead logging with `synchronous=normal` keeps every commit across a crash of the
+ * process (SIGKILL); only a power cut may lose the last ones, which a dev server may.
  */
-const LOW_LATENCY_ARGS = [
-  ['--dynamic-config-value', 'history.transferProcessorMaxPollRPS=1000'],
-  ['--sqlite-pragma', 'journal_mode=wal'],
-  ['--sqlite-pragma', 'synchronous=normal'],
-].flat();
+function lowLatencyArgs(): string[] {
+  const dynamic = parseYaml(readFileSync(DYNAMIC_CONFIG_FILE, 'utf8')) as Record<string, Array<{ value: unknown }>>;
+  return [
+    ...Object.entries(dynamic).flatMap(([key, values]) => ['--dynamic-config-value', `${key}=${JSON.stringify(values[0]!.value)}`]),
+    ...['journal_mode=wal', 'synchronous=normal'].flatMap((pragma) => ['--sqlite-pragma', pragma]),
+  ];
+}
 
 /** A free TCP port on 127.0.0.1. */
 export function freePort(): Promise<number> {
@@ -65,7 +70,7 @@ export interface DevServerOptions {
   /** Where the server's own output goes; discarded when absent. */
   logFile?: string;
   readyTimeoutMs?: number;
-  /** Temporal's own defaults instead of LOW_LATENCY_ARGS (bench/stepLatency compares the two). */
+  /** Temporal's own defaults instead of lowLatencyArgs (bench/stepLatency compares the two). */
   temporalDefaults?: boolean;
 }
 
@@ -104,7 +109,7 @@ async function startOn(port: number, options: DevServerOptions): Promise<DevServ
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--db-filename', options.dbFile, '--namespace', namespace];
   args.push(...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]));
   for (const key of Object.values(searchAttributes)) args.push('--search-attribute', `${key.name}=${cliTypeNames[key.type]}`);
-  args.push('--log-level', 'warn', ...(options.temporalDefaults ? [] : LOW_LATENCY_ARGS));
+  args.push('--log-level', 'warn', ...(options.temporalDefaults ? [] : lowLatencyArgs()));
 
   const logStart = options.logFile && existsSync(options.logFile) ? statSync(options.logFile).size : 0;
   const output = options.logFile ? openSync(options.logFile, 'a') : 'ignore';

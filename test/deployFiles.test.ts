@@ -15,7 +15,7 @@ import { SearchAttributeType } from '@temporalio/common';
 import { buildSync } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
-import { resolveTemporalCli } from '../deploy/temporalDevServer.js';
+import { DYNAMIC_CONFIG_FILE, resolveTemporalCli } from '../deploy/temporalDevServer.js';
 import { type DocumentKind, loadSettings } from '../settings/load.js';
 import { ENV_PREFIX } from '../settings/overrides.js';
 import { searchAttributes } from '../workflows/definitions.js';
@@ -153,6 +153,14 @@ describe('deploy/compose', () => {
       expect(services.temporal.environment).toHaveProperty(variable);
     }
     expect(createdSearchAttributes(readFileSync(join(dir, 'temporal-namespace.sh'), 'utf8'))).toEqual(expectedSearchAttributes);
+  });
+
+  it("gives the Temporal server capyctl's dynamic configuration, the file the dev server and the real-Temporal tests read", () => {
+    const path: string = services.temporal.environment.DYNAMIC_CONFIG_FILE_PATH;
+    const [source, target] = (services.temporal.volumes as string[]).find((v) => v.split(':')[1] === path)!.split(':');
+    expect(target).toBe(path);
+    expect(join(dir, source!)).toBe(DYNAMIC_CONFIG_FILE);
+    expect(YAML.parse(readFileSync(DYNAMIC_CONFIG_FILE, 'utf8'))).toEqual({ 'history.transferProcessorMaxPollRPS': [{ value: 1000 }] });
   });
 
   it('the namespace script, run twice on a real Temporal, leaves a namespace with the search attributes', () => {

@@ -18,7 +18,7 @@ import { Connection } from '@temporalio/client';
 import pg from 'pg';
 import { stringify } from 'yaml';
 import { spawnEndingWithThisProcess } from '../../deploy/endingWithThisProcess.js';
-import { freePort, resolveTemporalCli } from '../../deploy/temporalDevServer.js';
+import { DYNAMIC_CONFIG_FILE, freePort, resolveTemporalCli } from '../../deploy/temporalDevServer.js';
 import { searchAttributes } from '../../workflows/definitions.js';
 import { until } from './until.js';
 
@@ -198,6 +198,7 @@ export class TemporalCluster {
         },
       },
       dcRedirectionPolicy: { policy: 'noop' },
+      dynamicConfigClient: { filepath: DYNAMIC_CONFIG_FILE, pollInterval: '60s' },
       archival: { history: { state: 'disabled' }, visibility: { state: 'disabled' } },
       namespaceDefaults: { archival: { history: { state: 'disabled' }, visibility: { state: 'disabled' } } },
     };
