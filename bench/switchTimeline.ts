@@ -17,7 +17,7 @@ export const TIMELINE = [
   'demand signal recorded by the scheduler',
   'switch workflow started (scheduler decided)',
   "switch's first workflow task picked up",
-  'window step scheduled (first receipt written)',
+  'window step scheduled',
   'window closed',
   'drain step scheduled (only when requests ran as the window closed)',
   'gateway drained',
@@ -52,7 +52,7 @@ export async function switchTimeline(client: Client, hostId: string, m: SwitchMo
   const firstTask = events.find((e) => e.workflowTaskStartedEventAttributes);
   if (firstTask) points["switch's first workflow task picked up"] = msOf(firstTask);
   const at: Record<string, Point[]> = {
-    closeAdmission: ['window step scheduled (first receipt written)', 'window closed'],
+    closeAdmission: ['window step scheduled', 'window closed'],
     awaitDrain: ['drain step scheduled (only when requests ran as the window closed)', 'gateway drained'],
     parkEngine: ['park scheduled (release begun, parking row written)', 'park done (the engine finished its requests, then parked)'],
     wakeEngine: ['wake scheduled (parked and waking rows written)', 'wake and check done'],

@@ -141,9 +141,14 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     }
   };
 
-  // The first receipt is written while the switch begins; a wake's first answer is read then too.
-  const firstAnswer = target?.action === 'wake' ? store.findWakeReference({ deploymentId: target.instance.deploymentId, instanceIndex: target.instance.instanceIndex }) : null;
-  const [result] = await Promise.all([runSwitch(), receipt('running', [], null), firstAnswer]);
+  /**
+   * The first receipt ("running"), written beside the first of the switch's own rows rather than
+   * before the window: every local step the workflow task waits for is on the waiters' clock.
+   */
+  let opened: Promise<void> | undefined;
+  const open = () => (opened ??= receipt('running', [], null));
+  const result = await runSwitch();
+  await open();
   await CancellationScope.nonCancellable(async () => {
     upsertSearchAttributes([{ key: searchAttributes.outcome, value: result.outcome }]);
     await receipt(result.outcome, result.victims, Date.now());
@@ -153,6 +158,8 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   async function runSwitch(): Promise<SwitchResult> {
     let cut = new Set<string>();
     let drainDeadline = Date.now();
+    let releaseBegun: Promise<void> = Promise.resolve();
+    if (victims.length === 0) open();
     if (victims.length > 0) {
       const drain = await admitAndDrain();
       if (!drain.drained) {
@@ -164,10 +171,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         return { switchId, outcome: 'drain_timeout', victims: [], ...(error ? { error } : {}) };
       }
       ({ cut, deadline: drainDeadline } = drain);
-      await gateway.beginRelease({ switchId, victims: victimIds });
+      open();
+      // Begun in the same workflow task as the parks, which Temporal schedules only once the task
+      // completes, so after this local step: the victims' new requests wait before any park starts.
+      releaseBegun = gateway.beginRelease({ switchId, victims: victimIds });
     }
 
-    const released = await Promise.all(victims.map((v) => releaseVictim(v, cut.has(v.instance.deploymentId), drainDeadline)));
+    const [released] = await Promise.all([Promise.all(victims.map((v) => releaseVictim(v, cut.has(v.instance.deploymentId), drainDeadline))), releaseBegun]);
     const stillCharged = released.reduce((sum, r) => sum + r.stillCharged, 0);
     if (stillCharged > 0) return engineNotDrained(released, stillCharged);
     const parkFailed = released.some((r) => r.parkFailed);
@@ -301,7 +311,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         await store.recordStartFailure({ deploymentId: id, failure: null });
         return null;
       }
-      const mismatch = await during(t.instance, 'waking', t.tier, async () => wakeAndCheck(t, await firstAnswer));
+      // The first answer is read while the waking row is written: the wake step needs it.
+      const first = store.findWakeReference({ deploymentId: id, instanceIndex: t.instance.instanceIndex });
+      const mismatch = await during(t.instance, 'waking', t.tier, async () => wakeAndCheck(t, await first));
       return mismatch ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
     } catch (e) {
       const failure = failureOf(e);
