@@ -8,7 +8,7 @@ import { type Client, WithStartWorkflowOperation, WorkflowNotFoundError, Workflo
 import type { SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
 import type { HostState } from '../domain/vocabulary.js';
-import { type CommandReceipt, type Demand, signals, type SwitchResult, updates, workflowIds } from '../workflows/definitions.js';
+import { type CommandReceipt, type Demand, signals, type SwitchResult, updates, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../workflows/definitions.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { RoutedDeployment } from './routingTable.js';
 import type { QueueSettings } from '../settings/queue.js';
@@ -46,6 +46,7 @@ const schedulerStart = (ref: SchedulerRef) =>
     workflowId: workflowIds.hostScheduler(ref.hostId),
     taskQueue: ref.serverTaskQueue,
     workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT_MS,
     args: [ref],
   });
 
@@ -70,6 +71,7 @@ export async function reportDemand(client: Client, ref: SchedulerRef, demand: De
   await client.workflow.signalWithStart<typeof hostScheduler, [Demand]>('hostScheduler', {
     workflowId: workflowIds.hostScheduler(ref.hostId),
     taskQueue: ref.serverTaskQueue,
+    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT_MS,
     args: [ref],
     signal: signals.demand,
     signalArgs: [demand],
@@ -135,6 +137,7 @@ export async function startMeasurement(client: Client, input: MeasureInput) {
   return client.workflow.start<typeof measureCheckpointWorkflow>('measureCheckpointWorkflow', {
     workflowId: workflowIds.measure(input.deploymentId, input.revision),
     taskQueue: input.serverTaskQueue,
+    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT_MS,
     args: [input],
     workflowIdConflictPolicy: 'USE_EXISTING',
   });

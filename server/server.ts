@@ -34,7 +34,7 @@ import type { Db } from '../store/db.js';
 import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment } from '../store/deployments.js';
 import { ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
-import { type Demand, type InstanceRef, signals, taskQueues, workflowIds } from '../workflows/definitions.js';
+import { type Demand, type InstanceRef, signals, STICKY_QUEUE_TIMEOUT_MS, taskQueues, workflowIds } from '../workflows/definitions.js';
 import type { InstanceState } from '../domain/vocabulary.js';
 import { EngineExits } from './engineExits.js';
 import { HostLiveness } from './hostLiveness.js';
@@ -403,6 +403,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     // A stop always ends: a task still held at twice the drain bound is left to the next start,
     // which finishes or compensates its switch.
     shutdownForceTime: 2 * settings.switching.drain_timeout,
+    stickyQueueScheduleToStartTimeout: STICKY_QUEUE_TIMEOUT_MS,
   });
   const running = worker.run();
   // A host's scheduler outlives this server's last run: it takes the settings as they are now, and

@@ -35,6 +35,18 @@ export const workflowIds = {
 export const SERVER_STEP_TIMEOUT_MS = 5_000;
 
 /**
+ * How soon Temporal gives up on a server that died holding a workflow's task (a server stopped
+ * cleanly hands its tasks back; a killed one cannot): a task it held is given to another worker
+ * after the task timeout (Temporal's default is 10 s), and a workflow it kept cached, whose next
+ * tasks go to its own queue, after the sticky timeout (also 10 s). With these, the first request
+ * after a crash waits about as long as after a clean restart (bench/recoveryAfterKill.ts). A task
+ * that runs long does not hit it: local steps heartbeat the task, and replays are short (the
+ * scheduler continues as new, a switch has a few dozen events).
+ */
+export const WORKFLOW_TASK_TIMEOUT_MS = 3_000;
+export const STICKY_QUEUE_TIMEOUT_MS = 1_000;
+
+/**
  * The steps that run in the server's own process and never wait (a store row, a change of the
  * gateway's dispatch) are local activities: they run inside the workflow task, with no round trip
  * through Temporal's task queues, and are recorded as markers. A local activity's retries are the

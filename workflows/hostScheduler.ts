@@ -36,6 +36,7 @@ import {
   type SwitchTarget,
   type SwitchVictim,
   updates,
+  WORKFLOW_TASK_TIMEOUT_MS,
   workflowIds,
 } from './definitions.js';
 import {
@@ -248,6 +249,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       const child = await startChild(switchWorkflow, {
         workflowId: workflowIds.switch(switchInput.switchId),
         taskQueue: serverTaskQueue,
+        workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT_MS,
         args: [switchInput],
         staticSummary: switchSummary(switchInput),
       });

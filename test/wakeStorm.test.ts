@@ -1,0 +1,46 @@
+/**
+ * A thousand requests arriving at once for a parked model (issue 14): the gateway reports one demand
+ * whatever the crowd, the scheduler plans one switch, and the model wakes exactly once; every
+ * request is answered by that one woken instance.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findSwitchReceipt, listSwitchReceipts } from '../store/switchReceipts.js';
+import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
+
+const REQUESTS = 1_000;
+
+describe('a thousand concurrent requests for a parked model', () => {
+  let s: SchedulerBench;
+  let model: string;
+
+  beforeAll(async () => {
+    s = await startSchedulerBench({
+      gpuMemory: '8GiB',
+      hostYaml: `resource_policy: { queue: { max_pending_per_deployment: ${REQUESTS}, max_pending_total: ${REQUESTS} } }`,
+      settings: { admissionWindowMs: 1 },
+    });
+    model = await s.deployMeasured('storm');
+    await s.command('start', { deploymentId: model, evict: false });
+    await s.command('park', { deploymentId: model });
+    await s.until(model, 'parked');
+  });
+  afterAll(() => s?.close());
+
+  it('are all served by one wake', { timeout: 120_000 }, async () => {
+    const stepsBefore = s.lc.gateway.steps.length;
+    const answers = await Promise.all(Array.from({ length: REQUESTS }, () => s.lc.gateway.request(model)));
+
+    const served = answers.filter((a) => a.kind === 'served');
+    expect(answers.filter((a) => a.kind === 'error')).toEqual([]);
+    expect(served).toHaveLength(REQUESTS);
+    // One instance, one generation: the one the wake brought back.
+    expect(new Set(served.map((a) => JSON.stringify(a.instance)))).toEqual(new Set([JSON.stringify({ deploymentId: model, instanceIndex: 0, generation: 1 })]));
+    const releases = s.lc.gateway.steps.slice(stepsBefore).filter((x) => x.step === 'release');
+    expect(releases).toHaveLength(1);
+    const receipt = await findSwitchReceipt(s.lc.db, releases[0]!.switchId);
+    expect(receipt).toMatchObject({ targetDeploymentId: model, outcome: 'released', victims: [] });
+    // Every switch that ever targeted it: the first start, and this one wake.
+    expect(await listSwitchReceipts(s.lc.db, { targetDeploymentId: model })).toHaveLength(2);
+    expect((await s.settledLedger()).entries.find((e) => e.deploymentId === model)).toMatchObject({ state: 'ready' });
+  });
+});
