@@ -215,7 +215,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
 
   for (const d of table.list()) for (const i of d.instances) serveRecorded(queue, { deploymentId: d.id, ...i });
 
-  const exits = new EngineExits();
+  const exits = EngineExits.fromRecorded(table.list());
   const activities = createServerActivities({
     db,
     queue,
