@@ -13,6 +13,7 @@ import { createHostActivities } from '../activities/hostActivities.js';
 import type { EngineName } from '../domain/vocabulary.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import type { HostSettings } from '../settings/hostDocument.js';
+import { listenAddress, urlHost } from '../settings/listenAddress.js';
 import { createSimulatedGpu } from '../simulator/gpuLedger.js';
 import { taskQueues } from '../workflows/definitions.js';
 import { discoverGpus } from './gpus.js';
@@ -96,9 +97,9 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
   });
   const ingress = new Ingress(supervisor);
   const inFlightOf = options.inFlightOf ?? ((key: InstanceSlot) => ingress.inFlightOf(key));
-  const [listenHost, listenPort] = [settings.ingress.listen.replace(/:\d+$/, ''), Number(settings.ingress.listen.split(':').pop())];
-  const { port } = await ingress.listen(listenHost, listenPort);
-  const ingressUrl = settings.ingress.url ?? `http://${listenHost === '0.0.0.0' ? '127.0.0.1' : listenHost}:${port}`;
+  const ingressAt = listenAddress(settings.ingress.listen);
+  const { port } = await ingress.listen(ingressAt.host, ingressAt.port);
+  const ingressUrl = settings.ingress.url ?? `http://${urlHost(ingressAt.host)}:${port}`;
 
   const sampler = new LoadSampler({ supervisor, inFlightOf, server, logger: log });
   const gpuSource: GpuSource = simulated ? { kind: 'simulated', dir: engineEnv.CAPYCTL_SIM_GPU_DIR!, indexes: gpus.map((g) => g.index) } : { kind: 'nvidia' };

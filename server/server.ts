@@ -29,6 +29,7 @@ import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
 import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
+import { isLoopback, listenAddress } from '../settings/listenAddress.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Db } from '../store/db.js';
 import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment } from '../store/deployments.js';
@@ -43,10 +44,6 @@ import { ServerMetrics } from './metrics.js';
 import { heldOn, mayRunOn, placeByLoad } from './placement.js';
 import { workflowBundle } from './workflowBundle.js';
 
-const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host === '[::1]' || host.startsWith('127.');
-
-const listenOn = (address: string) => ({ host: address.replace(/:\d+$/, ''), port: Number(address.split(':').pop()) });
-
 /** A listener's address is taken (another server runs there) or not this machine's: the server does not start. */
 export class ListenRefused extends Error {}
 
@@ -58,7 +55,7 @@ const LISTEN_FAILURES: Record<string, string> = {
 
 async function listen(app: FastifyInstance, address: string): Promise<string> {
   try {
-    return await app.listen(listenOn(address));
+    return await app.listen(listenAddress(address));
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw new ListenRefused(`cannot listen on ${address}: ${(code && LISTEN_FAILURES[code]) ?? (e as Error).message}`);
@@ -218,7 +215,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
 
   for (const d of table.list()) for (const i of d.instances) serveRecorded(queue, { deploymentId: d.id, ...i });
 
-  const exits = new EngineExits();
+  const exits = EngineExits.fromRecorded(table.list());
   const activities = createServerActivities({
     db,
     queue,
@@ -382,7 +379,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   try {
     managementUrl = await listen(management, settings.listen.management);
     inferenceUrl = await listen(inference, settings.listen.inference);
-    if (inferenceToken === undefined && !isLoopback(listenOn(settings.listen.inference).host)) {
+    if (inferenceToken === undefined && !isLoopback(listenAddress(settings.listen.inference).host)) {
       logger.warn({ inferenceUrl }, 'the inference listener is reachable beyond this machine and asks for no token: set CAPYCTL_INFERENCE_TOKEN');
     }
   } catch (e) {

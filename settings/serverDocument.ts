@@ -17,6 +17,8 @@ export const metricsToken = z
     message: `must be at least ${METRICS_TOKEN_MIN_LENGTH} characters, without spaces (the value is not shown: it is a secret)`,
   });
 const DAY = 86_400 * SECOND;
+/** The shortest idle timer a document may set. */
+export const IDLE_TIMEOUT_MIN_MS = 1 * SECOND;
 
 /** `temporalAddress`: the default frontend, or undefined for a standalone (which then starts its own). */
 export const serverSection = (temporalAddress?: string) =>
@@ -56,8 +58,8 @@ export const serverSection = (temporalAddress?: string) =>
       .prefault({}),
     lifecycle_defaults: z
       .strictObject({
-        ready_idle_timeout: timerMs(1 * SECOND, 30 * DAY),
-        parked_idle_timeout: timerMs(1 * SECOND, 30 * DAY),
+        ready_idle_timeout: timerMs(IDLE_TIMEOUT_MIN_MS, 30 * DAY),
+        parked_idle_timeout: timerMs(IDLE_TIMEOUT_MIN_MS, 30 * DAY),
       })
       .prefault({}),
   });

@@ -56,6 +56,17 @@ describe('what a host holds', () => {
     expect(holdings(checkpoint, 'stopped', null)).toEqual({ gpuBytes: 0, hostRamBytes: 0 });
     expect(hostRamFree(ledger([entry('a', { state: 'parked', gpuBytes: 0, hostRamBytes: 4 * GiB })]))).toBe(12 * GiB);
   });
+
+  it('keeps counting all the GPU memory of a model on its way out until its park or stop finished', () => {
+    for (const state of ['starting', 'waking', 'draining', 'stopping'] as const) {
+      expect(holdings(checkpoint, state, 'host_ram')).toEqual({ gpuBytes: 5 * GiB, hostRamBytes: 0 });
+    }
+    // Parking: still on the GPU, and the host RAM its copy is written to is already taken.
+    expect(holdings(checkpoint, 'parking', 'host_ram')).toEqual({ gpuBytes: 5 * GiB, hostRamBytes: 4 * GiB });
+    expect(holdings(checkpoint, 'parking', 'deep')).toEqual({ gpuBytes: 5 * GiB, hostRamBytes: 0 });
+    expect(holdings(checkpoint, 'failed', null)).toEqual({ gpuBytes: 0, hostRamBytes: 0 });
+    expect(holdings(null, 'ready', null)).toEqual({ gpuBytes: 0, hostRamBytes: 0 });
+  });
 });
 
 describe('room for a model', () => {

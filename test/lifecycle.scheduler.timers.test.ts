@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configureScheduler, reportDemand } from '../gateway/lifecycleClient.js';
+import { IDLE_TIMEOUT_MIN_MS } from '../settings/serverDocument.js';
 import { gpuUsage } from '../simulator/gpuLedger.js';
 import { workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
@@ -12,7 +13,8 @@ import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('idle timers', () => {
-  const IDLE_MS = 1_500;
+  // The shortest the settings allow, so the tests wait as little as a document can make them.
+  const IDLE_MS = IDLE_TIMEOUT_MIN_MS;
   let s: SchedulerBench;
   beforeAll(async () => {
     s = await startSchedulerBench({ gpuMemory: '16GiB', settings: { readyIdleMs: IDLE_MS, parkedIdleMs: IDLE_MS } });
@@ -40,12 +42,21 @@ describe('idle timers', () => {
   it('count a request as use: the ready timer starts again from it', async () => {
     const b = await s.deployMeasured('chat-b');
     await s.command('start', { deploymentId: b, evict: false });
-    for (let i = 0; i < 4; i++) {
-      await sleep(IDLE_MS / 2);
+    const readyAt = Date.now();
+    // A request every half timer, until the first timer is one and a half timers behind.
+    let usedAt = readyAt;
+    while (usedAt - readyAt < IDLE_MS * 1.5) {
+      await sleep(usedAt + IDLE_MS / 2 - Date.now());
       expect((await s.lc.gateway.request(b)).kind).toBe('served');
+      usedAt = Date.now();
     }
+    // No switch took it away meanwhile (a park and a wake would serve the requests too).
+    const released = s.lc.gateway.steps.filter((step) => step.atMs >= readyAt && (step.detail as { victims?: string[] }).victims?.includes(b));
+    expect(released).toEqual([]);
     expect((await s.entry(b))?.state).toBe('ready');
+    // It parks one timer after the last request, not after the first timer.
     await s.until(b, 'parked', 10_000);
+    expect(Date.now() - usedAt).toBeGreaterThanOrEqual(IDLE_MS - 100);
   });
 });
 
@@ -59,10 +70,10 @@ describe('settings sent to a running scheduler', () => {
   it('apply from then on: a ready_idle_timeout set later parks the idle model', async () => {
     const a = await s.deployMeasured('chat-a');
     await s.command('start', { deploymentId: a, evict: false });
-    await sleep(1_500);
-    // Its timers are off: it stays.
+    // Its timers are off: it stays past the shortest timer a document could have set.
+    await sleep(IDLE_TIMEOUT_MIN_MS);
     expect((await s.entry(a))?.state).toBe('ready');
-    await configureScheduler(s.lc.client, { ...s.ref, settings: { ...s.ref.settings, readyIdleMs: 1_000 } });
+    await configureScheduler(s.lc.client, { ...s.ref, settings: { ...s.ref.settings, readyIdleMs: IDLE_TIMEOUT_MIN_MS } });
     await s.until(a, 'parked', 10_000);
   });
 });

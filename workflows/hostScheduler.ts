@@ -17,6 +17,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { apiErrors } from '../domain/catalogue.js';
+import { measurementState, unmeasuredRefusal } from '../domain/measurement.js';
 import { releasingLine } from '../activities/engines/rules.js';
 import type { LaunchMemory } from '../activities/engines/memoryBound.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
@@ -194,11 +195,11 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   }
 
   const view = (deploymentId: string) => store.describeDeployment({ deploymentId, hostId });
-  const measured = (v: DeploymentView): v is Viewed => v.checkpoint !== null;
+  const measured = (v: DeploymentView): v is Viewed => measurementState(v) === 'measured';
   const viewMeasured = async (deploymentId: string): Promise<Viewed> => {
     const v = await view(deploymentId);
-    if (!measured(v)) throw refusal(apiErrors.checkpointUnmeasured(v.name, v.measureFailure));
-    return v;
+    if (measured(v)) return v;
+    throw refusal(unmeasuredRefusal(v.name, v)!);
   };
   const waitingFor = (deploymentId: string) => state.demands.some((d) => d.deploymentId === deploymentId && d.waiting > 0);
 
@@ -490,7 +491,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       // Its requests wait for the measurement, which signals `measurementEnded`; if it failed, a start
       // cannot help, and they are answered with why.
       if (!measured(v)) {
-        if (v.measureFailure !== null) {
+        if (measurementState(v) === 'failed') {
           const error = apiErrors.startFailed(v.id, `its checkpoint could not be measured: ${v.measureFailure}`);
           await gateway.failWaiters({ switchId: workflowIds.measure(v.id, v.revision), deploymentId: v.id, error });
           drop();

@@ -20,12 +20,24 @@ const parkedGpuBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number => (ti
 /** Host RAM an instance holds parked at `tier`: only a `host_ram` park keeps a copy of its weights. */
 const parkedHostRamBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number => (tier === 'host_ram' ? c.weightBytes : 0);
 
-const holdsGpu: ReadonlySet<InstanceState> = new Set(['starting', 'ready', 'draining', 'waking']);
+/**
+ * States in which an instance holds (or has reserved) all it holds ready. One on its way out
+ * (`parking`, `stopping`) keeps its memory until its engine gave it back: counting only what its
+ * tier keeps would let another model be placed on memory that is not free yet.
+ */
+const holdsGpu: ReadonlySet<InstanceState> = new Set(['starting', 'ready', 'draining', 'waking', 'parking', 'stopping']);
 
-/** What an instance holds in `state` at `tier`: a parked one only what its tier keeps, a stopped one nothing. */
-export function holdings(c: Checkpoint, state: InstanceState, tier: LedgerEntry['tier']): { gpuBytes: number; hostRamBytes: number } {
-  if (holdsGpu.has(state)) return { gpuBytes: gpuNeed(c), hostRamBytes: 0 };
-  if (state === 'parked' || state === 'parking') return { gpuBytes: parkedGpuBytes(c, tier), hostRamBytes: parkedHostRamBytes(c, tier) };
+/**
+ * What an instance holds in `state` at `tier`: the one rule for the scheduler's ledger and the rows
+ * `list deployments`, placement and the load endpoint read. A parking instance also holds the host
+ * RAM its copy is being written to; a parked one only what its tier keeps; a stopped one nothing.
+ * An unmeasured checkpoint (null) holds nothing anyone can count.
+ */
+export function holdings(c: Checkpoint | null, state: InstanceState, tier: LedgerEntry['tier']): { gpuBytes: number; hostRamBytes: number } {
+  if (c === null) return { gpuBytes: 0, hostRamBytes: 0 };
+  const hostRamBytes = state === 'parked' || state === 'parking' ? parkedHostRamBytes(c, tier) : 0;
+  if (holdsGpu.has(state)) return { gpuBytes: gpuNeed(c), hostRamBytes };
+  if (state === 'parked') return { gpuBytes: parkedGpuBytes(c, tier), hostRamBytes };
   return { gpuBytes: 0, hostRamBytes: 0 };
 }
 

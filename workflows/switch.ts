@@ -38,6 +38,7 @@ import {
   type SwitchVictim,
   taskQueues,
 } from './definitions.js';
+import { holdings } from './ledger.js';
 import { switchSummary } from './switchSummary.js';
 import { compareAnswers, probeFor } from './wakeCheck.js';
 
@@ -118,12 +119,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   // What each instance holds, for the rows `list deployments` and the load endpoint read, as the
   // scheduler read it: every read here would be on the waiters' clock.
   const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null, writer: Pick<StoreActivities, 'saveInstance'> = store) => {
-    const c = input.checkpoints[instance.deploymentId] ?? null;
-    const weights = c?.weightBytes ?? 0;
-    // An instance on its way in or out still holds (or has reserved) what it holds ready.
-    const onGpu = state === 'ready' || state === 'starting' || state === 'waking' || state === 'parking' || state === 'stopping';
-    const gpuBytes = onGpu ? weights + (c?.kvBytes ?? 0) : state === 'parked' && tier === 'kv_only' ? weights : 0;
-    const hostRamBytes = state === 'parked' && tier === 'host_ram' ? weights : 0;
+    const { gpuBytes, hostRamBytes } = holdings(input.checkpoints[instance.deploymentId] ?? null, state, tier);
     const { deploymentId, instanceIndex: index, generation } = instance;
     return writer.saveInstance({ deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes });
   };

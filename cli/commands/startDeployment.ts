@@ -8,6 +8,7 @@
  */
 import type { DeploymentBody, ReceiptBody } from '../../gateway/management/deployments.js';
 import type { SwitchBody } from '../../gateway/management/switches.js';
+import { awaitsMeasurement } from '../../domain/measurement.js';
 import { exitCodes } from '../command.js';
 import { ApiRefusal, type ManagementClient } from '../managementClient.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
@@ -21,7 +22,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Until it is measured, or its measurement failed: the start then says why it is refused. */
 async function untilMeasured(api: ManagementClient, ref: string): Promise<void> {
-  while ((await api.call<DeploymentBody>('GET', `/deployments/${ref}`)).checkpoint === 'measuring') {
+  while (awaitsMeasurement((await api.call<DeploymentBody>('GET', `/deployments/${ref}`)).checkpoint)) {
     await sleep(MEASUREMENT_POLL_MS);
   }
 }
@@ -50,7 +51,7 @@ export const startDeployment = operatorCommand({
     let receipt: ReceiptBody;
     if (flags.wait === true) {
       const d = await api.call<DeploymentBody>('GET', `/deployments/${ref}`);
-      if (d.checkpoint === 'measuring') await waitingFor(`the checkpoint measurement of ${name}`, () => untilMeasured(api, ref));
+      if (awaitsMeasurement(d.checkpoint)) await waitingFor(`the checkpoint measurement of ${name}`, () => untilMeasured(api, ref));
       const ready = `${name} to be ready`;
       receipt = await waitingFor(ready, async (update) => {
         const begun = await takenWhenMemoryFree(name!, start, update);

@@ -8,6 +8,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { documentRefusal, hostsRefusal } from '../../activities/engines/rules.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
+import { measurementState, measurementStates, unmeasuredRefusal } from '../../domain/measurement.js';
 import { activations, instanceStates, type InstanceState, parkTiers } from '../../domain/vocabulary.js';
 import { deploymentDocument, type DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
@@ -33,7 +34,7 @@ export const deploymentBody = z.object({
   activation: activations,
   operator_stopped: z.boolean(),
   /** The current revision's checkpoint: a start is refused until it is measured. */
-  checkpoint: z.enum(['measured', 'measuring', 'failed']),
+  checkpoint: measurementStates,
   /** Why its measurement failed: the host could not read the checkpoint. Only when `failed`. */
   checkpoint_failure: z.string().optional(),
   /** Why its latest start failed (an engine that exited: how, and its last lines of stderr). Only until a start succeeds. */
@@ -118,7 +119,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       hosts: [...new Set(instances.filter((i) => i.observedState !== 'stopped').map((i) => i.hostId))],
       activation: table.get(d.id)?.activation ?? d.spec.lifecycle.activation,
       operator_stopped: d.operatorStopped,
-      checkpoint: d.checkpoint !== null ? 'measured' : d.measureFailure !== null ? 'failed' : 'measuring',
+      checkpoint: measurementState(d),
       ...(d.measureFailure !== null ? { checkpoint_failure: d.measureFailure } : {}),
       ...(d.startFailure !== null ? { start_failure: d.startFailure } : {}),
       instances: instances.map((i) => ({
@@ -174,7 +175,8 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     routes.post('/management/v1/deployments/:ref/start', { schema: { params: refParams, body: startBody, response: { 200: receiptBody } } }, async (request) => {
       const d = await find(request.params.ref);
       // Refused here too, so a checkpoint that waits for a host to measure it is not mistaken for a missing host.
-      if (d.checkpoint === null) throw new CapyError(apiErrors.checkpointUnmeasured(d.name, d.measureFailure));
+      const unmeasured = unmeasuredRefusal(d.name, d);
+      if (unmeasured) throw new CapyError(unmeasured);
       return renderReceipt(await lifecycle.command(await requireHost(d), 'start', { deploymentId: d.id, evict: request.body.evict }), d.name, table);
     });
 
