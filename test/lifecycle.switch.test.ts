@@ -113,6 +113,7 @@ describe('a switch', () => {
   const releasedA: string[] = [];
   const parkedA: string[] = [];
   let a: Model;
+  let wakeOfA = '';
 
   it('parks the victim in host RAM, starts the target, releases its waiters together and writes the receipt', async () => {
     a = await deploy('chat-a');
@@ -153,6 +154,7 @@ describe('a switch', () => {
     const waiter = lc.gateway.request(a.id, 10);
     const back = await runSwitch({ target: { model: a, action: 'wake', tier: 'host_ram' }, victims: [{ model: b, release: park('host_ram') }], windowMs: 300 });
     expect(back).toMatchObject({ outcome: 'released', target: { instance: ref(a), state: 'ready' } });
+    wakeOfA = back.input.switchId;
     expect(served(await waiter).instance).toEqual(ref(a));
     expect((await findSwitchReceipt(lc.db, back.input.switchId))?.summary).toBe(`wake ${a.name}, park ${b.name} on ${lc.hostId}`);
     expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
@@ -163,6 +165,18 @@ describe('a switch', () => {
     expect(timedOut.outcome).toBe('drain_timeout');
     served(await busy);
     releasedA.push(await stop([a, b]));
+  });
+
+  it("shows every step in the switch's history: the host's as activities, the server's own as local-activity markers", async () => {
+    const events = (await lc.client.workflow.getHandle(workflowIds.switch(wakeOfA)).fetchHistory()).events ?? [];
+    const remote = events.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+    const local = events.flatMap((e) => {
+      const payloads = e.markerRecordedEventAttributes?.details?.data?.payloads ?? [];
+      return payloads.flatMap((p) => (JSON.parse(Buffer.from(p.data!).toString('utf8')) as { activity_type?: string }).activity_type ?? []);
+    });
+    // The victim was idle as the window closed: no drain step of its own.
+    expect(remote).toEqual(['closeAdmission', 'parkEngine', 'wakeEngine']);
+    expect(new Set(local)).toEqual(new Set(['saveSwitchReceipt', 'beginRelease', 'saveInstance', 'findWakeReference', 'release']));
   });
 
   it('lists every switch that parked chat-a by its search attributes', async () => {
