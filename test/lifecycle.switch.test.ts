@@ -25,6 +25,7 @@ import {
 import { switchWorkflow } from '../workflows/switch.js';
 import { switchSummary } from '../workflows/switchSummary.js';
 import { compareAnswers, probeFor } from '../workflows/wakeCheck.js';
+import { localActivityType } from './support/histories.js';
 import type { Answer } from './support/queueGateway.js';
 import { type Lifecycle, simDeployment, startLifecycle } from './support/lifecycle.js';
 import { until } from './support/until.js';
@@ -170,10 +171,7 @@ describe('a switch', () => {
   it("shows every step in the switch's history: the host's as activities, the server's own as local-activity markers", async () => {
     const events = (await lc.client.workflow.getHandle(workflowIds.switch(wakeOfA)).fetchHistory()).events ?? [];
     const remote = events.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
-    const local = events.flatMap((e) => {
-      const payloads = e.markerRecordedEventAttributes?.details?.data?.payloads ?? [];
-      return payloads.flatMap((p) => (JSON.parse(Buffer.from(p.data!).toString('utf8')) as { activity_type?: string }).activity_type ?? []);
-    });
+    const local = events.flatMap((e) => localActivityType(e) ?? []);
     // The victim was idle as the window closed: no drain step of its own.
     expect(remote).toEqual(['closeAdmission', 'parkEngine', 'wakeEngine']);
     expect(new Set(local)).toEqual(new Set(['saveSwitchReceipt', 'beginRelease', 'saveInstance', 'findWakeReference', 'release']));

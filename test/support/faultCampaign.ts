@@ -18,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { request } from 'undici';
+import { stepOf } from './histories.js';
 import { type DevServer, freePort, startDevServer } from '../../deploy/temporalDevServer.js';
 import { gpuUsage } from '../../simulator/gpuLedger.js';
 import { Cluster, type ClusterHost } from './cluster.js';
@@ -117,7 +118,8 @@ export function phaseOf(events: readonly Event[], atMs = Infinity): Seen {
     // The park begins once the gateway has begun the release: the victim's new requests wait.
     const done = e.activityTaskCompletedEventAttributes;
     if (done && scheduled.get(String(done.scheduledEventId)) === 'beginRelease') phase = Math.max(phase, phases.indexOf('park'));
-    const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
+    // A local step (the release, the rows) shows as its marker once the task that ran it completed.
+    const name = stepOf(e);
     if (!name) continue;
     scheduled.set(String(e.eventId), name);
     if (name === 'release') released = true;
