@@ -1,13 +1,11 @@
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { apiErrors, CapyError, releaseLines } from '../domain/catalogue.js';
-import { LoadBoard } from '../gateway/loadBoard.js';
-import { buildManagementApp } from '../gateway/managementApp.js';
 import { RoutingTable } from '../gateway/routingTable.js';
 import { findHost, issueHostToken, registerHost } from '../store/hosts.js';
 import { deleteDeployment, recordCheckpoint } from '../store/deployments.js';
 import { migrate } from '../store/migrate.js';
+import { buildAdminApp } from './support/adminApp.js';
 import { type RecordingLifecycle, recordingLifecycle } from './support/operatorLifecycle.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 
@@ -27,13 +25,7 @@ describe('the operator routes for deployments and hosts', () => {
     const token = await issueHostToken(fresh.db);
     await registerHost(fresh.db, token, { id: 'gpu-box', gpus: [{ index: 0, name: 'sim-0', memoryBytes: 2 ** 34, memoryKind: 'discrete' }], hostRamBytes: 2 ** 36, settings: {} });
     lifecycle = recordingLifecycle(fresh.db, table, ['gpu-box']);
-    app = await buildManagementApp({
-      db: fresh.db,
-      board: new LoadBoard(),
-      hostEvents: { registered: async () => {}, engineExited: async () => {} },
-      logger: pino({ level: 'silent' }),
-      admin: { adminToken: ADMIN_TOKEN, table, figures: { deployment: () => ({ inFlight: 0, inFlightLimit: 32, waiting: 0, waitingLimit: 64 }), instanceInFlight: () => 0 }, lifecycle },
-    });
+    app = await buildAdminApp(fresh.db, { adminToken: ADMIN_TOKEN, table, lifecycle });
   });
   afterAll(async () => {
     await app.close();

@@ -4,15 +4,11 @@
  * and its Temporal Web UI link, behind the admin token; the page served to anyone, holding no data.
  */
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { apiErrors, renderApiError } from '../domain/catalogue.js';
-import { LoadBoard } from '../gateway/loadBoard.js';
-import { buildManagementApp } from '../gateway/managementApp.js';
-import { RoutingTable } from '../gateway/routingTable.js';
 import { migrate } from '../store/migrate.js';
 import { saveSwitchReceipt, type SwitchReceipt } from '../store/switchReceipts.js';
-import { recordingLifecycle } from './support/operatorLifecycle.js';
+import { buildAdminApp } from './support/adminApp.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 
 const ADMIN_TOKEN = 'capy_admin_switch_list';
@@ -41,20 +37,7 @@ describe('the switch list and the status page', () => {
   beforeAll(async () => {
     fresh = await freshDatabase(inject('postgresAdminUrl'));
     await migrate(fresh.db);
-    const table = new RoutingTable();
-    app = await buildManagementApp({
-      db: fresh.db,
-      board: new LoadBoard(),
-      hostEvents: { registered: async () => {}, engineExited: async () => {} },
-      logger: pino({ level: 'silent' }),
-      admin: {
-        adminToken: ADMIN_TOKEN,
-        table,
-        figures: { deployment: () => ({ inFlight: 0, inFlightLimit: 32, waiting: 0, waitingLimit: 64 }), instanceInFlight: () => 0 },
-        lifecycle: recordingLifecycle(fresh.db, table),
-        webUi: WEB_UI,
-      },
-    });
+    app = await buildAdminApp(fresh.db, { adminToken: ADMIN_TOKEN, webUi: WEB_UI });
     for (let n = 0; n < 23; n++) await saveSwitchReceipt(fresh.db, receipt(n));
     // The newest parked a victim to host RAM and woke its target; the one running has no phases yet.
     await saveSwitchReceipt(

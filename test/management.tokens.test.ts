@@ -5,15 +5,11 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { apiErrors } from '../domain/catalogue.js';
-import { LoadBoard } from '../gateway/loadBoard.js';
-import { buildManagementApp } from '../gateway/managementApp.js';
-import { RoutingTable } from '../gateway/routingTable.js';
 import { issueHostToken, registerHost } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
-import { recordingLifecycle } from './support/operatorLifecycle.js';
+import { buildAdminApp } from './support/adminApp.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 import { type RouteRef, routesOf } from './support/routes.js';
 
@@ -24,6 +20,8 @@ const HOST_ROUTES = new Set([
   '/management/v1/hosts/:hostId/engine-exits',
   '/management/v1/hosts/:hostId/stopping',
 ]);
+/** The status page: a login form and its script, no data; what it shows it reads with the admin token. */
+const PUBLIC_ROUTES = new Set(['/']);
 const gpus = [{ index: 0, name: 'sim-0', memoryBytes: 2 ** 33, memoryKind: 'discrete' as const }];
 
 describe('the management listener’s credentials', () => {
@@ -39,19 +37,7 @@ describe('the management listener’s credentials', () => {
       tokens[host] = await issueHostToken(fresh.db);
       await registerHost(fresh.db, tokens[host], { id: `host-${host}`, gpus, hostRamBytes: 2 ** 36, settings: {} });
     }
-    const table = new RoutingTable();
-    app = await buildManagementApp({
-      db: fresh.db,
-      board: new LoadBoard(),
-      hostEvents: { registered: async () => {}, engineExited: async () => {} },
-      logger: pino({ level: 'silent' }),
-      admin: {
-        adminToken: ADMIN_TOKEN,
-        table,
-        figures: { deployment: () => ({ inFlight: 0, inFlightLimit: 32, waiting: 0, waitingLimit: 64 }), instanceInFlight: () => 0 },
-        lifecycle: recordingLifecycle(fresh.db, table, ['host-a']),
-      },
-    });
+    app = await buildAdminApp(fresh.db, { adminToken: ADMIN_TOKEN, hosts: ['host-a'] });
     await app.ready();
     routes = routesOf(app);
   });
@@ -74,10 +60,17 @@ describe('the management listener’s credentials', () => {
     expect(routes.filter((r) => HOST_ROUTES.has(r.url))).toHaveLength(HOST_ROUTES.size);
   });
 
+  it('serves the status page to anyone, and nothing else without a token', async () => {
+    expect(routes.filter((r) => PUBLIC_ROUTES.has(r.url)).map((r) => r.method)).toContain('GET');
+    const page = await send({ method: 'GET', url: '/' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toMatch(/^text\/html/);
+  });
+
   it('refuses every operator route a missing token, a wrong one, a host token and another scheme (401)', async () => {
     const refused = apiErrors.unauthorized('admin token');
     const credentials = [undefined, 'Bearer capy_admin_wrong', `Bearer ${tokens.a}`, `Basic ${ADMIN_TOKEN}`, ADMIN_TOKEN, `Bearer ${ADMIN_TOKEN} extra`];
-    for (const route of routes.filter((r) => !HOST_ROUTES.has(r.url))) {
+    for (const route of routes.filter((r) => !HOST_ROUTES.has(r.url) && !PUBLIC_ROUTES.has(r.url))) {
       for (const credential of credentials) {
         const reply = await send(route, credential);
         expect({ route, credential, status: reply.statusCode, body: reply.json() }).toEqual({
