@@ -25,7 +25,7 @@ import {
 import { switchWorkflow } from '../workflows/switch.js';
 import { switchSummary } from '../workflows/switchSummary.js';
 import { compareAnswers, probeFor } from '../workflows/wakeCheck.js';
-import { localActivityType } from './support/histories.js';
+import { localActivityType } from '../deploy/demo/switchHistory.js';
 import type { Answer } from './support/queueGateway.js';
 import { type Lifecycle, simDeployment, startLifecycle } from './support/lifecycle.js';
 import { until } from './support/until.js';

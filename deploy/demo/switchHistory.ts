@@ -1,7 +1,8 @@
 /**
  * What the Temporal history of each switch says happened, and when: the moments the spec's example
  * names (the admission window closing, the drain, the park, the wake or start, the release), read
- * from the completion of the switch's activities.
+ * from the completion of the switch's activities, remote ones by their completion and local ones
+ * (the server's own steps) by their marker, written as the workflow task that ran them completed.
  */
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
@@ -28,7 +29,18 @@ export interface SwitchSeen {
   steps: Array<{ step: string; atMs: number }>;
 }
 
-const msOf = (t: temporal.api.history.v1.IHistoryEvent['eventTime']) => Number(t?.seconds ?? 0) * 1000 + Math.round((t?.nanos ?? 0) / 1e6);
+type Event = temporal.api.history.v1.IHistoryEvent;
+
+/** The activity a local activity's marker records (the SDK writes its details as JSON); none for other events. */
+export function localActivityType(e: Event): string | undefined {
+  const payload = e.markerRecordedEventAttributes?.details?.data?.payloads?.[0];
+  return payload?.data ? (JSON.parse(Buffer.from(payload.data).toString('utf8')) as { activity_type?: string }).activity_type : undefined;
+}
+
+/** The step an event begins, remote (scheduled) or local (its marker); none for other events. */
+export const stepOf = (e: Event): string | undefined => e.activityTaskScheduledEventAttributes?.activityType?.name ?? localActivityType(e);
+
+const msOf = (t: Event['eventTime']) => Number(t?.seconds ?? 0) * 1000 + Math.round((t?.nanos ?? 0) / 1e6);
 
 /** The switches on `hostId` that began at or after `sinceMs`, oldest first. */
 export async function switchesSince(client: Client, hostId: string, sinceMs: number): Promise<SwitchSeen[]> {
@@ -48,7 +60,7 @@ export async function switchesSince(client: Client, hostId: string, sinceMs: num
       const s = e.activityTaskScheduledEventAttributes;
       if (s?.activityType?.name) scheduled.set(String(e.eventId), s.activityType.name);
       const done = e.activityTaskCompletedEventAttributes;
-      const step = done && STEPS[scheduled.get(String(done.scheduledEventId)) ?? ''];
+      const step = STEPS[(done ? scheduled.get(String(done.scheduledEventId)) : localActivityType(e)) ?? ''];
       if (step) steps.push({ step, atMs: msOf(e.eventTime) });
     }
     seen.push({

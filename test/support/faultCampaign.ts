@@ -18,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { request } from 'undici';
-import { stepOf } from './histories.js';
+import { stepOf } from '../../deploy/demo/switchHistory.js';
 import { type DevServer, freePort, startDevServer } from '../../deploy/temporalDevServer.js';
 import { gpuUsage } from '../../simulator/gpuLedger.js';
 import { Cluster, type ClusterHost } from './cluster.js';
