@@ -59,7 +59,24 @@ export class CapyProcess {
     if (this.running) this.child.kill(signal);
     return this.exited;
   }
+
+  /**
+   * A teardown's stop: SIGTERM, and SIGKILL if it has not exited within `withinMs`, saying so with
+   * the end of its output (a stop that hangs is a finding, not a reason to hold the suite).
+   */
+  async stopForTeardown(withinMs = TEARDOWN_STOP_MS): Promise<void> {
+    if (!this.running) return;
+    this.child.kill('SIGTERM');
+    const exited = await Promise.race([this.exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), withinMs).unref())]);
+    if (exited) return;
+    console.warn(`${this.child.spawnargs.slice(2, 4).join(' ')} did not stop within ${withinMs} ms of SIGTERM; killed. Its last output:\n${this.text.slice(-3_000)}`);
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
 }
+
+/** Above a server's stop bound with nothing running (its listeners, then its worker's tasks). */
+const TEARDOWN_STOP_MS = 45_000;
 
 export interface ClusterHostOptions {
   /** One simulated card; "8GiB" holds one 5 GiB simulator model at a time. */
@@ -221,8 +238,8 @@ export class Cluster {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.hosts.map((h) => h.process.stop()));
-    await this.server?.stop();
+    await Promise.all(this.hosts.map((h) => h.process.stopForTeardown()));
+    await this.server?.stopForTeardown();
     await this.database.drop();
   }
 }
