@@ -7,6 +7,7 @@ import type { Db } from '../store/db.js';
 import { checkpointOf, deleteDeployment, findDeployment, recordCheckpoint, recordMeasureFailure, recordStartFailure, setOperatorStopped } from '../store/deployments.js';
 import { findHost, type Host } from '../store/hosts.js';
 import { type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
+import { liveServers } from '../store/servers.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
 import type { DeploymentView, PhaseTiming } from '../workflows/definitions.js';
@@ -77,6 +78,11 @@ export function createStoreActivities(db: Db) {
 
     async recordWakeReference(input: Parameters<typeof recordWakeReference>[1]) {
       await recordWakeReference(db, input);
+    },
+
+    /** The task queues of the servers that share the store: where the gateway's steps reach waiting requests. */
+    async liveServerQueues(): Promise<string[]> {
+      return (await liveServers(db)).map((server) => server.taskQueue);
     },
 
     /** `phases` come with the last receipt (the server's metrics count them too); a running switch has none yet. */

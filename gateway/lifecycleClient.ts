@@ -96,11 +96,12 @@ export async function configureScheduler(client: Client, ref: SchedulerRef): Pro
 }
 
 /**
- * Tells a running scheduler that the server started again: the demands its previous run reported
- * are void. Sent before the server takes requests, so no report of this run comes before it.
+ * Tells a running scheduler that the demands the server on `serverTaskQueue` reported are void: it
+ * started again (sent before it takes requests, so no report of this run comes before it), or
+ * another server found it gone.
  */
-export async function withdrawPreviousDemands(client: Client, hostId: string): Promise<void> {
-  await signalIfRunning(client, hostId, signals.gatewayRestarted);
+export async function withdrawDemandsOf(client: Client, hostId: string, serverTaskQueue: string): Promise<void> {
+  await signalIfRunning(client, hostId, signals.gatewayRestarted, { serverTaskQueue });
 }
 
 /**

@@ -18,7 +18,7 @@ import {
   sendCommand,
   startMeasurement,
   switchResult,
-  withdrawPreviousDemands,
+  withdrawDemandsOf,
 } from '../gateway/lifecycleClient.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
@@ -33,8 +33,9 @@ import { isLoopback, listenAddress } from '../settings/listenAddress.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Db } from '../store/db.js';
 import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment } from '../store/deployments.js';
-import { ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
+import { findHost, type Host, ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
+import { forgetServer, markServerSeen, SERVER_BEAT_MS, storeId, takeGoneServers } from '../store/servers.js';
 import { type Demand, type InstanceRef, signals, STICKY_QUEUE_TIMEOUT_MS, taskQueues, workflowIds } from '../workflows/definitions.js';
 import type { InstanceState } from '../domain/vocabulary.js';
 import { EngineExits } from './engineExits.js';
@@ -93,7 +94,10 @@ export interface ServerDeps {
 export interface RunningServer {
   inferenceUrl: string;
   managementUrl: string;
+  /** This server's own queue: its gateway's steps. */
   serverTaskQueue: string;
+  /** The queue every server on this store runs the lifecycle's workflows on. */
+  workflowTaskQueue: string;
   client: Client;
   queue: RequestQueue;
   table: RoutingTable;
@@ -121,6 +125,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   await table.loadFrom(db);
   const board = new LoadBoard();
   const serverTaskQueue = taskQueues.server(serverId);
+  const workflowTaskQueue = taskQueues.workflows(await storeId(db));
+  const self = { id: serverId, taskQueue: serverTaskQueue };
   const { address, namespace } = settings.temporal;
   if (address === undefined) throw new Error('server.temporal.address is not set');
   const client = new Client({ connection: await Connection.connect({ address }), namespace });
@@ -132,18 +138,20 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   const ingressOf = (url: string, secret: string) => ({ url, headers: { [INGRESS_SECRET_HEADER]: secret } });
   // Hosts an operator drained: nothing is placed on them any more.
   const drainingHosts = new Set<string>();
-  const secrets = await ingressSecrets(db);
-  for (const host of await listHosts(db)) {
+  /** A host as the store records it (registered with this server's previous run, or with another server). */
+  const knowHost = (host: Host, secret: string | undefined) => {
     hostQueues.set(host.id, (host.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
-    const secret = secrets.get(host.id);
     if (typeof host.settings.ingress_url === 'string' && secret !== undefined) hostIngress.set(host.id, ingressOf(host.settings.ingress_url, secret));
     if (host.draining) drainingHosts.add(host.id);
-  }
+  };
+  const secrets = await ingressSecrets(db);
+  for (const host of await listHosts(db)) knowHost(host, secrets.get(host.id));
   // Hosts that report, and whose agent is not stopping: only they are routed and placed on.
   const liveness = new HostLiveness({
     downAfterMs: settings.hosts.down_after,
     onDown: (hostId) => enginesGoneOn(hostId),
     persistSeen: (hostId, at) => markHostSeen(db, hostId, at),
+    storedSeen: async (hostId) => (await findHost(db, hostId))?.lastSeenAt,
     logger,
   });
   const placeable = () => [...hostQueues.keys()].filter((h) => !drainingHosts.has(h) && liveness.serves(h));
@@ -184,7 +192,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   }
   const schedulerRef = (hostId: string): SchedulerRef => ({
     hostId,
-    serverTaskQueue,
+    serverTaskQueue: workflowTaskQueue,
     settings: schedulerSettings(settings, hostQueues.get(hostId) ?? HOST_QUEUE_DEFAULTS),
   });
 
@@ -196,7 +204,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
         logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
         return;
       }
-      await reportDemand(client, schedulerRef(hostId), demand);
+      await reportDemand(client, schedulerRef(hostId), { ...demand, serverTaskQueue });
     },
     (e, demand) => logger.error({ err: e, ...demand }, 'demand not delivered'),
   );
@@ -276,7 +284,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     table.putDeployment(saved.deployment);
     const { id, revision } = saved.deployment;
     const hostId = await placement(table.get(id)!);
-    if (saved.measure && hostId) await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue });
+    if (saved.measure && hostId) await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue: workflowTaskQueue });
     return saved;
   }
 
@@ -288,7 +296,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     for (const d of await listDeployments(db)) {
       if (d.checkpoint === null && (await placement(table.get(d.id)!)) === hostId) {
         if (d.measureFailure !== null) await recordMeasureFailure(db, d.id, d.revision, null);
-        await startMeasurement(client, { deploymentId: d.id, revision: d.revision, hostId, serverTaskQueue });
+        await startMeasurement(client, { deploymentId: d.id, revision: d.revision, hostId, serverTaskQueue: workflowTaskQueue });
       }
     }
   }
@@ -372,6 +380,39 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     },
   });
 
+  /**
+   * This server's heartbeat in the store's list of servers. A server found gone has the demands it
+   * reported withdrawn (a killed one never withdraws them, and they would keep their models on the
+   * GPUs); a host that registered with another server, and a deployment saved, changed or deleted
+   * through another server, are learned here.
+   */
+  async function registryBeat() {
+    try {
+      // Taken for gone while it was only slow: its demands were withdrawn, and are reported again.
+      if ((await markServerSeen(db, self)) && demandsOpen) redeliverDemands();
+      for (const gone of await takeGoneServers(db)) {
+        logger.warn({ serverId: gone.id }, 'a server of this store stopped reporting: its demands are withdrawn');
+        await Promise.all([...hostQueues.keys()].map((hostId) => withdrawDemandsOf(client, hostId, gone.taskQueue)));
+      }
+      const hosts = (await listHosts(db)).filter((h) => !hostQueues.has(h.id));
+      const hostSecrets = hosts.length > 0 ? await ingressSecrets(db) : new Map<string, string>();
+      for (const host of hosts) {
+        knowHost(host, hostSecrets.get(host.id));
+        liveness.know(host.id);
+        logger.info({ hostId: host.id }, 'host registered with another server of this store');
+      }
+      const saved = await listDeployments(db);
+      for (const d of saved) {
+        const known = table.get(d.id);
+        if (!known || known.revision !== d.revision || known.operatorStopped !== d.operatorStopped) table.putDeployment(d);
+      }
+      const ids = new Set(saved.map((d) => d.id));
+      for (const d of table.list()) if (!ids.has(d.id)) table.removeDeployment(d.id);
+    } catch (e) {
+      logger.warn({ err: e }, 'the store did not take this server\'s heartbeat');
+    }
+  }
+
   // Both listeners bind before the worker takes any task: a second server started on the same
   // addresses (and task queue) refuses to start instead of running this one's switches.
   let managementUrl: string;
@@ -387,40 +428,50 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     await client.connection.close();
     throw e;
   }
+  // Listed as soon as its listeners are its own: a switch that begins from now on reaches its requests.
+  await markServerSeen(db, self);
 
   installTemporalRuntime(logger);
   const workerConnection = await NativeConnection.connect({ address });
-  const worker = await Worker.create({
+  const workerOptions = {
     connection: workerConnection,
     namespace,
-    taskQueue: serverTaskQueue,
-    workflowBundle: await workflowBundle(),
     activities,
     shutdownGraceTime: settings.switching.drain_timeout,
     // A stop always ends: a task still held at twice the drain bound is left to the next start,
     // which finishes or compensates its switch.
     shutdownForceTime: 2 * settings.switching.drain_timeout,
-    stickyQueueScheduleToStartTimeout: STICKY_QUEUE_TIMEOUT_MS,
-  });
-  const running = worker.run();
+  };
+  // The workflows, with the store's rows and this gateway's instant steps as their local
+  // activities, on the queue every server of the store polls; and this gateway's steps on its own
+  // queue, where a switch run by any server reaches its requests (workflows/everyGateway.ts).
+  const workers = [
+    await Worker.create({ ...workerOptions, taskQueue: workflowTaskQueue, workflowBundle: await workflowBundle(), stickyQueueScheduleToStartTimeout: STICKY_QUEUE_TIMEOUT_MS }),
+    await Worker.create({ ...workerOptions, taskQueue: serverTaskQueue }),
+  ];
+  const running = Promise.all(workers.map((w) => w.run()));
   // A host's scheduler outlives this server's last run: it takes the settings as they are now, and
   // forgets the demands of that run's requests (they died with it, and would keep the GPU for them).
   // Then the requests this run took meanwhile report theirs.
   await Promise.all(
     [...hostQueues.keys()].map(async (hostId) => {
       await configureScheduler(client, schedulerRef(hostId));
-      await withdrawPreviousDemands(client, hostId);
+      await withdrawDemandsOf(client, hostId, serverTaskQueue);
     }),
   );
   demandsOpen = true;
   redeliverDemands();
 
   liveness.watch([...hostQueues.keys()]);
+  // One beat at a time: a slow store does not pile them up.
+  let beating = Promise.resolve();
+  const beat = setInterval(() => (beating = beating.then(registryBeat)), SERVER_BEAT_MS);
 
   return {
     inferenceUrl,
     managementUrl,
     serverTaskQueue,
+    workflowTaskQueue,
     client,
     queue,
     table,
@@ -440,8 +491,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       if (stillRunning > 0) logger.warn({ running: stillRunning }, 'answers still running at the drain bound are cut');
       await closeWithin(inference, stillRunning > 0 ? 0 : REPLIES_OUT_MS);
       await closeWithin(management, REPLIES_OUT_MS);
-      worker.shutdown();
+      clearInterval(beat);
+      await beating;
+      for (const w of workers) w.shutdown();
       await running.catch((e: unknown) => logger.warn({ err: e }, 'the worker stopped with tasks unfinished; the next start takes them up'));
+      await forgetServer(db, serverId).catch((e: unknown) => logger.warn({ err: e }, 'could not take this server out of the store; it is gone once unseen'));
       await workerConnection.close();
       await client.connection.close();
     },

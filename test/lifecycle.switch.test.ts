@@ -174,7 +174,8 @@ describe('a switch', () => {
     const local = events.flatMap((e) => localActivityType(e) ?? []);
     // The victim was idle as the window closed: no drain step of its own.
     expect(remote).toEqual(['closeAdmission', 'parkEngine', 'wakeEngine']);
-    expect(new Set(local)).toEqual(new Set(['saveSwitchReceipt', 'beginRelease', 'saveInstance', 'findWakeReference', 'release']));
+    // It reads which servers share the store: none here, so the gateway's steps are the worker's own.
+    expect(new Set(local)).toEqual(new Set(['liveServerQueues', 'saveSwitchReceipt', 'beginRelease', 'saveInstance', 'findWakeReference', 'release']));
   });
 
   it('lists every switch that parked chat-a by its search attributes', async () => {

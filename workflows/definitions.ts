@@ -12,8 +12,13 @@ import type { SchedulerSettings } from './hostScheduler.js';
 
 export const taskQueues = {
   /**
-   * A server's workflows and its gateway's activities. Each server has its own (the gateway's
-   * queues live in its memory); workflows carry the name of the one that asked.
+   * The lifecycle's workflows and the store's steps: every server on one store polls it (the store
+   * names it, store/servers.ts), so a server that dies leaves its schedulers and switches to the others.
+   */
+  workflows: (storeId: string) => `capyctl-workflows-${storeId}`,
+  /**
+   * A server's gateway steps. Each server has its own (its requests wait and run in its memory);
+   * the switch reaches every one the store lists (workflows/everyGateway.ts).
    */
   server: (serverId: string) => `capyctl-server-${serverId}`,
   /** A host agent's engine activities. */
@@ -128,7 +133,10 @@ export interface SwitchTarget {
 export interface SwitchInput {
   switchId: string;
   hostId: string;
-  /** Where the gateway's steps and the store's activities run (`taskQueues.server(id)`). */
+  /**
+   * The queue the switch runs on (`taskQueues.workflows` in a server); its gateway's waits go there
+   * too when no server is registered in the store (workflows/everyGateway.ts).
+   */
   serverTaskQueue: string;
   /** When the switch began (ms since the epoch): the admission window counts from it. */
   startedAtMs: number;
@@ -167,6 +175,11 @@ export interface Demand {
   deploymentId: string;
   waiting: number;
   oldestSinceMs: number;
+  /**
+   * The reporting server's own task queue: each server's report stands beside the others' for the
+   * same model, and a refusal is answered to the server whose requests wait. Absent: the worker's own.
+   */
+  serverTaskQueue?: string;
 }
 
 /** What the host scheduler gives back for a command: the receipt. */
@@ -207,9 +220,10 @@ export const signals = {
   demand: defineSignal<[Demand]>('demand'),
   /**
    * From the server when it starts: the requests its previous run held are gone with that run, and
-   * so is every demand it reported (a run killed outright never reports them withdrawn).
+   * so is every demand it reported (a run killed outright never reports them withdrawn). From a
+   * server that found another gone: that one's. `serverTaskQueue` names whose; absent: every demand.
    */
-  gatewayRestarted: defineSignal('gatewayRestarted'),
+  gatewayRestarted: defineSignal<[{ serverTaskQueue?: string }?]>('gatewayRestarted'),
   /** From the server, when a host reports an engine it did not stop. */
   engineExited: defineSignal<[InstanceRef]>('engineExited'),
   /**

@@ -10,6 +10,7 @@ import {
   condition,
   continueAsNew,
   log,
+  proxyActivities,
   proxyLocalActivities,
   setHandler,
   startChild,
@@ -30,6 +31,7 @@ import {
   type LedgerEntry,
   queries,
   type Release,
+  SERVER_STEP_TIMEOUT_MS,
   serverStepOptions,
   signals,
   type SwitchInput,
@@ -52,6 +54,7 @@ import {
   releasePlans,
   type VictimFacts,
 } from './ledger.js';
+import { serverGone } from './everyGateway.js';
 import { refusal, refusedWith } from './refusal.js';
 import { switchWorkflow } from './switch.js';
 import { switchSummary } from './switchSummary.js';
@@ -126,17 +129,37 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   // The store's rows and the gateway's looks run in this worker's process, inside the workflow task.
   const store = proxyLocalActivities<StoreActivities>(serverStepOptions);
   const gateway = proxyLocalActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>(serverStepOptions);
+  // Another server's gateway, as an activity on its own queue; one that does not take it in time is gone.
+  const gatewayAt = (taskQueue: string) =>
+    proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>({
+      taskQueue,
+      scheduleToStartTimeout: SERVER_STEP_TIMEOUT_MS,
+      startToCloseTimeout: SERVER_STEP_TIMEOUT_MS,
+    });
+  /** The gateway whose requests made `demand`: their refusal is answered there. */
+  const gatewayOf = (demand: Demand) => (demand.serverTaskQueue === undefined ? gateway : gatewayAt(demand.serverTaskQueue));
+  /** When each deployment last saw a request, on any server that shares the store. */
+  async function lastActivity(): Promise<Record<string, number>> {
+    const queues = await store.liveServerQueues();
+    const seen = queues.length === 0 ? [await gateway.snapshot()] : await Promise.all(queues.map((q) => gatewayAt(q).snapshot().catch(serverGone(q, 'snapshot'))));
+    const latest: Record<string, number> = {};
+    for (const { lastActivityMs } of seen.filter((x) => x !== null)) {
+      for (const [id, ms] of Object.entries(lastActivityMs)) latest[id] = Math.max(latest[id] ?? 0, ms);
+    }
+    return latest;
+  }
 
   // ─── Handlers: all set before the first await, so no signal or update is dropped ──────────────
 
+  // One demand per model and server: each server reports its own waiters, none replaces another's.
   setHandler(signals.demand, (demand) => {
-    state.demands = state.demands.filter((d) => d.deploymentId !== demand.deploymentId);
+    state.demands = state.demands.filter((d) => d.deploymentId !== demand.deploymentId || d.serverTaskQueue !== demand.serverTaskQueue);
     if (demand.waiting > 0) state.demands.push(demand);
     dirty = true;
   });
   // A demand nobody withdraws would keep its model from ever yielding the GPU to another.
-  setHandler(signals.gatewayRestarted, () => {
-    state.demands = [];
+  setHandler(signals.gatewayRestarted, (whose) => {
+    state.demands = whose?.serverTaskQueue === undefined ? [] : state.demands.filter((d) => d.serverTaskQueue !== whose.serverTaskQueue);
     dirty = true;
   });
   setHandler(signals.engineExited, (instance) => {
@@ -493,7 +516,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       if (!measured(v)) {
         if (measurementState(v) === 'failed') {
           const error = apiErrors.startFailed(v.id, `its checkpoint could not be measured: ${v.measureFailure}`);
-          await gateway.failWaiters({ switchId: workflowIds.measure(v.id, v.revision), deploymentId: v.id, error });
+          await gatewayOf(demand).failWaiters({ switchId: workflowIds.measure(v.id, v.revision), deploymentId: v.id, error }).catch(serverGone(demand.serverTaskQueue ?? serverTaskQueue, 'failWaiters'));
           drop();
         }
         continue;
@@ -510,7 +533,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
           log.warn('demand not served', { deploymentId: v.id, error: String(e) });
           continue;
         }
-        await gateway.capacityRefused({ hostId, deploymentId: v.id, error });
+        await gatewayOf(demand).capacityRefused({ hostId, deploymentId: v.id, error }).catch(serverGone(demand.serverTaskQueue ?? serverTaskQueue, 'capacityRefused'));
         drop();
       }
     }
@@ -534,7 +557,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   async function runIdleTimers(): Promise<boolean> {
     const due = idleDeadlines().filter((d) => d.atMs <= Date.now() && !exempt.has(exemptKey(d.entry)));
     if (due.length === 0) return false;
-    const { lastActivityMs } = due.some((d) => d.entry.state === 'ready') ? await gateway.snapshot() : { lastActivityMs: {} as Record<string, number> };
+    const lastActivityMs = due.some((d) => d.entry.state === 'ready') ? await lastActivity() : {};
     for (const { entry } of due) {
       const v = (await view(entry.deploymentId)) as Viewed;
       if (v.explicit || v.spec.lifecycle.warm) {

@@ -16,11 +16,9 @@ import {
   proxyLocalActivities,
   TimeoutFailure,
   upsertSearchAttributes,
-  type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Probe, ProbeAnswer } from '../activities/engines/engine.js';
 import { releaseLine } from '../activities/engines/rules.js';
-import type { GatewaySteps } from '../activities/gatewaySteps.js';
 import type { HostActivities } from '../activities/hostActivities.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../activities/hostFailures.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
@@ -38,15 +36,11 @@ import {
   type SwitchVictim,
   taskQueues,
 } from './definitions.js';
+import { everyGateway, HEARTBEAT_TIMEOUT_MS, RETRY } from './everyGateway.js';
 import { holdings } from './ledger.js';
 import { switchSummary } from './switchSummary.js';
 import { compareAnswers, probeFor } from './wakeCheck.js';
 
-/** Activities that wait heartbeat every second; three missed beats mean the worker is gone. */
-const HEARTBEAT_TIMEOUT_MS = 5_000;
-/** Room for a gateway step to be scheduled and answer on top of the time it is asked to wait. */
-const GATEWAY_MARGIN_MS = 10_000;
-const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
 
 type VictimResult = SwitchResult['victims'][number];
 interface VictimRelease {
@@ -75,18 +69,11 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
       retry: RETRY,
     });
-  // The gateway's waits (the window, the drain) are activities of their own on the server's queue,
-  // visible while they wait; `waitsMs` is how long one may wait on purpose.
-  const gatewayWait = (waitsMs: number) =>
-    proxyActivities<Pick<GatewaySteps, 'closeAdmission' | 'awaitDrain'>>({
-      taskQueue: input.serverTaskQueue,
-      startToCloseTimeout: waitsMs + GATEWAY_MARGIN_MS,
-      heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
-      retry: RETRY,
-    });
-  // Its instant steps and the store's rows run inside the workflow task (definitions.ts).
-  const gateway = proxyLocalActivities<GatewaySteps>(serverStepOptions);
+  // The store's rows run inside the workflow task (definitions.ts). The gateway's steps run on every
+  // server that shares the store (everyGateway.ts); the waits (the window, the drain) are activities
+  // of their own, visible while they wait.
   const store = proxyLocalActivities<StoreActivities>(serverStepOptions);
+  const gateway = everyGateway(input.serverTaskQueue, store.liveServerQueues());
 
   upsertSearchAttributes([
     ...(target ? [{ key: searchAttributes.target, value: target.name }] : []),
@@ -237,7 +224,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   async function admitAndDrain(): Promise<{ drained: true; cut: Set<string>; deadline: number } | { drained: false; stillCharged: number }> {
     try {
       const closed = await timed('window', null, () =>
-        gatewayWait(input.admissionWindowMs ?? 0).closeAdmission({
+        gateway.closeAdmission({
           switchId,
           victims: victimIds,
           startedAtMs: input.startedAtMs,
@@ -246,7 +233,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       );
       return await timed('drain', null, async () => {
         const deadline = Date.now() + timeouts.drainMs;
-        const drain = closed.drained ? closed : await gatewayWait(timeouts.drainMs).awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
+        const drain = closed.drained ? closed : await gateway.awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
         if (!drain.drained) return { drained: false as const, stillCharged: drain.stillCharged };
         return { drained: true as const, cut: new Set(drain.cutBeforeOutput), deadline };
       });

@@ -85,6 +85,8 @@ export interface ClusterHostOptions {
   memoryKind?: 'discrete' | 'unified';
   /** More lines of the host document (YAML). */
   yaml?: string;
+  /** Where the agent reaches the server (a balancer in front of several); the server's own listener unless said. */
+  serverUrl?: string;
 }
 
 export interface ClusterOptions {
@@ -102,6 +104,13 @@ export interface ClusterHost {
   process: CapyProcess;
 }
 
+/** Another server of the cluster: its process and its listeners. */
+export interface ClusterServer {
+  process: CapyProcess;
+  managementUrl: string;
+  inferenceUrl: string;
+}
+
 export interface ApiReply<T = any> {
   status: number;
   headers: Record<string, string | string[] | undefined>;
@@ -116,6 +125,8 @@ export class Cluster {
   managementUrl = '';
   inferenceUrl = '';
   readonly hosts: ClusterHost[] = [];
+  /** Servers started besides the first, on the same store and Temporal. */
+  readonly otherServers: ClusterServer[] = [];
   readonly dir = mkdtempSync(join(tmpdir(), 'capyctl-cluster-'));
   private readonly serverId = `cluster-${randomUUID().slice(0, 8)}`;
 
@@ -150,6 +161,23 @@ export class Cluster {
     this.inferenceUrl = await this.server.awaitOutput('the server to start', /"inferenceUrl":"([^"]+)"/);
   }
 
+  /**
+   * Another `capyctl start server` on the same store and Temporal, as `serverId` (its own task
+   * queue), on listeners of its own: what a second server behind a balancer is.
+   */
+  async startAnotherServer(serverId: string): Promise<ClusterServer> {
+    const file = join(this.dir, `server-${serverId}.yaml`);
+    writeFileSync(file, [`temporal: { address: "${this.services.temporalAddress}" }`, 'listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }', this.serverYaml].join('\n'));
+    const process = new CapyProcess(['start', 'server', '--file', file], { ...this.serverEnv(), CAPYCTL_SERVER_ID: `${this.serverId}-${serverId}` });
+    const server: ClusterServer = {
+      process,
+      managementUrl: await process.awaitOutput(`server ${serverId} to start`, /"managementUrl":"([^"]+)"/),
+      inferenceUrl: await process.awaitOutput(`server ${serverId} to start`, /"inferenceUrl":"([^"]+)"/),
+    };
+    this.otherServers.push(server);
+    return server;
+  }
+
   /** What `capyctl start server` needs, for a test that runs another one. */
   serverEnv(): NodeJS.ProcessEnv {
     return { DATABASE_URL: this.database.url, CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN, CAPYCTL_SERVER_ID: this.serverId };
@@ -167,7 +195,7 @@ export class Cluster {
       file,
       simHostYaml({
         hostId,
-        serverUrl: this.managementUrl,
+        serverUrl: options.serverUrl ?? this.managementUrl,
         token,
         temporalAddress: this.services.temporalAddress,
         dataDir,
@@ -234,14 +262,20 @@ export class Cluster {
 
   /** A non-streamed chat completion on the inference listener. */
   chat(model: string, maxTokens = 4, headers: Record<string, string> = {}): Promise<ApiReply> {
-    return call(`${this.inferenceUrl}/v1/chat/completions`, 'POST', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens }, headers);
+    return chatAt(this.inferenceUrl, model, maxTokens, headers);
   }
 
   async close(): Promise<void> {
     await Promise.all(this.hosts.map((h) => h.process.stopForTeardown()));
+    await Promise.all(this.otherServers.map((s) => s.process.stopForTeardown()));
     await this.server?.stopForTeardown();
     await this.database.drop();
   }
+}
+
+/** A non-streamed chat completion on the inference listener at `inferenceUrl`. */
+export function chatAt(inferenceUrl: string, model: string, maxTokens = 4, headers: Record<string, string> = {}): Promise<ApiReply> {
+  return call(`${inferenceUrl}/v1/chat/completions`, 'POST', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens }, headers);
 }
 
 async function call(url: string, method: 'GET' | 'POST' | 'DELETE', body: unknown, headers: Record<string, string>): Promise<ApiReply> {

@@ -143,7 +143,7 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
     async deploy(name, yaml = simDeployment(name)) {
       const { deployment } = await saveDeployment(fresh.db, loadSettings('deployment', { text: yaml }));
       server.table.putDeployment(deployment);
-      const measuring = await startMeasurement(server.client, { deploymentId: deployment.id, revision: 1, hostId, serverTaskQueue: server.serverTaskQueue });
+      const measuring = await startMeasurement(server.client, { deploymentId: deployment.id, revision: 1, hostId, serverTaskQueue: server.workflowTaskQueue });
       await measuring.result();
       return deployment;
     },

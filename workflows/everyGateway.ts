@@ -1,0 +1,77 @@
+/**
+ * The gateway's steps on every server that shares the store (store/servers.ts): the requests wait
+ * and run in each server's memory, so a switch's window and drain count them on every server, and
+ * its release, reopening and failures reach every server's waiters. The worker running the workflow
+ * does each instant step at once, as a local activity (nothing added to its waiters' clock); every
+ * registered server, itself included, does it again as an activity on its own task queue (the steps
+ * are idempotent). A server that does not take its step within `SERVER_STEP_TIMEOUT_MS` is gone, and
+ * so are its requests: it holds the switch no longer than that.
+ */
+import { ActivityFailure, isCancellation, log, proxyActivities, proxyLocalActivities, type ActivityOptions } from '@temporalio/workflow';
+import type { DrainOutcome, GatewaySteps } from '../activities/gatewaySteps.js';
+import { SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
+
+/** Activities that wait heartbeat every second; three missed beats mean the worker is gone. */
+export const HEARTBEAT_TIMEOUT_MS = 5_000;
+/** Room for a gateway step to be scheduled and answer on top of the time it is asked to wait. */
+const GATEWAY_MARGIN_MS = 10_000;
+export const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
+
+type InstantStep = 'beginRelease' | 'reopen' | 'release' | 'failWaiters' | 'capacityRefused';
+type WaitStep = 'closeAdmission' | 'awaitDrain';
+
+/** A registered server's step that failed: the server is gone, or going; a cancellation is the workflow's. */
+export const serverGone = (taskQueue: string, step: string) => (e: unknown) => {
+  if (isCancellation(e) || !(e instanceof ActivityFailure)) throw e;
+  log.warn('a server did not take its gateway step; its requests are gone with it', { taskQueue, step, error: String(e) });
+  return null;
+};
+
+/**
+ * `servers`: the task queues of the live servers, as the store lists them (read once per switch).
+ * None listed (a worker that registers no server: the lifecycle's tests) leaves the gateway steps to
+ * `ownQueue`, the queue the workflow runs on.
+ */
+export function everyGateway(ownQueue: string, servers: Promise<string[]>) {
+  const local = proxyLocalActivities<Pick<GatewaySteps, InstantStep>>(serverStepOptions);
+  const at = (taskQueue: string) =>
+    proxyActivities<Pick<GatewaySteps, InstantStep>>({ taskQueue, scheduleToStartTimeout: SERVER_STEP_TIMEOUT_MS, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS, retry: RETRY });
+  const waitAt = (taskQueue: string, waitsMs: number, registered: boolean) =>
+    proxyActivities<Pick<GatewaySteps, WaitStep>>({
+      taskQueue,
+      startToCloseTimeout: waitsMs + GATEWAY_MARGIN_MS,
+      ...(registered ? { scheduleToStartTimeout: SERVER_STEP_TIMEOUT_MS } : {}),
+      heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
+      retry: RETRY,
+    });
+
+
+  /** The instant step here at once, and on every registered server; the local answer is returned. */
+  async function instant<K extends InstantStep>(step: K, input: Parameters<GatewaySteps[K]>[0]): Promise<Awaited<ReturnType<GatewaySteps[K]>>> {
+    type Call = (i: typeof input) => Promise<Awaited<ReturnType<GatewaySteps[K]>>>;
+    const remote = (await servers).map((q) => (at(q)[step] as Call)(input).catch(serverGone(q, step)));
+    const [here] = await Promise.all([(local[step] as Call)(input), ...remote]);
+    return here;
+  }
+
+  /** A waiting step on every server at once; drained once every server that answered is. */
+  async function wait<K extends WaitStep>(step: K, waitsMs: number, input: Parameters<GatewaySteps[K]>[0]): Promise<DrainOutcome> {
+    type Call = (i: typeof input) => Promise<DrainOutcome>;
+    const queues = await servers;
+    if (queues.length === 0) return (waitAt(ownQueue, waitsMs, false)[step] as Call)(input);
+    const answered = (await Promise.all(queues.map((q) => (waitAt(q, waitsMs, true)[step] as Call)(input).catch(serverGone(q, step))))).filter(
+      (o): o is DrainOutcome => o !== null,
+    );
+    const stillCharged = answered.reduce((sum, o) => sum + o.stillCharged, 0);
+    return { drained: stillCharged === 0, stillCharged, cutBeforeOutput: [...new Set(answered.flatMap((o) => o.cutBeforeOutput))] };
+  }
+
+  return {
+    closeAdmission: (input: Parameters<GatewaySteps['closeAdmission']>[0]) => wait('closeAdmission', input.windowMs ?? 0, input),
+    awaitDrain: (input: Parameters<GatewaySteps['awaitDrain']>[0]) => wait('awaitDrain', input.timeoutMs, input),
+    beginRelease: (input: Parameters<GatewaySteps['beginRelease']>[0]) => instant('beginRelease', input),
+    reopen: (input: Parameters<GatewaySteps['reopen']>[0]) => instant('reopen', input),
+    release: (input: Parameters<GatewaySteps['release']>[0]) => instant('release', input),
+    failWaiters: (input: Parameters<GatewaySteps['failWaiters']>[0]) => instant('failWaiters', input),
+  };
+}
