@@ -78,7 +78,8 @@ describe('two servers on one Temporal and one store', () => {
     const first = viaFirst('left');
     await switchRunning('left');
     const waiting = viaSecond('left');
-    const [a, b] = await Promise.all([first, waiting]);
+    // Each within 30 s: a waiter nobody releases would wait out its 600 s deadline.
+    const [a, b] = await Promise.all([within(30_000, first), within(30_000, waiting)]);
     servedBy(a, 'left');
     servedBy(b, 'left');
     // One switch served both: the second server's waiter was released by the first one's switch.
@@ -87,7 +88,7 @@ describe('two servers on one Temporal and one store', () => {
     const fromSecond = viaSecond('right');
     await switchRunning('right');
     const fromFirst = viaFirst('right');
-    const [c, d] = await Promise.all([fromSecond, fromFirst]);
+    const [c, d] = await Promise.all([within(30_000, fromSecond), within(30_000, fromFirst)]);
     servedBy(c, 'right');
     servedBy(d, 'right');
     const toRight = await switchesTo('right');
@@ -107,7 +108,7 @@ describe('two servers on one Temporal and one store', () => {
 
     // Its connection went with the process: the first server's client is not the second's to answer.
     expect(await lost).toMatch(/^lost: (other side closed|.*ECONNRESET|.*socket)/i);
-    servedBy(await kept, 'left');
+    servedBy(await within(30_000, kept), 'left');
 
     // The killed server's demand for left, which it can no longer withdraw, does not keep left on
     // the card: once the second server finds it gone, right is served in place of left.
