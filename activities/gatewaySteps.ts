@@ -15,6 +15,12 @@ export interface DrainOutcome {
   cutBeforeOutput: string[];
 }
 
+/** Which server took an instant step: the switch sends it on to every other (workflows/everyGateway.ts). */
+export interface RanOn {
+  /** That server's own task queue; absent from a gateway that names none (the lifecycle's tests). */
+  ranOn?: string;
+}
+
 export interface GatewaySteps {
   /**
    * Lets the victims take new requests for the admission window, counted from `startedAtMs` and not
@@ -29,16 +35,16 @@ export interface GatewaySteps {
   awaitDrain(input: { switchId: string; victims: string[]; timeoutMs: number }): Promise<DrainOutcome>;
 
   /** The victims have begun parking: a new request for one waits, and becomes the next switch. */
-  beginRelease(input: { switchId: string; victims: string[] }): Promise<void>;
+  beginRelease(input: { switchId: string; victims: string[] }): Promise<RanOn>;
 
   /** The victims serve again (the compensation of a failed drain). */
-  reopen(input: { switchId: string; victims: string[] }): Promise<void>;
+  reopen(input: { switchId: string; victims: string[] }): Promise<RanOn>;
 
   /** The target is ready: every request waiting for it runs now, up to the running bound. */
-  release(input: { switchId: string; hostId: string; instance: InstanceRef }): Promise<{ released: number }>;
+  release(input: { switchId: string; hostId: string; instance: InstanceRef }): Promise<{ released: number } & RanOn>;
 
   /** Every request waiting for the deployment is answered `error`. */
-  failWaiters(input: { switchId: string; deploymentId: string; error: ApiError }): Promise<{ failed: number }>;
+  failWaiters(input: { switchId: string; deploymentId: string; error: ApiError }): Promise<{ failed: number } & RanOn>;
 
   /**
    * The host cannot make room for the deployment: models kept loaded (explicit activation, warm) hold

@@ -50,10 +50,12 @@ export function createGatewayActivities({ queue, pollMs = POLL_MS }: GatewayActi
 
     async beginRelease({ victims }) {
       queue.beginRelease(victims);
+      return {};
     },
 
     async reopen({ victims }) {
       queue.reopen(victims);
+      return {};
     },
 
     async release({ instance }) {

@@ -226,6 +226,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   const exits = EngineExits.fromRecorded(table.list());
   const activities = createServerActivities({
     db,
+    serverTaskQueue,
     queue,
     table,
     exits,

@@ -17,6 +17,8 @@ import type { EngineExits } from './engineExits.js';
 
 export interface ServerActivityDeps {
   db: Db;
+  /** This server's own task queue, named in the answer of each instant gateway step it takes. */
+  serverTaskQueue?: string;
   queue: RequestQueue;
   table: RoutingTable;
   exits: EngineExits;
@@ -39,18 +41,28 @@ export function serveRecorded(queue: RequestQueue, { deploymentId, index, genera
   if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting') queue.release({ deploymentId, instanceIndex: index, generation });
 }
 
-export function createServerActivities({ db, queue, table, exits, sendElsewhere, switchEnded }: ServerActivityDeps) {
+export function createServerActivities({ db, serverTaskQueue, queue, table, exits, sendElsewhere, switchEnded }: ServerActivityDeps) {
   const store = createStoreActivities(db);
   const gateway: GatewaySteps = createGatewayActivities({ queue });
+  const ranOn = serverTaskQueue === undefined ? {} : { ranOn: serverTaskQueue };
   return {
     ...store,
     ...gateway,
+    async beginRelease(input: Parameters<GatewaySteps['beginRelease']>[0]) {
+      return { ...(await gateway.beginRelease(input)), ...ranOn };
+    },
+    async reopen(input: Parameters<GatewaySteps['reopen']>[0]) {
+      return { ...(await gateway.reopen(input)), ...ranOn };
+    },
     async release(input: Parameters<GatewaySteps['release']>[0]) {
       const { deploymentId, instanceIndex: index, generation } = input.instance;
       // Its engine is gone: the waiters stay, and ask the scheduler for a fresh start.
-      if (exits.isGone(input.hostId, deploymentId, generation)) return { released: 0 };
+      if (exits.isGone(input.hostId, deploymentId, generation)) return { released: 0, ...ranOn };
       table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready', parkTier: null });
-      return gateway.release(input);
+      return { ...(await gateway.release(input)), ...ranOn };
+    },
+    async failWaiters(input: Parameters<GatewaySteps['failWaiters']>[0]) {
+      return { ...(await gateway.failWaiters(input)), ...ranOn };
     },
     async capacityRefused(input: Parameters<GatewaySteps['capacityRefused']>[0]) {
       if (sendElsewhere && (await sendElsewhere(input.hostId, input.deploymentId))) return { failed: 0 };

@@ -2,13 +2,14 @@
  * The gateway's steps on every server that shares the store (store/servers.ts): the requests wait
  * and run in each server's memory, so a switch's window and drain count them on every server, and
  * its release, reopening and failures reach every server's waiters. The worker running the workflow
- * does each instant step at once, as a local activity (nothing added to its waiters' clock); every
- * registered server, itself included, does it again as an activity on its own task queue (the steps
- * are idempotent). A server that does not take its step within `SERVER_STEP_TIMEOUT_MS` is gone, and
- * so are its requests: it holds the switch no longer than that.
+ * does each instant step at once, as a local activity (nothing added to its waiters' clock), and
+ * says which server it is; every other registered server then does it as an activity on its own
+ * task queue. One server alone (the standalone) adds no step. A server that does not take its step
+ * within `SERVER_STEP_TIMEOUT_MS` is gone, and so are its requests: it holds the switch no longer
+ * than that.
  */
 import { ActivityFailure, isCancellation, log, proxyActivities, proxyLocalActivities, type ActivityOptions } from '@temporalio/workflow';
-import type { DrainOutcome, GatewaySteps } from '../activities/gatewaySteps.js';
+import type { DrainOutcome, GatewaySteps, RanOn } from '../activities/gatewaySteps.js';
 import { SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
 
 /** Activities that wait heartbeat every second; three missed beats mean the worker is gone. */
@@ -46,11 +47,11 @@ export function everyGateway(ownQueue: string, servers: Promise<string[]>) {
     });
 
 
-  /** The instant step here at once, and on every registered server; the local answer is returned. */
+  /** The instant step here at once, then on every other registered server; the local answer is returned. */
   async function instant<K extends InstantStep>(step: K, input: Parameters<GatewaySteps[K]>[0]): Promise<Awaited<ReturnType<GatewaySteps[K]>>> {
-    type Call = (i: typeof input) => Promise<Awaited<ReturnType<GatewaySteps[K]>>>;
-    const remote = (await servers).map((q) => (at(q)[step] as Call)(input).catch(serverGone(q, step)));
-    const [here] = await Promise.all([(local[step] as Call)(input), ...remote]);
+    type Call = (i: typeof input) => Promise<Awaited<ReturnType<GatewaySteps[K]>> & RanOn>;
+    const [here, queues] = await Promise.all([(local[step] as Call)(input), servers]);
+    await Promise.all(queues.filter((q) => q !== here.ranOn).map((q) => (at(q)[step] as Call)(input).catch(serverGone(q, step))));
     return here;
   }
 

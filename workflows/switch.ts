@@ -141,7 +141,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   async function runSwitch(): Promise<SwitchResult> {
     let cut = new Set<string>();
     let drainDeadline = Date.now();
-    let releaseBegun: Promise<void> = Promise.resolve();
+    let releaseBegun: Promise<unknown> = Promise.resolve();
     if (victims.length === 0) open();
     if (victims.length > 0) {
       const drain = await admitAndDrain();
