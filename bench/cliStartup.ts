@@ -9,13 +9,13 @@
  * a server process, and uses the machine's Postgres, as the tests do).
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, symlinkSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
+import { checkoutOf } from './beforeCheckout.js';
 import { startDevServer } from '../deploy/temporalDevServer.js';
 import { CAPYCTL } from '../test/support/capyctl.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from '../test/support/cluster.js';
@@ -23,7 +23,6 @@ import { simDeployment } from '../test/support/lifecycle.js';
 import { ensurePostgres, POSTGRES_ADMIN_URL } from '../test/support/postgres.js';
 
 const ROUNDS = 30;
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 function timed(args: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -36,20 +35,13 @@ function timed(args: readonly string[], env: NodeJS.ProcessEnv): Promise<number>
   });
 }
 
-/** A checkout of `ref` beside this one, sharing its node_modules; removed by the returned function. */
-function checkoutOf(ref: string): { capyctl: string; remove: () => void } {
-  const dir = join(mkdtempSync(join(tmpdir(), 'capyctl-before-')), 'checkout');
-  execFileSync('git', ['-C', ROOT, 'worktree', 'add', '--detach', dir, ref], { stdio: 'ignore' });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-  return { capyctl: join(dir, 'bin/capyctl.js'), remove: () => execFileSync('git', ['-C', ROOT, 'worktree', 'remove', '--force', dir]) };
-}
-
 async function main() {
   const { before } = parseArgs({ options: { before: { type: 'string' } } }).values;
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-bench-'));
   const [temporal] = await Promise.all([startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }), ensurePostgres()]);
   const cluster = await Cluster.start({ services: { temporalAddress: temporal.address, postgresAdminUrl: POSTGRES_ADMIN_URL } });
   const old = before === undefined ? undefined : checkoutOf(before);
+  const oldCapyctl = old && join(old.dir, 'bin/capyctl.js');
   try {
     for (const name of ['chat-a', 'chat-b', 'chat-c']) {
       const deployed = await cluster.api('POST', '/management/v1/deployments', YAML.parse(simDeployment(name)));
@@ -58,7 +50,7 @@ async function main() {
     const env = { CAPYCTL_SERVER: cluster.managementUrl, CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN };
     const ways: Record<string, string[]> = {
       'node -e 0 (the floor)': ['-e', '0'],
-      ...(old && { [`capyctl list deployments at ${before}`]: [old.capyctl, 'list', 'deployments'] }),
+      ...(old && { [`capyctl list deployments at ${before}`]: [oldCapyctl!, 'list', 'deployments'] }),
       'capyctl list deployments, this checkout': [CAPYCTL, 'list', 'deployments'],
     };
     // A first call after a change may build (the bundle, tsx's cache): not what an operator's calls cost.

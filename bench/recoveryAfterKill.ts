@@ -8,18 +8,16 @@
  * Run with `npx tsx bench/recoveryAfterKill.ts [--before REF]` (it starts its own Temporal dev
  * server and uses the machine's Postgres, as the tests do).
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, symlinkSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { outputAt } from './beforeCheckout.js';
 import { startDevServer } from '../deploy/temporalDevServer.js';
 import { Cluster } from '../test/support/cluster.js';
 import { simDeployment } from '../test/support/lifecycle.js';
 import { ensurePostgres, POSTGRES_ADMIN_URL } from '../test/support/postgres.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ROUNDS = 5;
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -53,21 +51,8 @@ async function measure(): Promise<Record<'SIGTERM' | 'SIGKILL', number[]>> {
   }
 }
 
-/** This benchmark's output from the checkout of `ref` (a temporary git worktree sharing node_modules). */
-function runBefore(ref: string): string {
-  const dir = join(mkdtempSync(join(tmpdir(), 'capyctl-before-')), 'checkout');
-  execFileSync('git', ['-C', ROOT, 'worktree', 'add', '--detach', dir, ref], { stdio: 'ignore' });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-  try {
-    if (!existsSync(join(dir, 'bench/recoveryAfterKill.ts'))) execFileSync('cp', [fileURLToPath(import.meta.url), join(dir, 'bench/')]);
-    return execFileSync(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'bench/recoveryAfterKill.ts'], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-  } finally {
-    execFileSync('git', ['-C', ROOT, 'worktree', 'remove', '--force', dir]);
-  }
-}
-
 const { before } = parseArgs({ options: { before: { type: 'string' } } }).values;
-if (before) console.log(`before (${before}):\n${runBefore(before).replace(/^/gm, '  ')}`);
+if (before) console.log(`before (${before}):\n${outputAt(before, 'bench/recoveryAfterKill.ts').replace(/^/gm, '  ')}`);
 const times = await measure();
 console.log(`restart → first answer (a switch), median of ${ROUNDS}: stopped cleanly ${median(times.SIGTERM)} ms, killed ${median(times.SIGKILL)} ms (${median(times.SIGKILL) - median(times.SIGTERM)} ms more)`);
 console.log(`  each: SIGTERM ${times.SIGTERM.join(', ')}; SIGKILL ${times.SIGKILL.join(', ')}`);

@@ -18,16 +18,15 @@
  * Run with `npx tsx bench/switchControlPlane.ts [--before REF] [--burn]` (it starts its own Temporal
  * dev server and uses the machine's Postgres, as the tests do).
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, symlinkSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { adapters } from '../activities/engines/index.js';
-import { startDevServer } from '../deploy/temporalDevServer.js';
-import { freePort } from '../deploy/temporalDevServer.js';
+import { outputAt } from './beforeCheckout.js';
+import { freePort, startDevServer } from '../deploy/temporalDevServer.js';
 import { loadSettings } from '../settings/load.js';
 import { createSimulatedGpu } from '../simulator/gpuLedger.js';
 import { findSwitchReceipt } from '../store/switchReceipts.js';
@@ -38,7 +37,6 @@ import { ensurePostgres, POSTGRES_ADMIN_URL } from '../test/support/postgres.js'
 import { startSchedulerBench } from '../test/support/scheduler.js';
 import { type Point, switchTimeline, TIMELINE } from './switchTimeline.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SWITCHES = 24;
 const WARM_UP = 4;
 const GiB = 2 ** 30;
@@ -123,18 +121,6 @@ function burner() {
   return spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
 }
 
-/** The same benchmark from the checkout of `ref` (a temporary git worktree sharing node_modules), its output as printed. */
-function runBefore(ref: string): string {
-  const dir = join(mkdtempSync(join(tmpdir(), 'capyctl-before-')), 'checkout');
-  execFileSync('git', ['-C', ROOT, 'worktree', 'add', '--detach', dir, ref], { stdio: 'ignore' });
-  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
-  try {
-    return execFileSync(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), 'bench/switchControlPlane.ts'], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-  } finally {
-    execFileSync('git', ['-C', ROOT, 'worktree', 'remove', '--force', dir]);
-  }
-}
-
 function report(label: string, block: Block, simulator: number) {
   const control = block.totals.map((t) => t - simulator);
   // Each span runs from the point before it that the switch's histories show (an engine check has
@@ -165,7 +151,7 @@ async function main() {
     const busy = loaded ? burner() : undefined;
     const load = loaded ? ' (one core kept busy by a burner)' : '';
     try {
-      if (before) console.log(`\nbefore (${before})${load}:\n${runBefore(before).replace(/^/gm, '  ')}`);
+      if (before) console.log(`\nbefore (${before})${load}:\n${outputAt(before, 'bench/switchControlPlane.ts').replace(/^/gm, '  ')}`);
       report(`after (this checkout)${load}`, await switches(), simulator);
     } finally {
       busy?.kill();

@@ -5,11 +5,11 @@
  */
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
+import { eventMs } from '../deploy/demo/switchHistory.js';
 import { workflowIds } from '../workflows/definitions.js';
 
 type Event = temporal.api.history.v1.IHistoryEvent;
 
-const msOf = (e: Event) => Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
 
 /** Each point's name says what has happened by then; the span before it is what it took. */
 export const TIMELINE = [
@@ -46,11 +46,11 @@ export async function switchTimeline(client: Client, hostId: string, m: SwitchMo
   const events = child.events ?? [];
   const scheduled = new Map<string, string>();
   const points: Partial<Record<Point, number>> = { 'request sent': m.sentAtMs };
-  const demand = (scheduler.events ?? []).find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'demand' && msOf(e) >= m.sentAtMs - 5);
-  if (demand) points['demand signal recorded by the scheduler'] = msOf(demand);
-  points['switch workflow started (scheduler decided)'] = msOf(events[0]!);
+  const demand = (scheduler.events ?? []).find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'demand' && eventMs(e) >= m.sentAtMs - 5);
+  if (demand) points['demand signal recorded by the scheduler'] = eventMs(demand);
+  points['switch workflow started (scheduler decided)'] = eventMs(events[0]!);
   const firstTask = events.find((e) => e.workflowTaskStartedEventAttributes);
-  if (firstTask) points["switch's first workflow task picked up"] = msOf(firstTask);
+  if (firstTask) points["switch's first workflow task picked up"] = eventMs(firstTask);
   const at: Record<string, Point[]> = {
     closeAdmission: ['window step scheduled', 'window closed'],
     awaitDrain: ['drain step scheduled (only when requests ran as the window closed)', 'gateway drained'],
@@ -62,11 +62,11 @@ export async function switchTimeline(client: Client, hostId: string, m: SwitchMo
     if (name) {
       scheduled.set(String(e.eventId), name);
       const p = at[name]?.[0];
-      if (p && points[p] === undefined) points[p] = msOf(e);
+      if (p && points[p] === undefined) points[p] = eventMs(e);
     }
     const done = e.activityTaskCompletedEventAttributes;
     const p = done && at[scheduled.get(String(done.scheduledEventId)) ?? '']?.[1];
-    if (p) points[p] = msOf(e);
+    if (p) points[p] = eventMs(e);
   }
   points['waiters released (local steps)'] = m.releasedAtMs;
   points['first byte to the client'] = m.servedAtMs;

@@ -105,10 +105,10 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     });
   // What each instance holds, for the rows `list deployments` and the load endpoint read, as the
   // scheduler read it: every read here would be on the waiters' clock.
-  const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null, writer: Pick<StoreActivities, 'saveInstance'> = store) => {
+  const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
     const { gpuBytes, hostRamBytes } = holdings(input.checkpoints[instance.deploymentId] ?? null, state, tier);
     const { deploymentId, instanceIndex: index, generation } = instance;
-    return writer.saveInstance({ deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes });
+    return store.saveInstance({ deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes });
   };
   /**
    * Runs a step while its in-between state (`parking`, `waking` …) is written, so a list shows what
@@ -116,7 +116,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * step fails: it must not land after the state that follows.
    */
   const during = async <T>(instance: InstanceRef, state: InstanceState, tier: ParkTier | null, step: () => Promise<T>): Promise<T> => {
-    const saving = saveInstance(instance, state, tier, store);
+    const saving = saveInstance(instance, state, tier);
     try {
       return await step();
     } finally {
@@ -130,6 +130,14 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    */
   let opened: Promise<void> | undefined;
   const open = () => (opened ??= receipt('running', [], null));
+  /** The drain did not finish: the target's waiters hear so, with what still ran; the error they got. */
+  const drainTimedOut = async (stillCharged: number): Promise<{ error?: ApiError }> => {
+    if (!target) return {};
+    const error = apiErrors.drainTimeout(target.instance.deploymentId, timeouts.drainMs, stillCharged);
+    await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
+    return { error };
+  };
+
   const result = await runSwitch();
   await open();
   await CancellationScope.nonCancellable(async () => {
@@ -142,21 +150,22 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     let cut = new Set<string>();
     let drainDeadline = Date.now();
     let releaseBegun: Promise<unknown> = Promise.resolve();
-    if (victims.length === 0) open();
-    if (victims.length > 0) {
+    if (victims.length === 0) {
+      open();
+    } else {
       const drain = await admitAndDrain();
       if (!drain.drained) {
-        const error = target ? apiErrors.drainTimeout(target.instance.deploymentId, timeouts.drainMs, drain.stillCharged) : undefined;
-        await CancellationScope.nonCancellable(async () => {
+        const failed = await CancellationScope.nonCancellable(async () => {
           await gateway.reopen({ switchId, victims: victimIds });
-          if (target && error) await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
+          return drainTimedOut(drain.stillCharged);
         });
-        return { switchId, outcome: 'drain_timeout', victims: [], ...(error ? { error } : {}) };
+        return { switchId, outcome: 'drain_timeout', victims: [], ...failed };
       }
       ({ cut, deadline: drainDeadline } = drain);
       open();
       // Begun in the same workflow task as the parks, which Temporal schedules only once the task
-      // completes, so after this local step: the victims' new requests wait before any park starts.
+      // completes, so after this local step: the victims' new requests here wait before any park
+      // starts (another server's are answered "dispatch closed" until its own step reaches it).
       releaseBegun = gateway.beginRelease({ switchId, victims: victimIds });
     }
 
@@ -205,14 +214,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * timed out. A victim that did park stays parked, and wakes for its next request.
    */
   async function engineNotDrained(released: VictimRelease[], stillCharged: number): Promise<SwitchResult> {
-    const error = target ? apiErrors.drainTimeout(target.instance.deploymentId, timeouts.drainMs, stillCharged) : undefined;
-    await CancellationScope.nonCancellable(async () => {
+    const failed = await CancellationScope.nonCancellable(async () => {
       await Promise.all(released.map((r) => r.recorded));
       await Promise.all(released.filter((r) => r.stillCharged > 0).map((r) => saveInstance(r.victim.instance, 'ready', null)));
-      if (target && error) await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
+      return drainTimedOut(stillCharged);
     });
     const victimResults = released.filter((r) => r.stillCharged === 0).map((r) => r.result);
-    return { switchId, outcome: 'drain_timeout', victims: victimResults, ...(error ? { error } : {}) };
+    return { switchId, outcome: 'drain_timeout', victims: victimResults, ...failed };
   }
 
   /**

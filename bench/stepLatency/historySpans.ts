@@ -4,18 +4,18 @@
  * follows took to be picked up and to finish.
  */
 import type { temporal } from '@temporalio/proto';
+import { eventMs } from '../../deploy/demo/switchHistory.js';
 
 type History = temporal.api.history.v1.IHistory;
 
-const msOf = (t: temporal.api.history.v1.IHistoryEvent['eventTime']) => Number(t?.seconds ?? 0) * 1000 + Math.floor((t?.nanos ?? 0) / 1e6);
 
 export function spansOf(history: History): Record<string, number[]> {
   const events = history.events ?? [];
-  const at = new Map(events.map((e) => [Number(e.eventId), msOf(e.eventTime)]));
+  const at = new Map(events.map((e) => [Number(e.eventId), eventMs(e)]));
   const spans: Record<string, number[]> = {};
   const add = (k: string, v: number) => (spans[k] ??= []).push(v);
   for (const e of events) {
-    const t = msOf(e.eventTime);
+    const t = eventMs(e);
     if (e.activityTaskStartedEventAttributes) add('activity pickup', t - at.get(Number(e.activityTaskStartedEventAttributes.scheduledEventId))!);
     if (e.activityTaskCompletedEventAttributes) add('activity run', t - at.get(Number(e.activityTaskCompletedEventAttributes.startedEventId))!);
     if (e.workflowTaskStartedEventAttributes) add('wft pickup', t - at.get(Number(e.workflowTaskStartedEventAttributes.scheduledEventId))!);

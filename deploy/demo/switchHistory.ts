@@ -40,7 +40,8 @@ export function localActivityType(e: Event): string | undefined {
 /** The step an event begins, remote (scheduled) or local (its marker); none for other events. */
 export const stepOf = (e: Event): string | undefined => e.activityTaskScheduledEventAttributes?.activityType?.name ?? localActivityType(e);
 
-const msOf = (t: Event['eventTime']) => Number(t?.seconds ?? 0) * 1000 + Math.round((t?.nanos ?? 0) / 1e6);
+/** When an event was recorded, in ms since the epoch. */
+export const eventMs = (e: Event): number => Number(e.eventTime?.seconds ?? 0) * 1000 + Math.round((e.eventTime?.nanos ?? 0) / 1e6);
 
 /** The switches on `hostId` that began at or after `sinceMs`, oldest first. */
 export async function switchesSince(client: Client, hostId: string, sinceMs: number): Promise<SwitchSeen[]> {
@@ -61,7 +62,7 @@ export async function switchesSince(client: Client, hostId: string, sinceMs: num
       if (s?.activityType?.name) scheduled.set(String(e.eventId), s.activityType.name);
       const done = e.activityTaskCompletedEventAttributes;
       const step = STEPS[(done ? scheduled.get(String(done.scheduledEventId)) : localActivityType(e)) ?? ''];
-      if (step) steps.push({ step, atMs: msOf(e.eventTime) });
+      if (step) steps.push({ step, atMs: eventMs(e) });
     }
     seen.push({
       switchId: w.workflowId,

@@ -18,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { request } from 'undici';
-import { stepOf } from '../../deploy/demo/switchHistory.js';
+import { eventMs, stepOf } from '../../deploy/demo/switchHistory.js';
 import { type DevServer, freePort, startDevServer } from '../../deploy/temporalDevServer.js';
 import { gpuUsage } from '../../simulator/gpuLedger.js';
 import { Cluster, type ClusterHost } from './cluster.js';
@@ -99,7 +99,6 @@ const WAITERS = 6;
 const STREAMS = 2;
 
 type Event = temporal.api.history.v1.IHistoryEvent;
-const msOf = (e: Event) => Number(e.eventTime?.seconds ?? 0) * 1000 + Math.round((e.eventTime?.nanos ?? 0) / 1e6);
 
 /** The phase a switch's history shows at `atMs` (all of it when absent). */
 export function phaseOf(events: readonly Event[], atMs = Infinity): Seen {
@@ -107,7 +106,7 @@ export function phaseOf(events: readonly Event[], atMs = Infinity): Seen {
   let released = false;
   const scheduled = new Map<string, string>();
   for (const e of events) {
-    if (msOf(e) > atMs) break;
+    if (eventMs(e) > atMs) break;
     const closed =
       e.workflowExecutionCompletedEventAttributes ??
       e.workflowExecutionFailedEventAttributes ??
