@@ -117,6 +117,10 @@ export function createHostActivities(deps: HostActivityDeps) {
     }
   };
 
+  /** The wake check's question, asked of a running engine. */
+  const probeOn = (engine: SupervisedEngine, probe: Probe): Promise<ProbeAnswer> =>
+    whileHeartbeating((signal) => engine.adapter.probe(engine.endpoint, probe, { signal })).catch(asFailure);
+
   const launchOnFreePort = async (input: LaunchInput): Promise<SupervisedEngine> => {
     const adapter = deps.adapters[input.spec.engine];
     const port = await freePort();
@@ -182,8 +186,7 @@ export function createHostActivities(deps: HostActivityDeps) {
     },
 
     async probeEngine(input: { key: InstanceKey; probe: Probe }): Promise<ProbeAnswer> {
-      const engine = running(input.key);
-      return whileHeartbeating((signal) => engine.adapter.probe(engine.endpoint, input.probe, { signal })).catch(asFailure);
+      return probeOn(running(input.key), input.probe);
     },
 
     /**
@@ -225,7 +228,7 @@ export function createHostActivities(deps: HostActivityDeps) {
       const { probe } = input;
       if (!probe) return { answer: null, checkMs: 0 };
       const began = Date.now();
-      const answer = await whileHeartbeating((signal) => engine.adapter.probe(engine.endpoint, probe, { signal })).catch(asFailure);
+      const answer = await probeOn(engine, probe);
       return { answer, checkMs: Date.now() - began };
     },
 

@@ -85,10 +85,13 @@ export function createStoreActivities(db: Db) {
       return (await liveServers(db)).map((server) => server.taskQueue);
     },
 
-    /** `phases` come with the last receipt (the server's metrics count them too); a running switch has none yet. */
-    async saveSwitchReceipt(input: SwitchReceiptInput) {
+    /**
+     * `phases` come with the last receipt (the server's metrics count them too); a running switch has
+     * none yet. True when this write ended the receipt (`saveSwitchReceipt` in the store).
+     */
+    async saveSwitchReceipt(input: SwitchReceiptInput): Promise<boolean> {
       const { startedAtMs, finishedAtMs, phases = [], ...rest } = input;
-      await saveSwitchReceipt(db, { ...rest, phases, startedAt: new Date(startedAtMs), finishedAt: finishedAtMs === null ? null : new Date(finishedAtMs) });
+      return saveSwitchReceipt(db, { ...rest, phases, startedAt: new Date(startedAtMs), finishedAt: finishedAtMs === null ? null : new Date(finishedAtMs) });
     },
   };
 }

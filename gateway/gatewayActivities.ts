@@ -4,13 +4,15 @@
  * the queue and heartbeat; a cancelled switch stops their wait.
  */
 import { whileHeartbeating } from '../activities/heartbeat.js';
-import type { DrainOutcome, GatewaySteps } from '../activities/gatewaySteps.js';
+import type { DrainOutcome, GatewaySteps, RanOn } from '../activities/gatewaySteps.js';
 import type { RequestQueue } from './requestQueue.js';
 
 export interface GatewayActivityDeps {
   queue: RequestQueue;
   /** How often a waiting step looks at the queue again. */
   pollMs?: number;
+  /** This server's own task queue, which each instant step's answer names (`RanOn`). */
+  serverTaskQueue?: string;
 }
 
 const POLL_MS = 20;
@@ -29,7 +31,8 @@ function drainOutcome(queue: RequestQueue, victims: readonly string[]): DrainOut
   return { drained: stillCharged === 0, stillCharged, cutBeforeOutput: queue.cutBeforeOutput(victims) };
 }
 
-export function createGatewayActivities({ queue, pollMs = POLL_MS }: GatewayActivityDeps): GatewaySteps {
+export function createGatewayActivities({ queue, pollMs = POLL_MS, serverTaskQueue }: GatewayActivityDeps): GatewaySteps {
+  const ranOn: RanOn = { ranOn: serverTaskQueue };
   return {
     async closeAdmission({ victims, startedAtMs, windowMs }) {
       if (windowMs !== null) {
@@ -50,20 +53,20 @@ export function createGatewayActivities({ queue, pollMs = POLL_MS }: GatewayActi
 
     async beginRelease({ victims }) {
       queue.beginRelease(victims);
-      return {};
+      return ranOn;
     },
 
     async reopen({ victims }) {
       queue.reopen(victims);
-      return {};
+      return ranOn;
     },
 
     async release({ instance }) {
-      return { released: queue.release(instance) };
+      return { released: queue.release(instance), ...ranOn };
     },
 
     async failWaiters({ deploymentId, error }) {
-      return { failed: queue.failWaiters(deploymentId, error) };
+      return { failed: queue.failWaiters(deploymentId, error), ...ranOn };
     },
 
     // One queue knows no other host: the waiters are answered.

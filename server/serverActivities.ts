@@ -43,26 +43,16 @@ export function serveRecorded(queue: RequestQueue, { deploymentId, index, genera
 
 export function createServerActivities({ db, serverTaskQueue, queue, table, exits, sendElsewhere, switchEnded }: ServerActivityDeps) {
   const store = createStoreActivities(db);
-  const gateway: GatewaySteps = createGatewayActivities({ queue });
-  const ranOn = serverTaskQueue === undefined ? {} : { ranOn: serverTaskQueue };
+  const gateway: GatewaySteps = createGatewayActivities({ queue, serverTaskQueue });
   return {
     ...store,
     ...gateway,
-    async beginRelease(input: Parameters<GatewaySteps['beginRelease']>[0]) {
-      return { ...(await gateway.beginRelease(input)), ...ranOn };
-    },
-    async reopen(input: Parameters<GatewaySteps['reopen']>[0]) {
-      return { ...(await gateway.reopen(input)), ...ranOn };
-    },
     async release(input: Parameters<GatewaySteps['release']>[0]) {
       const { deploymentId, instanceIndex: index, generation } = input.instance;
       // Its engine is gone: the waiters stay, and ask the scheduler for a fresh start.
-      if (exits.isGone(input.hostId, deploymentId, generation)) return { released: 0, ...ranOn };
+      if (exits.isGone(input.hostId, deploymentId, generation)) return { released: 0, ranOn: serverTaskQueue };
       table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready', parkTier: null });
-      return { ...(await gateway.release(input)), ...ranOn };
-    },
-    async failWaiters(input: Parameters<GatewaySteps['failWaiters']>[0]) {
-      return { ...(await gateway.failWaiters(input)), ...ranOn };
+      return gateway.release(input);
     },
     async capacityRefused(input: Parameters<GatewaySteps['capacityRefused']>[0]) {
       if (sendElsewhere && (await sendElsewhere(input.hostId, input.deploymentId))) return { failed: 0 };
@@ -82,8 +72,10 @@ export function createServerActivities({ db, serverTaskQueue, queue, table, exit
       table.setOperatorStopped(input.deploymentId, input.stopped);
     },
     async saveSwitchReceipt(input: SwitchReceiptInput) {
-      await store.saveSwitchReceipt(input);
-      if (input.finishedAtMs !== null) switchEnded?.(input.outcome, input.phases ?? []);
+      // Counted once: a step run again after the receipt ended finds it ended.
+      const ended = await store.saveSwitchReceipt(input);
+      if (ended) switchEnded?.(input.outcome, input.phases ?? []);
+      return ended;
     },
     async deleteDeployment(input: Parameters<typeof store.deleteDeployment>[0]) {
       await store.deleteDeployment(input);
@@ -91,5 +83,3 @@ export function createServerActivities({ db, serverTaskQueue, queue, table, exit
     },
   };
 }
-
-export type ServerActivities = ReturnType<typeof createServerActivities>;

@@ -48,13 +48,19 @@ const fromRow = (r: Row): SwitchReceipt => ({
   finishedAt: r.finished_at,
 });
 
-/** Writes a receipt; the switch's activities may retry, so the last write for a switch ID wins. */
-export async function saveSwitchReceipt(db: Db, r: SwitchReceipt): Promise<void> {
-  await db.query(
+/**
+ * Writes a receipt until it is final: the switch's steps may run again (a retry, a replay), so a
+ * receipt that ended is kept as it is. True when this write is the one that ended it, which the
+ * server counts in its metrics once.
+ */
+export async function saveSwitchReceipt(db: Db, r: SwitchReceipt): Promise<boolean> {
+  const written = await db.query<{ finished_at: Date | null }>(
     `INSERT INTO switch_receipts (switch_id, host_id, target_deployment_id, victims, outcome, summary, phases, started_at, finished_at)
      VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7::jsonb, $8, $9)
      ON CONFLICT (switch_id) DO UPDATE SET victims = EXCLUDED.victims, outcome = EXCLUDED.outcome,
-       summary = EXCLUDED.summary, phases = EXCLUDED.phases, finished_at = EXCLUDED.finished_at`,
+       summary = EXCLUDED.summary, phases = EXCLUDED.phases, finished_at = EXCLUDED.finished_at
+     WHERE switch_receipts.finished_at IS NULL
+     RETURNING finished_at`,
     [
       r.switchId,
       r.hostId,
@@ -67,6 +73,7 @@ export async function saveSwitchReceipt(db: Db, r: SwitchReceipt): Promise<void>
       r.finishedAt,
     ],
   );
+  return written.some((row) => row.finished_at !== null);
 }
 
 export async function findSwitchReceipt(db: Db, switchId: string): Promise<SwitchReceipt | undefined> {

@@ -78,6 +78,11 @@ describe('Prometheus metrics', () => {
     expect(valueOf(families, 'capyctl_requests_total', { deployment: 'held', status: '409', code: 'deployment_inactive' })).toBe(1);
     expect(valueOf(families, 'capyctl_request_wait_seconds', { deployment: 'chat-a' })).toBe(2);
     expect(valueOf(families, 'capyctl_request_time_to_first_byte_seconds', { deployment: 'chat-b' })).toBe(1);
+    // chat-b's one request waited through a park and a start, and its first byte came after that wait.
+    const sumOf = (name: string) => Number(samplesOf(families, `${name}_sum`, { deployment: 'chat-b' })[0]?.value);
+    const waitedB = sumOf('capyctl_request_wait_seconds');
+    expect(waitedB).toBeGreaterThan(0.1);
+    expect(sumOf('capyctl_request_time_to_first_byte_seconds')).toBeGreaterThanOrEqual(waitedB);
     expect(valueOf(families, 'capyctl_queue_requests_waiting', { deployment: 'chat-b' })).toBe(0);
     expect(valueOf(families, 'capyctl_queue_requests_in_flight', { deployment: 'chat-a' })).toBe(0);
     expect(valueOf(families, 'capyctl_gpu_memory_bytes', { host: host.hostId, state: 'ready' })).toBeGreaterThan(0);

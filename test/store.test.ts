@@ -178,8 +178,12 @@ describe('the store on Postgres', () => {
       { phase: 'park' as const, tier: 'host_ram' as const, ms: 1_200 },
       { phase: 'release' as const, tier: null, ms: 3 },
     ];
-    await saveSwitchReceipt(db, receipt);
-    await saveSwitchReceipt(db, { ...receipt, outcome: 'released', phases, finishedAt: new Date('2026-11-29T12:00:05Z') });
+    expect(await saveSwitchReceipt(db, receipt)).toBe(false);
+    const final = { ...receipt, outcome: 'released' as const, phases, finishedAt: new Date('2026-11-29T12:00:05Z') };
+    expect(await saveSwitchReceipt(db, final)).toBe(true);
+    // Run again (a retry, a replay), the final write ends nothing more, and a late "running" changes nothing.
+    expect(await saveSwitchReceipt(db, final)).toBe(false);
+    expect(await saveSwitchReceipt(db, receipt)).toBe(false);
     expect(await findSwitchReceipt(db, receipt.switchId)).toEqual({
       ...receipt,
       outcome: 'released',

@@ -18,7 +18,7 @@ export const HEARTBEAT_TIMEOUT_MS = 5_000;
 const GATEWAY_MARGIN_MS = 10_000;
 export const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
 
-type InstantStep = 'beginRelease' | 'reopen' | 'release' | 'failWaiters' | 'capacityRefused';
+type InstantStep = 'beginRelease' | 'reopen' | 'release' | 'failWaiters';
 type WaitStep = 'closeAdmission' | 'awaitDrain';
 
 /** A registered server's step that failed: the server is gone, or going; a cancellation is the workflow's. */
@@ -28,6 +28,10 @@ export const serverGone = (taskQueue: string, step: string) => (e: unknown) => {
   return null;
 };
 
+/** Another server's gateway, as activities on its own queue; one that does not take a step in time is gone. */
+export const gatewayOn = (taskQueue: string) =>
+  proxyActivities<GatewaySteps>({ taskQueue, scheduleToStartTimeout: SERVER_STEP_TIMEOUT_MS, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS, retry: RETRY });
+
 /**
  * `servers`: the task queues of the live servers, as the store lists them (read once per switch).
  * None listed (a worker that registers no server: the lifecycle's tests) leaves the gateway steps to
@@ -35,8 +39,6 @@ export const serverGone = (taskQueue: string, step: string) => (e: unknown) => {
  */
 export function everyGateway(ownQueue: string, servers: Promise<string[]>) {
   const local = proxyLocalActivities<Pick<GatewaySteps, InstantStep>>(serverStepOptions);
-  const at = (taskQueue: string) =>
-    proxyActivities<Pick<GatewaySteps, InstantStep>>({ taskQueue, scheduleToStartTimeout: SERVER_STEP_TIMEOUT_MS, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS, retry: RETRY });
   const waitAt = (taskQueue: string, waitsMs: number, registered: boolean) =>
     proxyActivities<Pick<GatewaySteps, WaitStep>>({
       taskQueue,
@@ -51,7 +53,7 @@ export function everyGateway(ownQueue: string, servers: Promise<string[]>) {
   async function instant<K extends InstantStep>(step: K, input: Parameters<GatewaySteps[K]>[0]): Promise<Awaited<ReturnType<GatewaySteps[K]>>> {
     type Call = (i: typeof input) => Promise<Awaited<ReturnType<GatewaySteps[K]>> & RanOn>;
     const [here, queues] = await Promise.all([(local[step] as Call)(input), servers]);
-    await Promise.all(queues.filter((q) => q !== here.ranOn).map((q) => (at(q)[step] as Call)(input).catch(serverGone(q, step))));
+    await Promise.all(queues.filter((q) => q !== here.ranOn).map((q) => (gatewayOn(q)[step] as Call)(input).catch(serverGone(q, step))));
     return here;
   }
 

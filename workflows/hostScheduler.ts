@@ -10,7 +10,6 @@ import {
   condition,
   continueAsNew,
   log,
-  proxyActivities,
   proxyLocalActivities,
   setHandler,
   startChild,
@@ -31,7 +30,6 @@ import {
   type LedgerEntry,
   queries,
   type Release,
-  SERVER_STEP_TIMEOUT_MS,
   serverStepOptions,
   signals,
   type SwitchInput,
@@ -54,7 +52,7 @@ import {
   releasePlans,
   type VictimFacts,
 } from './ledger.js';
-import { serverGone } from './everyGateway.js';
+import { gatewayOn, serverGone } from './everyGateway.js';
 import { refusal, refusedWith } from './refusal.js';
 import { switchWorkflow } from './switch.js';
 import { switchSummary } from './switchSummary.js';
@@ -129,19 +127,15 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   // The store's rows and the gateway's looks run in this worker's process, inside the workflow task.
   const store = proxyLocalActivities<StoreActivities>(serverStepOptions);
   const gateway = proxyLocalActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>(serverStepOptions);
-  // Another server's gateway, as an activity on its own queue; one that does not take it in time is gone.
-  const gatewayAt = (taskQueue: string) =>
-    proxyActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>({
-      taskQueue,
-      scheduleToStartTimeout: SERVER_STEP_TIMEOUT_MS,
-      startToCloseTimeout: SERVER_STEP_TIMEOUT_MS,
-    });
-  /** The gateway whose requests made `demand`: their refusal is answered there. */
-  const gatewayOf = (demand: Demand) => (demand.serverTaskQueue === undefined ? gateway : gatewayAt(demand.serverTaskQueue));
+  /** `demand`'s requests answered on the server that holds them; one gone took them with it. */
+  const answerOn = <K extends 'failWaiters' | 'capacityRefused'>(demand: Demand, step: K, input: Parameters<GatewaySteps[K]>[0]) => {
+    const steps = demand.serverTaskQueue === undefined ? gateway : gatewayOn(demand.serverTaskQueue);
+    return (steps[step] as (i: typeof input) => Promise<unknown>)(input).catch(serverGone(demand.serverTaskQueue ?? serverTaskQueue, step));
+  };
   /** When each deployment last saw a request, on any server that shares the store. */
   async function lastActivity(): Promise<Record<string, number>> {
     const queues = await store.liveServerQueues();
-    const seen = queues.length === 0 ? [await gateway.snapshot()] : await Promise.all(queues.map((q) => gatewayAt(q).snapshot().catch(serverGone(q, 'snapshot'))));
+    const seen = queues.length === 0 ? [await gateway.snapshot()] : await Promise.all(queues.map((q) => gatewayOn(q).snapshot().catch(serverGone(q, 'snapshot'))));
     const latest: Record<string, number> = {};
     for (const { lastActivityMs } of seen.filter((x) => x !== null)) {
       for (const [id, ms] of Object.entries(lastActivityMs)) latest[id] = Math.max(latest[id] ?? 0, ms);
@@ -516,7 +510,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
       if (!measured(v)) {
         if (measurementState(v) === 'failed') {
           const error = apiErrors.startFailed(v.id, `its checkpoint could not be measured: ${v.measureFailure}`);
-          await gatewayOf(demand).failWaiters({ switchId: workflowIds.measure(v.id, v.revision), deploymentId: v.id, error }).catch(serverGone(demand.serverTaskQueue ?? serverTaskQueue, 'failWaiters'));
+          await answerOn(demand, 'failWaiters', { switchId: workflowIds.measure(v.id, v.revision), deploymentId: v.id, error });
           drop();
         }
         continue;
@@ -533,7 +527,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
           log.warn('demand not served', { deploymentId: v.id, error: String(e) });
           continue;
         }
-        await gatewayOf(demand).capacityRefused({ hostId, deploymentId: v.id, error }).catch(serverGone(demand.serverTaskQueue ?? serverTaskQueue, 'capacityRefused'));
+        await answerOn(demand, 'capacityRefused', { hostId, deploymentId: v.id, error });
         drop();
       }
     }

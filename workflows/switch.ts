@@ -128,7 +128,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * The first receipt ("running"), written beside the first of the switch's own rows rather than
    * before the window: every local step the workflow task waits for is on the waiters' clock.
    */
-  let opened: Promise<void> | undefined;
+  let opened: Promise<unknown> | undefined;
   const open = () => (opened ??= receipt('running', [], null));
   /** The drain did not finish: the target's waiters hear so, with what still ran; the error they got. */
   const drainTimedOut = async (stillCharged: number): Promise<{ error?: ApiError }> => {
@@ -155,10 +155,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     } else {
       const drain = await admitAndDrain();
       if (!drain.drained) {
-        const failed = await CancellationScope.nonCancellable(async () => {
-          await gateway.reopen({ switchId, victims: victimIds });
-          return drainTimedOut(drain.stillCharged);
-        });
+        const [, failed] = await CancellationScope.nonCancellable(() =>
+          Promise.all([gateway.reopen({ switchId, victims: victimIds }), drainTimedOut(drain.stillCharged)]),
+        );
         return { switchId, outcome: 'drain_timeout', victims: [], ...failed };
       }
       ({ cut, deadline: drainDeadline } = drain);
@@ -334,16 +333,15 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    */
   async function wakeAndCheck(t: SwitchTarget, first: WakeReference | null): Promise<boolean> {
     const checked = t.spec.engine === 'vllm' || t.spec.engine === 'sglang';
-    if (checked && (!first || first.generation !== t.instance.generation)) {
-      log.warn('no first answer for this generation; the wake is not checked', { switchId, deploymentId: t.instance.deploymentId });
-    }
-    const probe = checked && first?.generation === t.instance.generation ? (first.probe as Probe) : undefined;
+    const reference = first?.generation === t.instance.generation ? first : null;
+    if (checked && !reference) log.warn('no first answer for this generation; the wake is not checked', { switchId, deploymentId: t.instance.deploymentId });
+    const probe = checked && reference ? (reference.probe as Probe) : undefined;
     const began = Date.now();
-    const woke = await host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */, ...(probe ? { probe } : {}) });
-    phases.push({ phase: 'wake', tier: t.tier, ms: Date.now() - began - (woke.checkMs ?? 0) });
-    if (!probe || !woke.answer) return false;
-    phases.push({ phase: 'check', tier: t.tier, ms: woke.checkMs ?? 0 });
-    return compareAnswers(first!.answer as ProbeAnswer, woke.answer) !== null;
+    const woke = await host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */, probe });
+    phases.push({ phase: 'wake', tier: t.tier, ms: Date.now() - began - woke.checkMs });
+    if (!reference || !woke.answer) return false;
+    phases.push({ phase: 'check', tier: t.tier, ms: woke.checkMs });
+    return compareAnswers(reference.answer as ProbeAnswer, woke.answer) !== null;
   }
 }
 
