@@ -25,7 +25,8 @@ export function checkoutOf(ref: string): { dir: string; remove: () => void } {
 export function outputAt(ref: string, script: string): string {
   const { dir, remove } = checkoutOf(ref);
   try {
-    if (!existsSync(join(dir, script))) copyFileSync(join(ROOT, script), join(dir, script));
+    // A script this checkout's copy brings imports this module too.
+    for (const file of [script, 'bench/beforeCheckout.ts']) if (!existsSync(join(dir, file))) copyFileSync(join(ROOT, file), join(dir, file));
     return execFileSync(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), script], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
   } finally {
     remove();
