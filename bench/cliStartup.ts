@@ -8,7 +8,7 @@
  * Run with `npx tsx bench/cliStartup.ts [--before REF]` (it starts its own Temporal dev server and
  * a server process, and uses the machine's Postgres, as the tests do).
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

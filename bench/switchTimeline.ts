@@ -4,12 +4,8 @@
  * bench/switchControlPlane.ts prints the median of each span between consecutive points.
  */
 import type { Client } from '@temporalio/client';
-import type { temporal } from '@temporalio/proto';
 import { eventMs } from '../deploy/demo/switchHistory.js';
 import { workflowIds } from '../workflows/definitions.js';
-
-type Event = temporal.api.history.v1.IHistoryEvent;
-
 
 /** Each point's name says what has happened by then; the span before it is what it took. */
 export const TIMELINE = [

@@ -1,0 +1,40 @@
+// The linter CI runs (`npm run lint`): typescript-eslint's recommended rules, and the rule the Temporal
+// samples keep for workflow code, which runs in a deterministic sandbox where Node's built-ins do not exist.
+import { builtinModules } from 'node:module';
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
+
+export default tseslint.config(
+  { ignores: ['node_modules/', '.tools/', '.data/', 'bin/cliBundle.js', 'deploy/helm/', '**/*.html'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      // A closure may read a variable assigned once later (the standalone's host, once it is up).
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+      // Control characters are matched on purpose: the NUL refusal and terminal escapes in the CLI's tests.
+      'no-control-regex': 'off',
+    },
+  },
+  {
+    // Tests and benchmarks read JSON bodies and documents whose shape the assertion itself checks.
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+  {
+    files: ['workflows/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [...nodeBuiltins, '@temporalio/activity', '@temporalio/worker', '@temporalio/client', 'pg', 'undici', 'fastify', 'pino'],
+          patterns: [{ group: ['../store/*', '../gateway/*', '../server/*', '../hostAgent/*'], message: 'workflow code imports only @temporalio/workflow and pure modules' }],
+        },
+      ],
+    },
+  },
+);
