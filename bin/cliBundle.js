@@ -50,7 +50,10 @@ async function build(entryName) {
     });
     const files = readdirSync(staging);
     const isEntry = (/** @type {string} */ file) => file.startsWith(entryName);
-    for (const file of [...files.filter((f) => !isEntry(f)), ...files.filter(isEntry)]) renameSync(join(staging, file), join(OUT_DIR, file));
+    // The entry last: a reader that finds it finds its chunks already in place.
+    for (const file of [...files.filter((f) => !isEntry(f)), ...files.filter(isEntry)]) {
+      renameSync(join(staging, file), join(OUT_DIR, file));
+    }
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }

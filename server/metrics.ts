@@ -47,7 +47,9 @@ export class ServerMetrics implements RequestMetrics {
     const now = sources.now ?? Date.now;
     this.requests = new Counter({
       name: 'capyctl_requests_total',
-      help: 'Inference requests answered, by deployment, HTTP status and error code (empty for an engine’s whole answer, cut for one cut short).',
+      help:
+        'Inference requests answered, by deployment, HTTP status and error code ' +
+        '(empty for an engine’s whole answer, cut for one cut short).',
       labelNames: ['deployment', 'status', 'code'],
       registers,
     });
@@ -68,7 +70,9 @@ export class ServerMetrics implements RequestMetrics {
     this.switches = new Counter({ name: 'capyctl_switches_total', help: 'Switches ended, by outcome.', labelNames: ['outcome'], registers });
     this.phases = new Histogram({
       name: 'capyctl_switch_phase_seconds',
-      help: 'How long each step of a switch took: window, drain, park (by park tier), stop, wake (by tier), start, check, release.',
+      help:
+        'How long each step of a switch took: ' +
+        'window, drain, park (by park tier), stop, wake (by tier), start, check, release.',
       labelNames: ['phase', 'park_tier'],
       buckets: PHASE_BUCKETS,
       registers,

@@ -23,7 +23,9 @@ export const queueSettings = (requestDeadlineDefaultMs: number) =>
         ctx.addIssue({
           code: 'custom',
           path: ['admission_window'],
-          message: `${formatDuration(queue.admission_window)} is above the request deadline (${formatDuration(queue.request_deadline)})`,
+          message:
+            `${formatDuration(queue.admission_window)} is above ` +
+            `the request deadline (${formatDuration(queue.request_deadline)})`,
         });
       }
     });

@@ -14,7 +14,9 @@ const METRICS_TOKEN_MIN_LENGTH = 16;
 export const metricsToken = z
   .string()
   .refine((t) => t.length >= METRICS_TOKEN_MIN_LENGTH && /^\S+$/.test(t), {
-    message: `must be at least ${METRICS_TOKEN_MIN_LENGTH} characters, without spaces (the value is not shown: it is a secret)`,
+    message:
+      `must be at least ${METRICS_TOKEN_MIN_LENGTH} characters, without spaces ` +
+      '(the value is not shown: it is a secret)',
   });
 const DAY = 86_400 * SECOND;
 /** The shortest idle timer a document may set. */

@@ -32,7 +32,8 @@ export function adminTokenIn(dataDir: string, logger: Logger): AdminToken {
         chmodSync(file, OWNER_ONLY);
         logger.warn(
           { file, mode: mode.toString(8), now: OWNER_ONLY.toString(8) },
-          'the admin token file could be read by other users; it is now its owner’s only (0600); if others may have read it, delete it and start again for a new token',
+          'the admin token file could be read by other users; it is now its owner’s only (0600); ' +
+            'if others may have read it, delete it and start again for a new token',
         );
       }
       return { token, file, created: false };

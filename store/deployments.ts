@@ -35,7 +35,8 @@ interface Row {
 }
 
 const SELECT = `
-  SELECT d.id, d.name, d.revision, r.spec, d.operator_stopped, r.checkpoint, r.measure_failure, d.start_failure, d.created_at, d.updated_at
+  SELECT d.id, d.name, d.revision, r.spec, d.operator_stopped, r.checkpoint, r.measure_failure, d.start_failure,
+    d.created_at, d.updated_at
   FROM deployments d JOIN deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.revision`;
 
 const fromRow = (r: Row): Deployment => ({
@@ -141,7 +142,8 @@ export async function setOperatorStopped(db: Db, id: string, stopped: boolean): 
 /** Records the checkpoint measurement of one revision; idempotent. */
 export async function recordCheckpoint(db: Db, id: string, revision: number, checkpoint: Record<string, unknown>): Promise<void> {
   await db.query(
-    `UPDATE deployment_revisions SET checkpoint = $3::jsonb, measured_at = COALESCE(measured_at, now()), measure_failure = NULL
+    `UPDATE deployment_revisions
+     SET checkpoint = $3::jsonb, measured_at = COALESCE(measured_at, now()), measure_failure = NULL
      WHERE deployment_id = $1 AND revision = $2`,
     [id, revision, JSON.stringify(checkpoint)],
   );
@@ -152,11 +154,11 @@ export async function recordCheckpoint(db: Db, id: string, revision: number, che
  * again. A revision already measured keeps its measurement.
  */
 export async function recordMeasureFailure(db: Db, id: string, revision: number, reason: string | null): Promise<void> {
-  await db.query('UPDATE deployment_revisions SET measure_failure = $3 WHERE deployment_id = $1 AND revision = $2 AND checkpoint IS NULL', [
-    id,
-    revision,
-    reason,
-  ]);
+  await db.query(
+    `UPDATE deployment_revisions SET measure_failure = $3
+     WHERE deployment_id = $1 AND revision = $2 AND checkpoint IS NULL`,
+    [id, revision, reason],
+  );
 }
 
 /** Records why the deployment's latest start failed, or clears it (`failure` null) when a start succeeds. */

@@ -83,9 +83,11 @@ export async function registerHost(db: Db, token: string, host: Registration, in
         await tx.query('UPDATE host_tokens SET host_id = $2 WHERE token_sha256 = $1', [sha256(token), host.id]);
       }
       await tx.query(
-        `INSERT INTO hosts (id, gpus, host_ram_bytes, settings, ingress_secret) VALUES ($1, $2::jsonb, $3, $4::jsonb, $5)
+        `INSERT INTO hosts (id, gpus, host_ram_bytes, settings, ingress_secret)
+         VALUES ($1, $2::jsonb, $3, $4::jsonb, $5)
          ON CONFLICT (id) DO UPDATE SET gpus = EXCLUDED.gpus, host_ram_bytes = EXCLUDED.host_ram_bytes,
-           settings = EXCLUDED.settings, last_seen_at = now(), ingress_secret = COALESCE(EXCLUDED.ingress_secret, hosts.ingress_secret)`,
+           settings = EXCLUDED.settings, last_seen_at = now(),
+           ingress_secret = COALESCE(EXCLUDED.ingress_secret, hosts.ingress_secret)`,
         [host.id, JSON.stringify(host.gpus), host.hostRamBytes, JSON.stringify(host.settings), ingressSecret ?? null],
       );
       return 'registered';

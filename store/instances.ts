@@ -46,7 +46,8 @@ export type InstanceUpdate = Omit<Instance, 'updatedAt'>;
  */
 export async function saveInstance(db: Db, i: InstanceUpdate): Promise<void> {
   await db.query(
-    `INSERT INTO instances (deployment_id, instance_index, host_id, generation, observed_state, park_tier, gpu_bytes, host_ram_bytes)
+    `INSERT INTO instances
+       (deployment_id, instance_index, host_id, generation, observed_state, park_tier, gpu_bytes, host_ram_bytes)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (deployment_id, instance_index) DO UPDATE SET
        host_id = EXCLUDED.host_id, generation = EXCLUDED.generation, observed_state = EXCLUDED.observed_state,

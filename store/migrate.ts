@@ -29,7 +29,8 @@ export async function migrate(db: Db, migrations: readonly Migration[] = bundled
     const ran = await db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEY]);
       await tx.query(
-        'CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+        `CREATE TABLE IF NOT EXISTS schema_migrations
+         (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
       );
       const done = await tx.query('SELECT 1 FROM schema_migrations WHERE version = $1', [m.version]);
       if (done.length > 0) return false;

@@ -40,7 +40,8 @@ export async function forgetServer(db: Db, id: string): Promise<void> {
 /** The servers seen within the bound. */
 export async function liveServers(db: Db): Promise<ServerRow[]> {
   const rows = await db.query<{ id: string; task_queue: string }>(
-    `SELECT id, task_queue FROM servers WHERE last_seen_at > now() - make_interval(secs => $1::double precision / 1000) ORDER BY id`,
+    `SELECT id, task_queue FROM servers
+     WHERE last_seen_at > now() - make_interval(secs => $1::double precision / 1000) ORDER BY id`,
     [SERVER_GONE_AFTER_MS],
   );
   return rows.map((r) => ({ id: r.id, taskQueue: r.task_queue }));
@@ -49,7 +50,8 @@ export async function liveServers(db: Db): Promise<ServerRow[]> {
 /** Servers past the bound, taken out of the table: their demands are withdrawn by whoever finds them. */
 export async function takeGoneServers(db: Db): Promise<ServerRow[]> {
   const rows = await db.query<{ id: string; task_queue: string }>(
-    `DELETE FROM servers WHERE last_seen_at <= now() - make_interval(secs => $1::double precision / 1000) RETURNING id, task_queue`,
+    `DELETE FROM servers WHERE last_seen_at <= now() - make_interval(secs => $1::double precision / 1000)
+     RETURNING id, task_queue`,
     [SERVER_GONE_AFTER_MS],
   );
   return rows.map((r) => ({ id: r.id, taskQueue: r.task_queue }));

@@ -55,7 +55,8 @@ const fromRow = (r: Row): SwitchReceipt => ({
  */
 export async function saveSwitchReceipt(db: Db, r: SwitchReceipt): Promise<boolean> {
   const written = await db.query<{ finished_at: Date | null }>(
-    `INSERT INTO switch_receipts (switch_id, host_id, target_deployment_id, victims, outcome, summary, phases, started_at, finished_at)
+    `INSERT INTO switch_receipts
+       (switch_id, host_id, target_deployment_id, victims, outcome, summary, phases, started_at, finished_at)
      VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7::jsonb, $8, $9)
      ON CONFLICT (switch_id) DO UPDATE SET victims = EXCLUDED.victims, outcome = EXCLUDED.outcome,
        summary = EXCLUDED.summary, phases = EXCLUDED.phases, finished_at = EXCLUDED.finished_at

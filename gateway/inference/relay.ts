@@ -53,7 +53,10 @@ type Stop = { kind: 'client' } | { kind: 'deadline'; error: ApiError } | { kind:
 
 /** How an exchange ended, for the metrics. */
 export interface RelayEnd {
-  /** The catalogue's code of the error the gateway answered, `cut` when it was cut short without one, empty when the engine's answer went out whole. */
+  /**
+   * The catalogue's code of the error the gateway answered, `cut` when it was cut short without one,
+   * empty when the engine's answer went out whole.
+   */
   how: ErrorCode | 'cut' | '';
   /** When (`performance.now()`) its first output came; undefined when none did. */
   outputAtMs: number | undefined;
@@ -78,7 +81,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private assembler: AnswerAssembler | undefined;
   /** When the first output came. */
   private outputAtMs: number | undefined;
-  /** The status and headers have gone to the client: the first output came to a stream, or its end to a whole answer. */
+  /** The status and headers went to the client: the first output came to a stream, or its end to a whole answer. */
   private opened = false;
   /** A stream's events before its first output. */
   private readonly held: Buffer[] = [];
