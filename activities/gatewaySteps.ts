@@ -1,6 +1,6 @@
 /**
  * The gateway's part of every transition, as activities on the server task queue: only the gateway
- * sees requests start and finish, so the admission window, the drain, the release of the waiters
+ * sees requests start and finish, so the admission window, the drain, the start of the waiters
  * and their failure happen there. The switch workflow calls these; the gateway implements them
  * (an in-memory stand-in does in the lifecycle's tests).
  */
@@ -10,7 +10,7 @@ import type { Demand, InstanceRef } from '../workflows/definitions.js';
 export interface DrainOutcome {
   drained: boolean;
   /** Requests still running on the victims when the drain bound ran out (0 when drained). */
-  stillCharged: number;
+  requestsStillRunning: number;
   /** Victims a request was cut from before the engine produced any output: they stop, not park. */
   cutBeforeOutput: string[];
 }
@@ -35,13 +35,13 @@ export interface GatewaySteps {
   awaitDrain(input: { switchId: string; victims: string[]; timeoutMs: number }): Promise<DrainOutcome>;
 
   /** The victims have begun parking: a new request for one waits, and becomes the next switch. */
-  beginRelease(input: { switchId: string; victims: string[] }): Promise<RanOn>;
+  withdrawVictims(input: { switchId: string; victims: string[] }): Promise<RanOn>;
 
   /** The victims serve again (the compensation of a failed drain). */
   reopen(input: { switchId: string; victims: string[] }): Promise<RanOn>;
 
   /** The target is ready: every request waiting for it runs now, up to the running bound. */
-  release(input: { switchId: string; hostId: string; instance: InstanceRef }): Promise<{ released: number } & RanOn>;
+  startWaiters(input: { switchId: string; hostId: string; instance: InstanceRef }): Promise<{ started: number } & RanOn>;
 
   /** Every request waiting for the deployment is answered `error`. */
   failWaiters(input: { switchId: string; deploymentId: string; error: ApiError }): Promise<{ failed: number } & RanOn>;

@@ -200,7 +200,7 @@ export function createHostActivities(deps: HostActivityDeps) {
       if (engine.stage === 'parked') return;
       const busy = await whileHeartbeating((signal) => busyUntil(engine, input.key, Date.now() + (input.idleWithinMs ?? 0), signal));
       if (busy > 0) {
-        const details: EngineBusyDetails = { stillCharged: busy };
+        const details: EngineBusyDetails = { requestsStillRunning: busy };
         throw ApplicationFailure.create({
           message: `instance ${input.key.deploymentId}/${input.key.instanceIndex} still has ${busy} request(s)`,
           type: hostFailureTypes.engineBusy,

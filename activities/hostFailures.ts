@@ -18,5 +18,5 @@ export interface ExitFailureDetails {
 
 /** What a park refused for a busy engine leaves in its failure's details. */
 export interface EngineBusyDetails {
-  stillCharged: number;
+  requestsStillRunning: number;
 }

@@ -101,13 +101,13 @@ async function switches(): Promise<Block> {
       if (answer.kind !== 'served') throw new Error(`switch ${i}: ${answer.error.message}`);
       // The first two start their models: not switches.
       if (i < WARM_UP) continue;
-      const release = s.lc.gateway.steps.findLast((x) => x.step === 'release')!;
+      const waitersStarted = s.lc.gateway.steps.findLast((x) => x.step === 'startWaiters')!;
       await s.settledLedger();
-      const receipt = await findSwitchReceipt(s.lc.db, release.switchId);
+      const receipt = await findSwitchReceipt(s.lc.db, waitersStarted.switchId);
       if (!receipt || receipt.victims.length !== 1) throw new Error(`switch ${i} did not park one model: ${JSON.stringify(receipt)}`);
-      block.totals.push(release.atMs - receipt.startedAt.getTime());
+      block.totals.push(waitersStarted.atMs - receipt.startedAt.getTime());
       block.firstByte.push(answer.startedAtMs - sentAtMs);
-      block.timelines.push(await switchTimeline(s.lc.client, s.lc.hostId, { sentAtMs, switchId: release.switchId, releasedAtMs: release.atMs, servedAtMs: answer.startedAtMs }));
+      block.timelines.push(await switchTimeline(s.lc.client, s.lc.hostId, { sentAtMs, switchId: waitersStarted.switchId, waitersStartedAtMs: waitersStarted.atMs, servedAtMs: answer.startedAtMs }));
     }
     return block;
   } finally {

@@ -29,7 +29,7 @@ export type Point = (typeof TIMELINE)[number];
 export interface SwitchMoments {
   sentAtMs: number;
   switchId: string;
-  releasedAtMs: number;
+  waitersStartedAtMs: number;
   servedAtMs: number;
 }
 
@@ -64,7 +64,7 @@ export async function switchTimeline(client: Client, hostId: string, m: SwitchMo
     const p = done && at[scheduled.get(String(done.scheduledEventId)) ?? '']?.[1];
     if (p) points[p] = eventMs(e);
   }
-  points['waiters released (local steps)'] = m.releasedAtMs;
+  points['waiters released (local steps)'] = m.waitersStartedAtMs;
   points['first byte to the client'] = m.servedAtMs;
   return points;
 }

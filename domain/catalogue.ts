@@ -65,12 +65,12 @@ export const apiErrors = {
   // The spec's "Errors while waiting" table, row by row.
   queueDeadline: (deploymentId: string) =>
     error(503, 'unavailable', true, `deployment ${deploymentId} did not become servable within the queue deadline; retry shortly`),
-  drainTimeout: (targetId: string, drainTimeoutMs: number, stillCharged: number) =>
+  drainTimeout: (targetId: string, drainTimeoutMs: number, requestsStillRunning: number) =>
     error(
       503,
       'unavailable',
       true,
-      `switch to ${targetId} failed: drain timeout after ${drainTimeoutMs} ms with ${stillCharged} request(s) still charged; the victims serve again; retry shortly`,
+      `switch to ${targetId} failed: drain timeout after ${drainTimeoutMs} ms with ${requestsStillRunning} request(s) still charged; the victims serve again; retry shortly`,
     ),
   dispatchClosed: (deploymentId: string) =>
     error(503, 'unavailable', true, `dispatch to deployment ${deploymentId} is closed; retry shortly`),
@@ -246,7 +246,7 @@ export const apiErrors = {
 export const parkTierWords = { host_ram: 'host RAM', deep: 'deep', kv_only: 'weights kept' } as const satisfies Record<ParkTier, string>;
 
 /** The line a receipt prints for each way a victim was released. */
-export const releaseLines = {
+export const releasedLines = {
   parkedHostRam: 'released: parked (host RAM)',
   parkedDeep: 'released: parked (deep)',
   parkedKvOnly: 'released: parked (weights kept)',

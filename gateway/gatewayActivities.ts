@@ -27,8 +27,8 @@ async function waitUntil(done: () => boolean, untilMs: number, pollMs: number, s
 
 /** Where the victims' drain stands now. */
 function drainOutcome(queue: RequestQueue, victims: readonly string[]): DrainOutcome {
-  const stillCharged = queue.runningOn(victims);
-  return { drained: stillCharged === 0, stillCharged, cutBeforeOutput: queue.cutBeforeOutput(victims) };
+  const requestsStillRunning = queue.runningOn(victims);
+  return { drained: requestsStillRunning === 0, requestsStillRunning, cutBeforeOutput: queue.cutBeforeOutput(victims) };
 }
 
 export function createGatewayActivities({ queue, pollMs = POLL_MS, serverTaskQueue }: GatewayActivityDeps): GatewaySteps {
@@ -51,8 +51,8 @@ export function createGatewayActivities({ queue, pollMs = POLL_MS, serverTaskQue
       return drainOutcome(queue, victims);
     },
 
-    async beginRelease({ victims }) {
-      queue.beginRelease(victims);
+    async withdrawVictims({ victims }) {
+      queue.withdrawVictims(victims);
       return ranOn;
     },
 
@@ -61,8 +61,8 @@ export function createGatewayActivities({ queue, pollMs = POLL_MS, serverTaskQue
       return ranOn;
     },
 
-    async release({ instance }) {
-      return { released: queue.release(instance), ...ranOn };
+    async startWaiters({ instance }) {
+      return { started: queue.startWaiters(instance), ...ranOn };
     },
 
     async failWaiters({ deploymentId, error }) {

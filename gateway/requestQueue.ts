@@ -32,7 +32,7 @@ export interface Arrival {
    * explicit model an operator stopped is `operator_stopped` (spec: "After your stop, the answer is
    * deployment_stopped as for any model").
    */
-  held?: 'operator_stopped' | 'explicit';
+  startBlockedBy?: 'operator_stopped' | 'explicit';
 }
 
 /** Where a request runs, and how its caller reports its course. */
@@ -173,14 +173,14 @@ export class RequestQueue implements RouterFigures {
   /** Runs the request now, makes it wait, or refuses it. A hang-up while it waits rejects with the signal's reason. */
   admit(arrival: Arrival): Promise<Admission> {
     if (arrival.signal.aborted) return Promise.reject(arrival.signal.reason);
-    const { deploymentId: id, held, bodyBytes } = arrival;
+    const { deploymentId: id, startBlockedBy, bodyBytes } = arrival;
     const m = this.model(id);
     const limits = this.options.limits();
     const slotFree = m.running.size < RUNNING_PER_MODEL && m.waiters.length === 0;
 
     if (m.dispatch === 'open' && slotFree) return Promise.resolve({ kind: 'dispatch', ticket: this.run(m, new DeadlineTimer(limits.request_deadline)) });
     if (m.dispatch === 'closed' || this.stopping) return refused(apiErrors.dispatchClosed(id));
-    if (m.dispatch === 'waiting' && held) return refused(held === 'explicit' ? apiErrors.deploymentInactive(id) : apiErrors.deploymentStopped(id));
+    if (m.dispatch === 'waiting' && startBlockedBy) return refused(startBlockedBy === 'explicit' ? apiErrors.deploymentInactive(id) : apiErrors.deploymentStopped(id));
     if (limits.max_pending_per_deployment === 0) {
       if (m.dispatch === 'open') return refused(apiErrors.inFlightNoWait(id));
       if (m.askedSinceMs === null) {
@@ -251,11 +251,11 @@ export class RequestQueue implements RouterFigures {
     m.lastChangeMs = this.now();
     // The engine may not have started it yet, so its count of running requests proves nothing.
     if (cutBeforeOutput) m.cutBeforeOutput = true;
-    this.startWaiters(m);
+    this.fillSlots(m);
   }
 
   /** Fills the free slots of a serving model from its waiters, first come first served; how many started. */
-  private startWaiters(m: Model): number {
+  private fillSlots(m: Model): number {
     let started = 0;
     while (m.dispatch === 'open' && m.running.size < RUNNING_PER_MODEL && m.waiters.length > 0) {
       m.waiters[0]!.start();
@@ -287,7 +287,7 @@ export class RequestQueue implements RouterFigures {
   }
 
   /** The victims have begun parking: their new requests wait and become the next switch. */
-  beginRelease(deploymentIds: readonly string[]): void {
+  withdrawVictims(deploymentIds: readonly string[]): void {
     for (const id of deploymentIds) {
       const m = this.model(id);
       this.setDispatch(m, 'waiting');
@@ -299,12 +299,12 @@ export class RequestQueue implements RouterFigures {
 
   /**
    * The catalogue records this instance as no longer serving (parking, parked, stopping …): if it is
-   * what the deployment dispatches to, its requests wait instead, as after `beginRelease`. A switch
+   * what the deployment dispatches to, its requests wait instead, as after `withdrawVictims`. A switch
    * that began releasing it in the process before this one (a restart in between) closed it there.
    */
   withdraw(instance: InstanceRef): void {
     const serving = this.models.get(instance.deploymentId)?.instance;
-    if (serving && serving.instanceIndex === instance.instanceIndex && serving.generation === instance.generation) this.beginRelease([instance.deploymentId]);
+    if (serving && serving.instanceIndex === instance.instanceIndex && serving.generation === instance.generation) this.withdrawVictims([instance.deploymentId]);
   }
 
   /** The victims serve again (a drain that did not finish). */
@@ -321,7 +321,7 @@ export class RequestQueue implements RouterFigures {
   }
 
   /** The instance serves: its waiting requests run together, up to the running bound; how many started. */
-  release(instance: InstanceRef): number {
+  startWaiters(instance: InstanceRef): number {
     const m = this.model(instance.deploymentId);
     m.askedSinceMs = null;
     this.touch(m.id);
@@ -349,7 +349,7 @@ export class RequestQueue implements RouterFigures {
     m.instance = instance;
     this.setDispatch(m, 'open');
     m.lastChangeMs = this.now();
-    return this.startWaiters(m);
+    return this.fillSlots(m);
   }
 
   private setDispatch(m: Model, dispatch: DispatchState) {

@@ -249,7 +249,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
    */
   async function engineGone(hostId: string, instance: InstanceRef) {
     exits.record(hostId, instance);
-    queue.beginRelease([instance.deploymentId]);
+    queue.withdrawVictims([instance.deploymentId]);
     await activities.saveInstance({
       deploymentId: instance.deploymentId,
       index: instance.instanceIndex,

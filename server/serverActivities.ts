@@ -1,8 +1,8 @@
 /**
  * Every activity that runs in the server's process, as its worker registers them: the store's rows
  * and the gateway's steps, and what each changes in the gateway's memory. A row that says where an
- * instance stands also tells the routing table, and opens or withdraws its dispatch; the release
- * tells the table where the target runs before its waiters go there. The server and the lifecycle's
+ * instance stands also tells the routing table, and opens or withdraws its dispatch; starting the
+ * waiters tells the table where the target runs before they go there. The server and the lifecycle's
  * tests wire this one factory, so the tests run the path production runs.
  */
 import { createStoreActivities, type SwitchReceiptInput } from '../activities/storeActivities.js';
@@ -32,13 +32,13 @@ export interface ServerActivityDeps {
 }
 
 /**
- * An instance the store records ready serves, though no switch released it in this process: after
- * a restart (the queue holds no instance yet, and the schedulers only release a model they bring
- * up), and when a switch records its target ready after it released the waiters in the process
+ * An instance the store records ready serves, though no switch started its waiters in this process:
+ * after a restart (the queue holds no instance yet, and the schedulers only start the waiters of a
+ * model they bring up), and when a switch records its target ready after it started the waiters in the process
  * before this one (a restart in between; otherwise they would wait out their deadline).
  */
 export function serveRecorded(queue: RequestQueue, { deploymentId, index, generation, observedState }: { deploymentId: string } & RoutedInstance): void {
-  if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting') queue.release({ deploymentId, instanceIndex: index, generation });
+  if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting') queue.startWaiters({ deploymentId, instanceIndex: index, generation });
 }
 
 export function createServerActivities({ db, serverTaskQueue, queue, table, exits, sendElsewhere, switchEnded }: ServerActivityDeps) {
@@ -47,12 +47,12 @@ export function createServerActivities({ db, serverTaskQueue, queue, table, exit
   return {
     ...store,
     ...gateway,
-    async release(input: Parameters<GatewaySteps['release']>[0]) {
+    async startWaiters(input: Parameters<GatewaySteps['startWaiters']>[0]) {
       const { deploymentId, instanceIndex: index, generation } = input.instance;
       // Its engine is gone: the waiters stay, and ask the scheduler for a fresh start.
-      if (exits.isGone(input.hostId, deploymentId, generation)) return { released: 0, ranOn: serverTaskQueue };
+      if (exits.isGone(input.hostId, deploymentId, generation)) return { started: 0, ranOn: serverTaskQueue };
       table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready', parkTier: null });
-      return gateway.release(input);
+      return gateway.startWaiters(input);
     },
     async capacityRefused(input: Parameters<GatewaySteps['capacityRefused']>[0]) {
       if (sendElsewhere && (await sendElsewhere(input.hostId, input.deploymentId))) return { failed: 0 };

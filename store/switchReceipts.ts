@@ -6,7 +6,7 @@ import type { Db } from './db.js';
 export interface Victim {
   deploymentId: string;
   instanceIndex: number;
-  /** The receipt line, from `releaseLines` in the catalogue. */
+  /** The receipt line, from `releasedLines` in the catalogue. */
   released: string;
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { apiErrors, releaseLines, renderApiError } from '../domain/catalogue.js';
+import { apiErrors, releasedLines, renderApiError } from '../domain/catalogue.js';
 
 const ID = '01M3R7A6YJW402N962HH17A66W';
 
@@ -105,6 +105,6 @@ describe('the other codes the spec names', () => {
   });
 
   it('says a stopped victim had no room to park, as the spec words it', () => {
-    expect(releaseLines.stoppedNoRoom).toBe('released: stopped (no room to park)');
+    expect(releasedLines.stoppedNoRoom).toBe('released: stopped (no room to park)');
   });
 });

@@ -10,7 +10,7 @@ import {
   type ParkSituation,
   parkPlan,
   parkRefusal,
-  releaseLine,
+  releasedLine,
   reportedMaxRunning,
 } from '../activities/engines/rules.js';
 import { findCount, findOption } from '../activities/engines/launchOptions.js';
@@ -134,11 +134,11 @@ describe('park tier', () => {
   });
 
   it('gives each outcome its receipt line', () => {
-    expect(releaseLine({ kind: 'park', tier: 'host_ram' })).toBe('released: parked (host RAM)');
-    expect(releaseLine({ kind: 'park', tier: 'deep' })).toBe('released: parked (deep)');
-    expect(releaseLine({ kind: 'park', tier: 'kv_only' })).toBe('released: parked (weights kept)');
-    expect(releaseLine({ kind: 'stop', reason: 'no_room' })).toBe('released: stopped (no room to park)');
-    expect(releaseLine({ kind: 'stop', reason: 'restart_only' })).toBe('released: stopped');
+    expect(releasedLine({ kind: 'park', tier: 'host_ram' })).toBe('released: parked (host RAM)');
+    expect(releasedLine({ kind: 'park', tier: 'deep' })).toBe('released: parked (deep)');
+    expect(releasedLine({ kind: 'park', tier: 'kv_only' })).toBe('released: parked (weights kept)');
+    expect(releasedLine({ kind: 'stop', reason: 'no_room' })).toBe('released: stopped (no room to park)');
+    expect(releasedLine({ kind: 'stop', reason: 'restart_only' })).toBe('released: stopped');
   });
 });
 

@@ -81,7 +81,7 @@ async function fill(b: Bench, deploymentId: string, n = RUNNING_PER_MODEL): Prom
 describe('a request for a serving model', () => {
   it('runs at once on its instance, up to 32; beyond that they wait first come first served', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     const running = await fill(b, A);
     expect(running.every((t) => t.instance.deploymentId === A)).toBe(true);
     expect(b.queue.deployment(A)).toEqual({ inFlight: 32, inFlightLimit: 32, waiting: 0, waitingLimit: 64 });
@@ -106,7 +106,7 @@ describe('a request for a serving model', () => {
 
   it('counts a finish once, however often it is reported', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     const [t] = await fill(b, A, 2);
     t!.finish({ cut: false });
     t!.finish({ cut: false });
@@ -123,7 +123,7 @@ describe('a request for a model that is not ready', () => {
     expect(b.demands).toEqual([{ deploymentId: B, waiting: 3, oldestSinceMs: expect.any(Number) }]);
     expect(b.queue.snapshot().demands).toEqual(b.demands);
 
-    expect(b.queue.release(instanceOf(B))).toBe(3);
+    expect(b.queue.startWaiters(instanceOf(B))).toBe(3);
     const tickets = await Promise.all(clients.map((c) => ticketOf(c.admission)));
     expect(tickets.map((t) => t.instance)).toEqual([instanceOf(B), instanceOf(B), instanceOf(B)]);
     await turn();
@@ -134,7 +134,7 @@ describe('a request for a model that is not ready', () => {
   it('releases at most 32 together; the rest wait for a slot, in arrival order', async () => {
     const b = bench();
     const clients = Array.from({ length: 34 }, () => b.send(B).admission);
-    expect(b.queue.release(instanceOf(B))).toBe(32);
+    expect(b.queue.startWaiters(instanceOf(B))).toBe(32);
     const tickets = await Promise.all(clients.slice(0, 32).map(ticketOf));
     expect(await settled(clients[32]!)).toBe(false);
     await turn();
@@ -158,7 +158,7 @@ describe('a request for a model that is not ready', () => {
     await turn();
     expect(b.demands.at(-1)!.waiting).toBe(1);
     expect(b.demands.at(-1)!.oldestSinceMs).toBeGreaterThan(oldest);
-    expect(b.queue.release(instanceOf(B))).toBe(1);
+    expect(b.queue.startWaiters(instanceOf(B))).toBe(1);
     await ticketOf(second.admission);
   });
 
@@ -174,7 +174,7 @@ describe('a request for a model that is not ready', () => {
 describe('a victim', () => {
   it('answers 503 dispatch closed while it drains; once it began parking, its requests wait and become the next demand', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     const [running] = await fill(b, A, 1);
     b.queue.close([A]);
     expect(await errorOf(b.send(A).admission)).toEqual(apiErrors.dispatchClosed(A));
@@ -186,17 +186,17 @@ describe('a victim', () => {
     running!.finish({ cut: false });
     expect(b.queue.runningOn([A])).toBe(0);
 
-    b.queue.beginRelease([A]);
+    b.queue.withdrawVictims([A]);
     const next = b.send(A).admission;
     await turn();
     expect(b.demands.at(-1)).toMatchObject({ deploymentId: A, waiting: 1 });
-    b.queue.release(instanceOf(A, 2));
+    b.queue.startWaiters(instanceOf(A, 2));
     expect((await ticketOf(next)).instance).toEqual(instanceOf(A, 2));
   });
 
   it('serves again when reopened after a drain that did not finish', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     b.queue.close([A]);
     b.queue.reopen([A]);
     expect(b.queue.dispatchOf(A)).toBe('open');
@@ -206,7 +206,7 @@ describe('a victim', () => {
   it('recorded as no longer serving, it is dispatched to no more: its requests wait and become the next demand (a record of another generation changes nothing)', async () => {
     const b = bench();
     // What a restarted server does with an instance the catalogue read ready while a switch parked it.
-    b.queue.release(instanceOf(A, 2));
+    b.queue.startWaiters(instanceOf(A, 2));
     b.queue.withdraw(instanceOf(A, 1));
     expect(b.queue.dispatchOf(A)).toBe('open');
     b.queue.withdraw(instanceOf(A, 2));
@@ -219,7 +219,7 @@ describe('a victim', () => {
 
   it('a request cut before any output makes the next release a stop; one cut after output does not', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     const [early, late] = await fill(b, A, 2);
     late!.firstOutput();
     late!.finish({ cut: true });
@@ -227,7 +227,7 @@ describe('a victim', () => {
     early!.finish({ cut: true });
     expect(b.queue.cutBeforeOutput([A, B])).toEqual([A]);
     // The release that stops it carries the cut out: the next one starts clean.
-    b.queue.beginRelease([A]);
+    b.queue.withdrawVictims([A]);
     expect(b.queue.cutBeforeOutput([A])).toEqual([]);
   });
 });
@@ -262,7 +262,7 @@ describe('the bounds', () => {
     expect(error).toEqual(apiErrors.bufferedBytes());
     expect(error).toMatchObject({ status: 429, code: 'queue_full', message: 'waiting requests exceed the buffered-bytes bound' });
     expect(await settled(b.send(B, { bodyBytes: 400 }).admission)).toBe(false);
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     await ticketOf(b.send(A, { bodyBytes: 5_000 }).admission);
   });
 
@@ -292,7 +292,7 @@ describe('the bounds', () => {
 
   it('429 in-flight deadline when 32 requests kept running for the whole request deadline', async () => {
     const b = bench({ request_deadline: 100 });
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     await fill(b, A);
     const error = await errorOf(b.send(A).admission);
     expect(error).toEqual(apiErrors.inFlightDeadline(A));
@@ -301,7 +301,7 @@ describe('the bounds', () => {
 
   it('a slot waiter whose model stopped serving meanwhile gets the queue deadline instead', async () => {
     const b = bench({ request_deadline: 100 });
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     await fill(b, A);
     const waiting = b.send(A).admission;
     b.queue.close([A]);
@@ -312,7 +312,7 @@ describe('the bounds', () => {
     const b = bench({ request_deadline: 80 });
     const waiting = b.send(B).admission;
     await sleep(40);
-    b.queue.release(instanceOf(B));
+    b.queue.startWaiters(instanceOf(B));
     const ticket = await ticketOf(waiting);
     const told: ApiError[] = [];
     ticket.onDeadline((error) => told.push(error));
@@ -324,7 +324,7 @@ describe('the bounds', () => {
     ticket.onDeadline((error) => late.push(error));
     expect(late).toEqual([apiErrors.queueDeadline(B)]);
 
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     const answered = await ticketOf(b.send(A).admission);
     const toldAnswered: ApiError[] = [];
     answered.onDeadline((error) => toldAnswered.push(error));
@@ -337,7 +337,7 @@ describe('the bounds', () => {
 describe('no waiting (max_pending_per_deployment 0)', () => {
   it('429 at once beyond the 32 running requests', async () => {
     const b = bench({ max_pending_per_deployment: 0 });
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     await fill(b, A);
     const error = await errorOf(b.send(A).admission);
     expect(error).toEqual(apiErrors.inFlightNoWait(A));
@@ -360,7 +360,7 @@ describe('no waiting (max_pending_per_deployment 0)', () => {
     expect(b.queue.snapshot().demands).toEqual(b.demands);
 
     // Once it serves, the ask is answered and the retry runs.
-    b.queue.release(instanceOf(B));
+    b.queue.startWaiters(instanceOf(B));
     await turn();
     expect(b.demands.at(-1)).toEqual({ deploymentId: B, waiting: 0, oldestSinceMs: 0 });
     await ticketOf(b.send(B).admission);
@@ -371,10 +371,10 @@ describe('a model requests do not start or wake', () => {
   it.each([
     ['operator_stopped', apiErrors.deploymentStopped(B), 'deployment_stopped'],
     ['explicit', apiErrors.deploymentInactive(B), 'deployment_inactive'],
-  ] as const)('%s: 409 at once, nothing queued, nothing asked', async (held, expected, code) => {
+  ] as const)('%s: 409 at once, nothing queued, nothing asked', async (startBlockedBy, expected, code) => {
     for (const limit of [64, 0]) {
       const b = bench({ max_pending_per_deployment: limit });
-      const error = await errorOf(b.send(B, { held }).admission);
+      const error = await errorOf(b.send(B, { startBlockedBy }).admission);
       expect(error).toEqual(expected);
       expect(error).toMatchObject({ status: 409, code, retryable: false });
       await turn();
@@ -385,8 +385,8 @@ describe('a model requests do not start or wake', () => {
 
   it('serves an explicit model that is running', async () => {
     const b = bench();
-    b.queue.release(instanceOf(B));
-    await ticketOf(b.send(B, { held: 'explicit' }).admission);
+    b.queue.startWaiters(instanceOf(B));
+    await ticketOf(b.send(B, { startBlockedBy: 'explicit' }).admission);
   });
 });
 
@@ -405,7 +405,7 @@ describe('failWaiters and snapshot', () => {
 
   it('reports when each deployment last saw a request start or finish', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     const [t] = await fill(b, A, 1);
     await sleep(20);
     const before = Date.now();
@@ -420,7 +420,7 @@ describe('the gateway steps as activities', () => {
 
   it('closeAdmission keeps the victim open for the window from the switch start, not extended by its traffic', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     const startedAtMs = Date.now();
     // A 30 ms request every 10 ms: the victim is never idle.
     const traffic = setInterval(async () => {
@@ -436,13 +436,13 @@ describe('the gateway steps as activities', () => {
 
   it('closeAdmission closes at once for a victim idle one window length, and at once with no window', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     await sleep(60);
     const startedAtMs = Date.now();
     await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [A], startedAtMs, windowMs: 50 });
     expect(Date.now() - startedAtMs).toBeLessThan(30);
 
-    b.queue.release(instanceOf(B));
+    b.queue.startWaiters(instanceOf(B));
     await ticketOf(b.send(B).admission);
     await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [B], startedAtMs: Date.now(), windowMs: null });
     expect(b.queue.dispatchOf(B)).toBe('closed');
@@ -450,26 +450,26 @@ describe('the gateway steps as activities', () => {
 
   it('awaitDrain waits for the running requests, or reports how many are still charged', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     const [t, cut] = await fill(b, A, 2);
     cut!.finish({ cut: true });
     const steps = stepsOn(b);
     expect(await env().run(steps.awaitDrain, { switchId: 's', victims: [A], timeoutMs: 50 })).toEqual({
       drained: false,
-      stillCharged: 1,
+      requestsStillRunning: 1,
       cutBeforeOutput: [A],
     });
     setTimeout(() => t!.finish({ cut: false }), 30);
     expect(await env().run(steps.awaitDrain, { switchId: 's', victims: [A], timeoutMs: 1_000 })).toEqual({
       drained: true,
-      stillCharged: 0,
+      requestsStillRunning: 0,
       cutBeforeOutput: [A],
     });
   });
 
   it('a cancelled step stops waiting', async () => {
     const b = bench();
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     await fill(b, A, 1);
     const e = env();
     const startedAtMs = Date.now();
@@ -485,19 +485,19 @@ describe('the gateway steps as activities', () => {
     expect(Date.now() - startedAtMs).toBeLessThan(1_000);
   });
 
-  it('release, failWaiters, beginRelease, reopen and snapshot act on the queue', async () => {
+  it('startWaiters, failWaiters, withdrawVictims, reopen and snapshot act on the queue', async () => {
     const b = bench();
     const steps = stepsOn(b);
     const waiting = [b.send(B).admission, b.send(B).admission];
     expect(await steps.snapshot()).toMatchObject({ demands: [{ deploymentId: B, waiting: 2 }] });
-    expect(await steps.release({ switchId: 's', hostId: 'h', instance: instanceOf(B) })).toEqual({ released: 2 });
+    expect(await steps.startWaiters({ switchId: 's', hostId: 'h', instance: instanceOf(B) })).toEqual({ started: 2 });
     await Promise.all(waiting.map(ticketOf));
     const failing = b.send(A).admission;
     expect(await steps.failWaiters({ switchId: 's', deploymentId: A, error: apiErrors.wakeMismatch(A) })).toEqual({ failed: 1 });
     expect(await errorOf(failing)).toEqual(apiErrors.wakeMismatch(A));
-    await steps.beginRelease({ switchId: 's', victims: [B] });
+    await steps.withdrawVictims({ switchId: 's', victims: [B] });
     expect(b.queue.dispatchOf(B)).toBe('waiting');
-    b.queue.release(instanceOf(A));
+    b.queue.startWaiters(instanceOf(A));
     b.queue.close([A]);
     await steps.reopen({ switchId: 's', victims: [A] });
     expect(b.queue.dispatchOf(A)).toBe('open');

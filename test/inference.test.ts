@@ -90,7 +90,7 @@ async function gateway(
     table.putDeployment({ id, name, revision: 1, spec: loadSettings('deployment', { text: `name: ${name}\nengine: ${m.engine}\nmodel: m\n${activation}` }), operatorStopped: false });
     if (m.ready === false) continue;
     table.setInstance({ deploymentId: id, index: 0, hostId: 'gpu-box', generation: 1, observedState: 'ready', parkTier: null });
-    queue.release({ deploymentId: id, instanceIndex: 0, generation: 1 });
+    queue.startWaiters({ deploymentId: id, instanceIndex: 0, generation: 1 });
   }
   const app: FastifyInstance = await buildInferenceApp({
     table,

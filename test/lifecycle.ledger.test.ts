@@ -5,7 +5,7 @@ import { schedulerSettings } from '../gateway/lifecycleClient.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { loadSettings } from '../settings/load.js';
 import type { DeploymentView, HostLedger, LedgerEntry } from '../workflows/definitions.js';
-import { byLongestWait, gpuFree, gpuNeed, type Holder, holdings, hostRamFree, launchTier, planRoom, releasePlans, type VictimFacts } from '../workflows/ledger.js';
+import { byLongestWait, gpuFree, gpuNeed, type Holder, holdings, hostRamFree, launchTier, planRoom, planVictims, type VictimFacts } from '../workflows/ledger.js';
 
 const GiB = 2 ** 30;
 const checkpoint = { weightBytes: 4 * GiB, kvBytes: 1 * GiB };
@@ -144,7 +144,7 @@ describe('how released models give back their memory: one decision for a switch,
     generation: 1,
   });
   const plans = (victims: VictimFacts[], hostRamFreeBytes: number, operator = false) =>
-    releasePlans({ victims, memoryKind: () => 'discrete', hostRamFreeBytes, operator });
+    planVictims({ victims, memoryKind: () => 'discrete', hostRamFreeBytes, operator });
 
   it('parks in host RAM while copies fit, then deep, counting each victim before the next, and says what they leave', () => {
     expect(plans([{ entry: entry('a'), view: view('a') }, { entry: entry('b'), view: view('b') }], 6 * GiB)).toEqual({

@@ -4,7 +4,7 @@
  * order on one host: each starts from what the one before left.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiErrors, releaseLines } from '../domain/catalogue.js';
+import { apiErrors, releasedLines } from '../domain/catalogue.js';
 import { awaitMeasurement, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
 import { gpuUsage } from '../simulator/gpuLedger.js';
 import { signals, workflowIds } from '../workflows/definitions.js';
@@ -58,8 +58,8 @@ describe('the host scheduler', () => {
     // A later report for chat-d: its oldest request still waited longer than chat-a's.
     const d2 = gateway.request(ids['chat-d']!);
     await Promise.all([long, c, d, d2, ...a]);
-    const releases = gateway.steps.filter((x) => x.step === 'release').slice(-3);
-    expect(releases.map((x) => (x.detail as { deploymentId: string }).deploymentId)).toEqual([ids['chat-c'], ids['chat-d'], ids['chat-a']]);
+    const starts = gateway.steps.filter((x) => x.step === 'startWaiters').slice(-3);
+    expect(starts.map((x) => (x.detail as { deploymentId: string }).deploymentId)).toEqual([ids['chat-c'], ids['chat-d'], ids['chat-a']]);
   });
 
   it('start without evict parks nothing: refused while the memory is held, nothing waits to act later; stop frees it and answers with its receipt', async () => {
@@ -92,7 +92,7 @@ describe('the host scheduler', () => {
     expect(start.state).toBe('ready');
     expect(start.switchId).toEqual(expect.any(String));
     // Host RAM holds one copy and chat-b's is there: chat-a parks deep.
-    expect(released(start)).toEqual([`${ids['chat-a']} ${releaseLines.parkedDeep}`]);
+    expect(released(start)).toEqual([`${ids['chat-a']} ${releasedLines.parkedDeep}`]);
     expect(await s.command('start', { deploymentId: ids['chat-c']!, evict: true })).toEqual({ deploymentId: ids['chat-c'], victims: [], state: 'ready' });
   });
 

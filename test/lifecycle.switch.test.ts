@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiErrors, releaseLines } from '../domain/catalogue.js';
+import { apiErrors, releasedLines } from '../domain/catalogue.js';
 import type { ParkTier } from '../domain/vocabulary.js';
 import type { Deployment } from '../store/deployments.js';
 import { listInstances } from '../store/instances.js';
@@ -16,7 +16,7 @@ import { findSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference } from '../store/wakeReferences.js';
 import {
   type InstanceRef,
-  type Release,
+  type VictimPlan,
   searchAttributes,
   type SwitchInput,
   type SwitchResult,
@@ -51,7 +51,7 @@ const ref = (m: Model, generation = 1): InstanceRef => ({ deploymentId: m.id, in
 
 interface Plan {
   target?: { model: Model; action: 'wake' | 'start'; tier: ParkTier | null; generation?: number };
-  victims?: Array<{ model: Model; release: Release; generation?: number }>;
+  victims?: Array<{ model: Model; plan: VictimPlan; generation?: number }>;
   windowMs?: number | null;
   timeouts?: Partial<SwitchInput['timeouts']>;
 }
@@ -66,7 +66,7 @@ function switchInput(plan: Plan): SwitchInput {
     target: t
       ? { name: t.model.name, revision: t.model.revision, spec: t.model.spec, instance: ref(t.model, t.generation), action: t.action, tier: t.tier, gpuIndex: 0, memory: MODEL_MEMORY }
       : null,
-    victims: (plan.victims ?? []).map((v) => ({ name: v.model.name, instance: ref(v.model, v.generation), release: v.release })),
+    victims: (plan.victims ?? []).map((v) => ({ name: v.model.name, instance: ref(v.model, v.generation), plan: v.plan })),
     admissionWindowMs: plan.windowMs ?? null,
     // These models are not measured: their rows say they hold nothing, as the scheduler would read them.
     checkpoints: {},
@@ -89,12 +89,12 @@ async function ready(m: Model, generation = 1): Promise<void> {
 
 /** Stops what a test left loaded (instances of `generation`), so the next one finds the GPU empty. Returns the switch's ID. */
 async function stop(models: Model[], generation = 1): Promise<string> {
-  const r = await runSwitch({ victims: models.map((model) => ({ model, generation, release: { kind: 'stop', reason: 'operator' } })) });
+  const r = await runSwitch({ victims: models.map((model) => ({ model, generation, plan: { kind: 'stop', reason: 'operator' } })) });
   expect(await lc.gpuUsedBytes()).toBe(0);
   return r.input.switchId;
 }
 
-const park = (tier: ParkTier): Release => ({ kind: 'park', tier });
+const park = (tier: ParkTier): VictimPlan => ({ kind: 'park', tier });
 
 async function fault(m: Model, faults: Record<string, boolean | readonly string[] | undefined>): Promise<void> {
   const reply = await request(`${lc.host.engineUrl({ deploymentId: m.id, instanceIndex: 0 })}/sim/faults`, {
@@ -123,12 +123,12 @@ describe('a switch', () => {
     expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
 
     const waiters = [1, 2, 3].map(() => lc.gateway.request(b.id, 50));
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }], windowMs: 300 });
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }], windowMs: 300 });
     parkedA.push(r.input.switchId);
 
     expect(r).toMatchObject({
       outcome: 'released',
-      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releaseLines.parkedHostRam, state: 'parked', tier: 'host_ram' }],
+      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam, state: 'parked', tier: 'host_ram' }],
       target: { instance: ref(b), state: 'ready' },
     });
     const answers = (await Promise.all(waiters)).map(served);
@@ -153,7 +153,7 @@ describe('a switch', () => {
 
     // And back: chat-a wakes from host RAM, passes the wake check, and serves its waiter.
     const waiter = lc.gateway.request(a.id, 10);
-    const back = await runSwitch({ target: { model: a, action: 'wake', tier: 'host_ram' }, victims: [{ model: b, release: park('host_ram') }], windowMs: 300 });
+    const back = await runSwitch({ target: { model: a, action: 'wake', tier: 'host_ram' }, victims: [{ model: b, plan: park('host_ram') }], windowMs: 300 });
     expect(back).toMatchObject({ outcome: 'released', target: { instance: ref(a), state: 'ready' } });
     wakeOfA = back.input.switchId;
     expect(served(await waiter).instance).toEqual(ref(a));
@@ -162,7 +162,7 @@ describe('a switch', () => {
 
     // A drain that times out names chat-a as a victim too, but parks nothing.
     const busy = lc.gateway.request(a.id, 2_500);
-    const timedOut = await runSwitch({ target: { model: b, action: 'wake', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }], timeouts: { drainMs: 1_000 } });
+    const timedOut = await runSwitch({ target: { model: b, action: 'wake', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 1_000 } });
     expect(timedOut.outcome).toBe('drain_timeout');
     served(await busy);
     releasedA.push(await stop([a, b]));
@@ -175,7 +175,7 @@ describe('a switch', () => {
     // The victim was idle as the window closed: no drain step of its own.
     expect(remote).toEqual(['closeAdmission', 'parkEngine', 'wakeEngine']);
     // It reads which servers share the store: none here, so the gateway's steps are the worker's own.
-    expect(new Set(local)).toEqual(new Set(['liveServerQueues', 'saveSwitchReceipt', 'beginRelease', 'saveInstance', 'findWakeReference', 'release']));
+    expect(new Set(local)).toEqual(new Set(['liveServerQueues', 'saveSwitchReceipt', 'withdrawVictims', 'saveInstance', 'findWakeReference', 'startWaiters']));
   });
 
   it('lists every switch that parked chat-a by its search attributes', async () => {
@@ -203,7 +203,7 @@ describe('the admission window', () => {
   it('serves the victim for the window from the switch start, not extended by its traffic', async () => {
     const a = await deploy('win-a');
     await ready(a);
-    const input = switchInput({ victims: [{ model: a, release: park('host_ram') }], windowMs: 500 });
+    const input = switchInput({ victims: [{ model: a, plan: park('host_ram') }], windowMs: 500 });
     const handle = await startSwitch(input);
 
     // Traffic until the window closes: a new 300 ms request every 50 ms, then one more while it drains.
@@ -232,7 +232,7 @@ describe('the admission window', () => {
     const a = await deploy('idle-a');
     await ready(a);
     await new Promise((r) => setTimeout(r, 2_000));
-    const r = await runSwitch({ victims: [{ model: a, release: park('host_ram') }], windowMs: 2_000 });
+    const r = await runSwitch({ victims: [{ model: a, plan: park('host_ram') }], windowMs: 2_000 });
     expect(r.outcome).toBe('released');
     // Sooner than the window it would otherwise have kept.
     expect(stepOf(r.input.switchId, 'closeAdmission')!.atMs - r.input.startedAtMs).toBeLessThan(2_000);
@@ -248,7 +248,7 @@ describe('the drain', () => {
     const long = lc.gateway.request(a.id, 3_000);
     const waiter = lc.gateway.request(b.id, 10);
 
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }], timeouts: { drainMs: 1_000 } });
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 1_000 } });
     expect(r).toMatchObject({ outcome: 'drain_timeout', victims: [], error: { status: 503, code: 'unavailable', retryable: true } });
     expect(failed(await waiter).message).toBe(
       `switch to ${b.id} failed: drain timeout after 1000 ms with 1 request(s) still charged; the victims serve again; retry shortly`,
@@ -275,14 +275,14 @@ describe('the drain', () => {
     await stream.body[Symbol.asyncIterator]().next();
 
     const waiter = lc.gateway.request(b.id, 10);
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }], timeouts: { drainMs: 1_000 } });
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 1_000 } });
     expect(r.outcome).toBe('drain_timeout');
     expect(failed(await waiter)).toEqual(apiErrors.drainTimeout(b.id, 1_000, 1));
     expect(lc.gateway.dispatchOf(a.id)).toBe('open');
 
     // The client hangs up, which stops the engine's work: the next switch drains and parks.
     stream.body.destroy();
-    expect((await runSwitch({ victims: [{ model: a, release: park('host_ram') }], timeouts: { drainMs: 5_000 } })).outcome).toBe('released');
+    expect((await runSwitch({ victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 5_000 } })).outcome).toBe('released');
     await stop([a]);
   });
 });
@@ -292,10 +292,10 @@ describe('a victim that does not park', () => {
     const a = await deploy('noroom-a');
     const b = await deploy('noroom-b');
     await ready(a);
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: { kind: 'stop', reason: 'no_room' } }] });
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: { kind: 'stop', reason: 'no_room' } }] });
     expect(r).toMatchObject({ outcome: 'released', victims: [{ released: 'released: stopped (no room to park)', state: 'stopped', tier: null }] });
     expect((await findSwitchReceipt(lc.db, r.input.switchId))?.victims).toEqual([
-      { deploymentId: a.id, instanceIndex: 0, released: releaseLines.stoppedNoRoom },
+      { deploymentId: a.id, instanceIndex: 0, released: releasedLines.stoppedNoRoom },
     ]);
     expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
     await stop([b]);
@@ -307,10 +307,10 @@ describe('a victim that does not park', () => {
     await ready(a);
     await fault(a, { crash: true });
     const waiter = lc.gateway.request(b.id, 10);
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }] });
+    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }] });
     expect(r).toMatchObject({
       outcome: 'park_failed',
-      victims: [{ released: releaseLines.stopped, state: 'stopped', tier: null }],
+      victims: [{ released: releasedLines.stopped, state: 'stopped', tier: null }],
       target: { state: 'ready' },
     });
     served(await waiter);
@@ -339,7 +339,7 @@ describe('a failed wake', () => {
   ] as const)('$code: stops the target, frees the GPU, fails its waiters; a fresh start then works', async ({ code, tier, faults, wakeWindowMs, expected }) => {
     const m = await deploy(code.replace(/[^a-z]+/g, '-').replace(/-$/, ''));
     await ready(m);
-    await runSwitch({ victims: [{ model: m, release: park(tier) }] });
+    await runSwitch({ victims: [{ model: m, plan: park(tier) }] });
     expect(await lc.gpuUsedBytes()).toBe(0);
     await fault(m, faults);
 
@@ -380,7 +380,7 @@ describe('a restarted server', () => {
     const taskQueue = `${lc.serverTaskQueue}-killable`;
     const first = workerProcess(taskQueue);
     await first.running;
-    const input = { ...switchInput({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }] }), serverTaskQueue: taskQueue };
+    const input = { ...switchInput({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }] }), serverTaskQueue: taskQueue };
     const handle = await lc.client.workflow.start(switchWorkflow, { taskQueue, workflowId: workflowIds.switch(input.switchId), args: [input] });
     await until('the park to run', async () =>
       (await handle.describe()).raw.pendingActivities?.some((p) => p.activityType?.name === 'parkEngine') ? true : undefined,
@@ -404,9 +404,9 @@ describe('a restarted server', () => {
     const b = await deploy('slow-b');
     await ready(a);
     const waiter = lc.gateway.request(b.id, 10);
-    const input = switchInput({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }] });
+    const input = switchInput({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }] });
     const handle = await startSwitch(input);
-    await until('the victim to begin parking', () => stepOf(input.switchId, 'beginRelease'));
+    await until('the victim to begin parking', () => stepOf(input.switchId, 'withdrawVictims'));
     await lc.restartServerWorker();
 
     expect(await handle.result()).toMatchObject({ outcome: 'released', victims: [{ state: 'parked' }], target: { state: 'ready' } });
@@ -435,9 +435,9 @@ describe('the wake check and the summary, as pure functions', () => {
 
   it('names what a switch does in one line', async () => {
     const [a, b] = [await deploy('chat-a'), await deploy('chat-b')];
-    const input = switchInput({ target: { model: b, action: 'wake', tier: 'host_ram' }, victims: [{ model: a, release: park('host_ram') }] });
+    const input = switchInput({ target: { model: b, action: 'wake', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }] });
     expect(switchSummary(input)).toBe(`wake ${b.name}, park ${a.name} on ${lc.hostId}`);
-    expect(switchSummary({ ...input, target: null, victims: input.victims.map((v) => ({ ...v, release: { kind: 'stop', reason: 'operator' } })) })).toBe(
+    expect(switchSummary({ ...input, target: null, victims: input.victims.map((v) => ({ ...v, plan: { kind: 'stop', reason: 'operator' } })) })).toBe(
       `stop ${a.name} on ${lc.hostId}`,
     );
   });

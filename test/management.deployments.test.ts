@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { apiErrors, CapyError, releaseLines } from '../domain/catalogue.js';
+import { apiErrors, CapyError, releasedLines } from '../domain/catalogue.js';
 import { RoutingTable } from '../gateway/routingTable.js';
 import { findHost, issueHostToken, registerHost } from '../store/hosts.js';
 import { deleteDeployment, recordCheckpoint } from '../store/deployments.js';
@@ -130,7 +130,7 @@ describe('the operator routes for deployments and hosts', () => {
   it('sends each command to the scheduler of the host, and answers with its receipt', async () => {
     const a = table.byModel('chat-a')!;
     const b = table.byModel('chat-b')!;
-    lifecycle.next = () => ({ deploymentId: b.id, switchId: 'sw-1', victims: [{ deploymentId: a.id, instanceIndex: 0, released: releaseLines.parkedHostRam }], state: 'ready' });
+    lifecycle.next = () => ({ deploymentId: b.id, switchId: 'sw-1', victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam }], state: 'ready' });
     const start = await call('POST', '/deployments/chat-b/start', { evict: true });
     expect(start.statusCode).toBe(200);
     expect(start.json()).toEqual({
@@ -204,7 +204,7 @@ describe('the operator routes for deployments and hosts', () => {
     lifecycle.switches.set(ended, {
       switchId: ended,
       outcome: 'released',
-      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releaseLines.parkedHostRam, state: 'parked', tier: 'host_ram' }],
+      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam, state: 'parked', tier: 'host_ram' }],
       target: { instance, state: 'ready', tier: null },
     });
     const error = apiErrors.startFailed(b.id, 'the engine exited');

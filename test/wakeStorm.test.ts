@@ -35,9 +35,9 @@ describe('a thousand concurrent requests for a parked model', () => {
     expect(served).toHaveLength(REQUESTS);
     // One instance, one generation: the one the wake brought back.
     expect(new Set(served.map((a) => JSON.stringify(a.instance)))).toEqual(new Set([JSON.stringify({ deploymentId: model, instanceIndex: 0, generation: 1 })]));
-    const releases = s.lc.gateway.steps.slice(stepsBefore).filter((x) => x.step === 'release');
-    expect(releases).toHaveLength(1);
-    const receipt = await findSwitchReceipt(s.lc.db, releases[0]!.switchId);
+    const starts = s.lc.gateway.steps.slice(stepsBefore).filter((x) => x.step === 'startWaiters');
+    expect(starts).toHaveLength(1);
+    const receipt = await findSwitchReceipt(s.lc.db, starts[0]!.switchId);
     expect(receipt).toMatchObject({ targetDeploymentId: model, outcome: 'released', victims: [] });
     // Every switch that ever targeted it: the first start, and this one wake.
     expect(await listSwitchReceipts(s.lc.db, { targetDeploymentId: model })).toHaveLength(2);

@@ -102,14 +102,14 @@ export interface DeploymentView {
 }
 
 /** How a victim gives back its GPU memory in a switch. */
-export type Release =
+export type VictimPlan =
   | { kind: 'park'; tier: ParkTier }
   | { kind: 'stop'; reason: 'restart_only' | 'engine_cannot_park' | 'decision_model' | 'launched_unable_to_park' | 'no_room' | 'cut_before_output' | 'operator' | 'idle' };
 
 export interface SwitchVictim {
   name: string;
   instance: InstanceRef;
-  release: Release;
+  plan: VictimPlan;
 }
 
 export interface SwitchTarget {
@@ -155,7 +155,7 @@ export interface SwitchInput {
 export interface SwitchResult {
   switchId: string;
   outcome: SwitchOutcome;
-  /** Each victim and its receipt line (`releaseLines`). */
+  /** Each victim and its receipt line (`releasedLines`). */
   victims: Array<{ deploymentId: string; instanceIndex: number; released: string; state: InstanceState; tier: ParkTier | null }>;
   /** Where the target stands after the switch; absent for a release only. */
   target?: { instance: InstanceRef; state: InstanceState; tier: ParkTier | null };

@@ -1,7 +1,7 @@
 /**
  * The gateway's steps on every server that shares the store (store/servers.ts): the requests wait
  * and run in each server's memory, so a switch's window and drain count them on every server, and
- * its release, reopening and failures reach every server's waiters. The worker running the workflow
+ * the start, reopening and failure of its waiters reach every server. The worker running the workflow
  * does each instant step at once, as a local activity (nothing added to its waiters' clock), and
  * says which server it is; every other registered server then does it as an activity on its own
  * task queue. One server alone (the standalone) adds no step. A server that does not take its step
@@ -18,7 +18,7 @@ export const HEARTBEAT_TIMEOUT_MS = 5_000;
 const GATEWAY_MARGIN_MS = 10_000;
 export const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
 
-type InstantStep = 'beginRelease' | 'reopen' | 'release' | 'failWaiters';
+type InstantStep = 'withdrawVictims' | 'reopen' | 'startWaiters' | 'failWaiters';
 type WaitStep = 'closeAdmission' | 'awaitDrain';
 
 /** A registered server's step that failed: the server is gone, or going; a cancellation is the workflow's. */
@@ -65,16 +65,16 @@ export function everyGateway(ownQueue: string, servers: Promise<string[]>) {
     const answered = (await Promise.all(queues.map((q) => (waitAt(q, waitsMs, true)[step] as Call)(input).catch(serverGone(q, step))))).filter(
       (o): o is DrainOutcome => o !== null,
     );
-    const stillCharged = answered.reduce((sum, o) => sum + o.stillCharged, 0);
-    return { drained: stillCharged === 0, stillCharged, cutBeforeOutput: [...new Set(answered.flatMap((o) => o.cutBeforeOutput))] };
+    const requestsStillRunning = answered.reduce((sum, o) => sum + o.requestsStillRunning, 0);
+    return { drained: requestsStillRunning === 0, requestsStillRunning, cutBeforeOutput: [...new Set(answered.flatMap((o) => o.cutBeforeOutput))] };
   }
 
   return {
     closeAdmission: (input: Parameters<GatewaySteps['closeAdmission']>[0]) => wait('closeAdmission', input.windowMs ?? 0, input),
     awaitDrain: (input: Parameters<GatewaySteps['awaitDrain']>[0]) => wait('awaitDrain', input.timeoutMs, input),
-    beginRelease: (input: Parameters<GatewaySteps['beginRelease']>[0]) => instant('beginRelease', input),
+    withdrawVictims: (input: Parameters<GatewaySteps['withdrawVictims']>[0]) => instant('withdrawVictims', input),
     reopen: (input: Parameters<GatewaySteps['reopen']>[0]) => instant('reopen', input),
-    release: (input: Parameters<GatewaySteps['release']>[0]) => instant('release', input),
+    startWaiters: (input: Parameters<GatewaySteps['startWaiters']>[0]) => instant('startWaiters', input),
     failWaiters: (input: Parameters<GatewaySteps['failWaiters']>[0]) => instant('failWaiters', input),
   };
 }

@@ -29,7 +29,7 @@ import {
   type HostLedger,
   type LedgerEntry,
   queries,
-  type Release,
+  type VictimPlan,
   serverStepOptions,
   signals,
   type SwitchInput,
@@ -49,7 +49,7 @@ import {
   hostRamFree,
   launchTier,
   planRoom,
-  releasePlans,
+  planVictims,
   type VictimFacts,
 } from './ledger.js';
 import { gatewayOn, serverGone } from './everyGateway.js';
@@ -299,11 +299,11 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   }
 
   /**
-   * How `victims`, released together now, give back their memory (ledger.releasePlans: one decision
+   * How `victims`, released together now, give back their memory (ledger.planVictims: one decision
    * for every path), and the host RAM they leave free. A refusal is thrown: the operator hears it.
    */
-  function releasesOf(victims: VictimFacts[], operator: boolean): { releases: Release[]; hostRamFreeBytes: number } {
-    const { plans, hostRamFreeBytes } = releasePlans({ victims, memoryKind, hostRamFreeBytes: hostRamFree(ledger()), operator });
+  function releasesOf(victims: VictimFacts[], operator: boolean): { releases: VictimPlan[]; hostRamFreeBytes: number } {
+    const { plans, hostRamFreeBytes } = planVictims({ victims, memoryKind, hostRamFreeBytes: hostRamFree(ledger()), operator });
     const releases = plans.map((plan) => {
       if (plan.kind === 'refused') throw refusal(plan.error);
       return plan;
@@ -341,7 +341,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     const victims = room.kind === 'evict' ? all.filter((h) => room.victims.some((r) => r.entry === h.entry)) : [];
     const gpuIndex = room.gpuIndex;
     const { releases, hostRamFreeBytes } = releasesOf(victims, false);
-    const released: SwitchVictim[] = victims.map(({ entry, view: h }, i) => ({ name: h.name, instance: entry.instance, release: releases[i]! }));
+    const released: SwitchVictim[] = victims.map(({ entry, view: h }, i) => ({ name: h.name, instance: entry.instance, plan: releases[i]! }));
     const memory = launchMemory(v, gpuIndex, victims);
     const target: SwitchTarget = wake
       ? { name: v.name, revision: v.revision, spec: v.spec, instance: existing!.instance, action: 'wake', tier: existing!.tier, gpuIndex, memory }
@@ -384,14 +384,14 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   }
 
   /** Takes `v`'s ready or parked instance away, with no target: an operator's park or stop, an idle timer. */
-  function release(v: Viewed, how: Release, begun?: (switchId: string) => void) {
+  function release(v: Viewed, how: VictimPlan, begun?: (switchId: string) => void) {
     const entry = entryOf(v.id)!;
-    return runSwitch(null, [{ name: v.name, instance: entry.instance, release: how }], null, { [v.id]: v.checkpoint }, begun);
+    return runSwitch(null, [{ name: v.name, instance: entry.instance, plan: how }], null, { [v.id]: v.checkpoint }, begun);
   }
-  const operatorStop: Release = { kind: 'stop', reason: 'operator' };
+  const operatorStop: VictimPlan = { kind: 'stop', reason: 'operator' };
 
   /** How `v`'s instance alone gives back its memory now: an operator's park or preinitialize, an idle timer. */
-  const releaseOf = (v: Viewed, operator: boolean): Release => releasesOf([{ entry: entryOf(v.id)!, view: v }], operator).releases[0]!;
+  const releaseOf = (v: Viewed, operator: boolean): VictimPlan => releasesOf([{ entry: entryOf(v.id)!, view: v }], operator).releases[0]!;
 
   const receipt = (deploymentId: string, result?: SwitchResult): CommandReceipt => ({
     deploymentId,
@@ -431,7 +431,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
               {
                 deploymentId: v.id,
                 switchId,
-                victims: victims.map(({ instance, release: how }) => ({ deploymentId: instance.deploymentId, instanceIndex: instance.instanceIndex, released: releasingLine(how) })),
+                victims: victims.map(({ instance, plan: how }) => ({ deploymentId: instance.deploymentId, instanceIndex: instance.instanceIndex, released: releasingLine(how) })),
                 state: target.action === 'wake' ? 'waking' : 'starting',
               },
             ]),
@@ -485,7 +485,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
     const entries = ledger().entries.filter((e) => held(e.deploymentId));
     if (entries.length === 0) return [];
     const views = (await Promise.all(entries.map((e) => view(e.deploymentId)))) as Viewed[];
-    const victims = entries.map((entry, i) => ({ name: views[i]!.name, instance: entry.instance, release: operatorStop }));
+    const victims = entries.map((entry, i) => ({ name: views[i]!.name, instance: entry.instance, plan: operatorStop }));
     const result = await runSwitch(null, victims, null, Object.fromEntries(views.map((v) => [v.id, v.checkpoint])));
     return entries.map((e) => ({ ...receipt(e.deploymentId, result), victims: [] }));
   }

@@ -6,7 +6,7 @@
 import { parkPlan } from '../activities/engines/rules.js';
 import { type ApiError, apiErrors, type KeptHolder } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier } from '../domain/vocabulary.js';
-import type { Demand, DeploymentView, HostLedger, LedgerEntry, Release } from './definitions.js';
+import type { Demand, DeploymentView, HostLedger, LedgerEntry, VictimPlan } from './definitions.js';
 
 /** A measured checkpoint: what a deployment brings to a GPU. */
 export type Checkpoint = NonNullable<DeploymentView['checkpoint']>;
@@ -130,7 +130,7 @@ export interface VictimFacts {
 }
 
 /** How a model gives back its memory, or why it may not: the error the operator's command gets. */
-export type ReleasePlan = Release | { kind: 'refused'; error: ApiError };
+export type VictimPlanOrRefusal = VictimPlan | { kind: 'refused'; error: ApiError };
 
 /**
  * How instances released together give back their memory: the one decision of every path that
@@ -145,15 +145,15 @@ export type ReleasePlan = Release | { kind: 'refused'; error: ApiError };
  *
  * `hostRamFreeBytes` in the answer: what they leave free, for the tier the switch's target launches for.
  */
-export function releasePlans(input: {
+export function planVictims(input: {
   victims: VictimFacts[];
   memoryKind: (gpuIndex: number) => MemoryKind;
   hostRamFreeBytes: number;
   /** An operator's command: it hears a refusal instead of a stop. */
   operator: boolean;
-}): { plans: ReleasePlan[]; hostRamFreeBytes: number } {
+}): { plans: VictimPlanOrRefusal[]; hostRamFreeBytes: number } {
   let ramFree = input.hostRamFreeBytes;
-  const plans = input.victims.map(({ entry, view }): ReleasePlan => {
+  const plans = input.victims.map(({ entry, view }): VictimPlanOrRefusal => {
     const plan = parkPlan({
       spec: view.spec,
       memoryKind: input.memoryKind(entry.gpuIndex),

@@ -18,16 +18,16 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Probe, ProbeAnswer } from '../activities/engines/engine.js';
-import { releaseLine } from '../activities/engines/rules.js';
+import { releasedLine } from '../activities/engines/rules.js';
 import type { HostActivities } from '../activities/hostActivities.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../activities/hostFailures.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
-import { type ApiError, apiErrors, releaseLines } from '../domain/catalogue.js';
+import { type ApiError, apiErrors, releasedLines } from '../domain/catalogue.js';
 import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
 import {
   type InstanceRef,
   type PhaseTiming,
-  type Release,
+  type VictimPlan,
   searchAttributes,
   serverStepOptions,
   type SwitchInput,
@@ -43,12 +43,12 @@ import { compareAnswers, probeFor } from './wakeCheck.js';
 
 
 type VictimResult = SwitchResult['victims'][number];
-interface VictimRelease {
+interface VictimOutcome {
   victim: SwitchVictim;
   result: VictimResult;
   parkFailed: boolean;
   /** Requests its engine still had at the drain bound: not parked, it serves again. */
-  stillCharged: number;
+  requestsStillRunning: number;
   /** Its final row, being written. */
   recorded: Promise<void>;
 }
@@ -91,12 +91,12 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       phases.push({ phase, tier, ms: Date.now() - began });
     }
   };
-  const receipt = (outcome: SwitchOutcome, released: VictimResult[], finishedAtMs: number | null) =>
+  const receipt = (outcome: SwitchOutcome, victimResults: VictimResult[], finishedAtMs: number | null) =>
     store.saveSwitchReceipt({
       switchId,
       hostId,
       targetDeploymentId: target?.instance.deploymentId ?? null,
-      victims: released.map(({ deploymentId, instanceIndex, released: line }) => ({ deploymentId, instanceIndex, released: line })),
+      victims: victimResults.map(({ deploymentId, instanceIndex, released: line }) => ({ deploymentId, instanceIndex, released: line })),
       outcome,
       summary: switchSummary(input),
       startedAtMs: input.startedAtMs,
@@ -131,9 +131,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   let opened: Promise<unknown> | undefined;
   const open = () => (opened ??= receipt('running', [], null));
   /** The drain did not finish: the target's waiters hear so, with what still ran; the error they got. */
-  const drainTimedOut = async (stillCharged: number): Promise<{ error?: ApiError }> => {
+  const drainTimedOut = async (requestsStillRunning: number): Promise<{ error?: ApiError }> => {
     if (!target) return {};
-    const error = apiErrors.drainTimeout(target.instance.deploymentId, timeouts.drainMs, stillCharged);
+    const error = apiErrors.drainTimeout(target.instance.deploymentId, timeouts.drainMs, requestsStillRunning);
     await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
     return { error };
   };
@@ -149,14 +149,14 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   async function runSwitch(): Promise<SwitchResult> {
     let cut = new Set<string>();
     let drainDeadline = Date.now();
-    let releaseBegun: Promise<unknown> = Promise.resolve();
+    let victimsWithdrawn: Promise<unknown> = Promise.resolve();
     if (victims.length === 0) {
       open();
     } else {
       const drain = await admitAndDrain();
       if (!drain.drained) {
         const [, failed] = await CancellationScope.nonCancellable(() =>
-          Promise.all([gateway.reopen({ switchId, victims: victimIds }), drainTimedOut(drain.stillCharged)]),
+          Promise.all([gateway.reopen({ switchId, victims: victimIds }), drainTimedOut(drain.requestsStillRunning)]),
         );
         return { switchId, outcome: 'drain_timeout', victims: [], ...failed };
       }
@@ -165,21 +165,21 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       // Begun in the same workflow task as the parks, which Temporal schedules only once the task
       // completes, so after this local step: the victims' new requests here wait before any park
       // starts (another server's are answered "dispatch closed" until its own step reaches it).
-      releaseBegun = gateway.beginRelease({ switchId, victims: victimIds });
+      victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimIds });
     }
 
-    const [released] = await Promise.all([Promise.all(victims.map((v) => releaseVictim(v, cut.has(v.instance.deploymentId), drainDeadline))), releaseBegun]);
-    const stillCharged = released.reduce((sum, r) => sum + r.stillCharged, 0);
-    if (stillCharged > 0) return engineNotDrained(released, stillCharged);
-    const parkFailed = released.some((r) => r.parkFailed);
-    const victimResults = released.map((r) => r.result);
+    const [outcomes] = await Promise.all([Promise.all(victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline))), victimsWithdrawn]);
+    const requestsStillRunning = outcomes.reduce((sum, r) => sum + r.requestsStillRunning, 0);
+    if (requestsStillRunning > 0) return engineNotDrained(outcomes, requestsStillRunning);
+    const parkFailed = outcomes.some((r) => r.parkFailed);
+    const victimResults = outcomes.map((r) => r.result);
     if (!target) {
-      await Promise.all(released.map((r) => r.recorded));
+      await Promise.all(outcomes.map((r) => r.recorded));
       return { switchId, outcome: parkFailed ? 'park_failed' : 'released', victims: victimResults };
     }
 
     // The victims' rows are written while the target comes up: nothing waits for them.
-    const [failure] = await Promise.all([bringUp(target), ...released.map((r) => r.recorded)]);
+    const [failure] = await Promise.all([bringUp(target), ...outcomes.map((r) => r.recorded)]);
     if (failure) {
       await CancellationScope.nonCancellable(async () => {
         await host(timeouts.startMs).stopEngine({ key: target.instance });
@@ -195,7 +195,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       };
     }
     await timed('release', null, async () => {
-      await gateway.release({ switchId, hostId, instance: target.instance });
+      await gateway.startWaiters({ switchId, hostId, instance: target.instance });
       await saveInstance(target.instance, 'ready', null);
     });
     return {
@@ -212,13 +212,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * serves again (its row says ready, which opens its dispatch); the target's waiters hear the drain
    * timed out. A victim that did park stays parked, and wakes for its next request.
    */
-  async function engineNotDrained(released: VictimRelease[], stillCharged: number): Promise<SwitchResult> {
+  async function engineNotDrained(outcomes: VictimOutcome[], requestsStillRunning: number): Promise<SwitchResult> {
     const failed = await CancellationScope.nonCancellable(async () => {
-      await Promise.all(released.map((r) => r.recorded));
-      await Promise.all(released.filter((r) => r.stillCharged > 0).map((r) => saveInstance(r.victim.instance, 'ready', null)));
-      return drainTimedOut(stillCharged);
+      await Promise.all(outcomes.map((r) => r.recorded));
+      await Promise.all(outcomes.filter((r) => r.requestsStillRunning > 0).map((r) => saveInstance(r.victim.instance, 'ready', null)));
+      return drainTimedOut(requestsStillRunning);
     });
-    const victimResults = released.filter((r) => r.stillCharged === 0).map((r) => r.result);
+    const victimResults = outcomes.filter((r) => r.requestsStillRunning === 0).map((r) => r.result);
     return { switchId, outcome: 'drain_timeout', victims: victimResults, ...failed };
   }
 
@@ -228,7 +228,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * the park's to wait for, until `deadline`, the end of the same drain bound. A cancellation counts
    * as a drain that did not finish: the victims must serve again either way.
    */
-  async function admitAndDrain(): Promise<{ drained: true; cut: Set<string>; deadline: number } | { drained: false; stillCharged: number }> {
+  async function admitAndDrain(): Promise<{ drained: true; cut: Set<string>; deadline: number } | { drained: false; requestsStillRunning: number }> {
     try {
       const closed = await timed('window', null, () =>
         gateway.closeAdmission({
@@ -241,23 +241,23 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       return await timed('drain', null, async () => {
         const deadline = Date.now() + timeouts.drainMs;
         const drain = closed.drained ? closed : await gateway.awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
-        if (!drain.drained) return { drained: false as const, stillCharged: drain.stillCharged };
+        if (!drain.drained) return { drained: false as const, requestsStillRunning: drain.requestsStillRunning };
         return { drained: true as const, cut: new Set(drain.cutBeforeOutput), deadline };
       });
     } catch (e) {
       if (!isCancellation(e)) throw e;
       log.warn('switch cancelled before its victims drained; they serve again', { switchId });
-      return { drained: false, stillCharged: 0 };
+      return { drained: false, requestsStillRunning: 0 };
     }
   }
 
   /**
    * Parks or stops one victim. A park that fails is followed by a stop: never left half-parked. A
    * park waits for the engine to finish its requests until `idleBy` (the drain bound's end); one
-   * still busy then is left serving (`stillCharged`). Its final row is being written (`recorded`).
+   * still busy then is left serving (`requestsStillRunning`). Its final row is being written (`recorded`).
    */
-  async function releaseVictim(v: SwitchVictim, cutBeforeOutput: boolean, idleBy: number): Promise<VictimRelease> {
-    const release: Release = cutBeforeOutput ? { kind: 'stop', reason: 'cut_before_output' } : v.release;
+  async function parkOrStopVictim(v: SwitchVictim, cutBeforeOutput: boolean, idleBy: number): Promise<VictimOutcome> {
+    const plan: VictimPlan = cutBeforeOutput ? { kind: 'stop', reason: 'cut_before_output' } : v.plan;
     const done = (line: string, state: InstanceState, tier: ParkTier | null) => ({
       deploymentId: v.instance.deploymentId,
       instanceIndex: v.instance.instanceIndex,
@@ -266,18 +266,18 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       tier,
     });
     let parkFailed = false;
-    if (release.kind === 'park') {
+    if (plan.kind === 'park') {
       try {
-        await timed('park', release.tier, () =>
-          during(v.instance, 'parking', release.tier, () =>
-            host(timeouts.startMs).parkEngine({ key: v.instance, tier: release.tier, idleWithinMs: Math.max(0, idleBy - Date.now()) }),
+        await timed('park', plan.tier, () =>
+          during(v.instance, 'parking', plan.tier, () =>
+            host(timeouts.startMs).parkEngine({ key: v.instance, tier: plan.tier, idleWithinMs: Math.max(0, idleBy - Date.now()) }),
           ),
         );
-        const recorded = saveInstance(v.instance, 'parked', release.tier);
-        return { victim: v, result: done(releaseLine(release), 'parked', release.tier), parkFailed, stillCharged: 0, recorded };
+        const recorded = saveInstance(v.instance, 'parked', plan.tier);
+        return { victim: v, result: done(releasedLine(plan), 'parked', plan.tier), parkFailed, requestsStillRunning: 0, recorded };
       } catch (e) {
         const busy = busyOf(e);
-        if (busy) return { victim: v, result: done(releaseLine(release), 'ready', null), parkFailed, stillCharged: busy.stillCharged, recorded: Promise.resolve() };
+        if (busy) return { victim: v, result: done(releasedLine(plan), 'ready', null), parkFailed, requestsStillRunning: busy.requestsStillRunning, recorded: Promise.resolve() };
         if (!(e instanceof ActivityFailure) && !isCancellation(e)) throw e;
         log.warn('park failed; stopping the victim', { switchId, deploymentId: v.instance.deploymentId, error: String(e) });
         parkFailed = true;
@@ -289,7 +289,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         await saveInstance(v.instance, 'stopped', null);
       }),
     );
-    return { victim: v, result: done(stopLine(release), 'stopped', null), parkFailed, stillCharged: 0, recorded: Promise.resolve() };
+    return { victim: v, result: done(stopLine(plan), 'stopped', null), parkFailed, requestsStillRunning: 0, recorded: Promise.resolve() };
   }
 
   /** Wakes or starts the target; null when it is ready to serve, else why not. */
@@ -346,8 +346,8 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
 }
 
 /** The receipt line of a victim that stopped: only "no room" is said (spec). */
-const stopLine = (release: Release) =>
-  release.kind === 'stop' && release.reason === 'no_room' ? releaseLines.stoppedNoRoom : releaseLines.stopped;
+const stopLine = (plan: VictimPlan) =>
+  plan.kind === 'stop' && plan.reason === 'no_room' ? releasedLines.stoppedNoRoom : releasedLines.stopped;
 
 /** A park refused because the engine still had requests at the drain bound, with how many. */
 function busyOf(e: unknown): EngineBusyDetails | undefined {

@@ -4,7 +4,7 @@ import type { SwitchInput } from './definitions.js';
 export function switchSummary(input: Pick<SwitchInput, 'target' | 'victims' | 'hostId'>): string {
   const steps = [
     ...(input.target ? [`${input.target.action} ${input.target.name}`] : []),
-    ...input.victims.map((v) => `${v.release.kind} ${v.name}`),
+    ...input.victims.map((v) => `${v.plan.kind} ${v.name}`),
   ];
   return `${steps.length > 0 ? steps.join(', ') : 'nothing'} on ${input.hostId}`;
 }

@@ -4,7 +4,7 @@
  * `max_running` figure comes from ("Reading load"). The host scheduler, the management API and the
  * adapters call them; nothing here does I/O.
  */
-import { type ApiError, apiErrors, releaseLines, releasingLines } from '../../domain/catalogue.js';
+import { type ApiError, apiErrors, releasedLines, releasingLines } from '../../domain/catalogue.js';
 import type { EngineName, MemoryKind, ParkTier } from '../../domain/vocabulary.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import { engineContracts } from './contracts.js';
@@ -191,17 +191,17 @@ export function parkPlan(s: ParkSituation): ParkPlan {
 }
 
 /** The receipt's line for a victim released by `plan`. */
-export function releaseLine(plan: Exclude<ParkPlan, { kind: 'refused' }>): string {
-  if (plan.kind === 'stop') return plan.reason === 'no_room' ? releaseLines.stoppedNoRoom : releaseLines.stopped;
-  const lines = { host_ram: releaseLines.parkedHostRam, deep: releaseLines.parkedDeep, kv_only: releaseLines.parkedKvOnly };
+export function releasedLine(plan: Exclude<ParkPlan, { kind: 'refused' }>): string {
+  if (plan.kind === 'stop') return plan.reason === 'no_room' ? releasedLines.stoppedNoRoom : releasedLines.stopped;
+  const lines = { host_ram: releasedLines.parkedHostRam, deep: releasedLines.parkedDeep, kv_only: releasedLines.parkedKvOnly };
   return lines[plan.tier];
 }
 
 /** The line of a victim whose release has begun: a start's receipt answers before it ends. */
-export function releasingLine(release: { kind: 'park'; tier: ParkTier } | { kind: 'stop'; reason: string }): string {
-  if (release.kind === 'stop') return release.reason === 'no_room' ? releasingLines.stoppingNoRoom : releasingLines.stopping;
+export function releasingLine(plan: { kind: 'park'; tier: ParkTier } | { kind: 'stop'; reason: string }): string {
+  if (plan.kind === 'stop') return plan.reason === 'no_room' ? releasingLines.stoppingNoRoom : releasingLines.stopping;
   const lines = { host_ram: releasingLines.parkingHostRam, deep: releasingLines.parkingDeep, kv_only: releasingLines.parkingKvOnly };
-  return lines[release.tier];
+  return lines[plan.tier];
 }
 
 // ─── Requests run at once ───────────────────────────────────────────────────────────────────────

@@ -12,12 +12,12 @@ import type { SwitchInput } from '../../workflows/definitions.js';
 const STEPS: Readonly<Record<string, string>> = {
   closeAdmission: 'admission closed',
   awaitDrain: 'drained',
-  beginRelease: 'began parking',
+  withdrawVictims: 'began parking',
   parkEngine: 'parked',
   stopEngine: 'stopped',
   wakeEngine: 'woke',
   awaitEngineReady: 'started',
-  release: 'released its waiters',
+  startWaiters: 'released its waiters',
 };
 
 export interface SwitchSeen {

@@ -41,10 +41,10 @@ export interface EngineRoute {
 }
 
 /**
- * Why a request must not start or wake the deployment (the queue's `held`). An explicit model that
- * is starting or waking on a command is not held: its requests wait for it.
+ * Why a request must not start or wake the deployment (the queue's `startBlockedBy`). An explicit
+ * model that is starting or waking on a command is not blocked: its requests wait for it.
  */
-function heldOf(d: RoutedDeployment): Arrival['held'] {
+function whatBlocksStart(d: RoutedDeployment): Arrival['startBlockedBy'] {
   if (d.operatorStopped) return 'operator_stopped';
   const commanded = d.instances.some((i) => i.observedState === 'starting' || i.observedState === 'waking');
   return d.activation === 'explicit' && !commanded ? 'explicit' : undefined;
@@ -94,7 +94,7 @@ export function completionRoutes(deps: CompletionDeps) {
         const { metrics } = deps;
         let admission: Admission;
         try {
-          admission = await deps.queue.admit({ deploymentId: deployment.id, bodyBytes: raw.length, signal: hangUp, held: heldOf(deployment) });
+          admission = await deps.queue.admit({ deploymentId: deployment.id, bodyBytes: raw.length, signal: hangUp, startBlockedBy: whatBlocksStart(deployment) });
         } catch {
           // The client hung up while it waited: it gave up its place, and nobody is left to answer.
           reply.hijack();

@@ -75,7 +75,7 @@ const ON_GPU = new Set(['ready', 'parking', 'waking', 'starting', 'stopping']);
 const PHASE_OF: Readonly<Record<string, Phase>> = {
   closeAdmission: 'window',
   awaitDrain: 'drain',
-  beginRelease: 'drain',
+  withdrawVictims: 'drain',
   parkEngine: 'park',
   stopEngine: 'park',
   launchEngine: 'start',
@@ -83,7 +83,7 @@ const PHASE_OF: Readonly<Record<string, Phase>> = {
   wakeEngine: 'wake',
   probeEngine: 'check',
   recordWakeReference: 'check',
-  release: 'release',
+  startWaiters: 'release',
 };
 const RECORDS = new Set(['saveInstance', 'saveSwitchReceipt']);
 
@@ -103,7 +103,7 @@ type Event = temporal.api.history.v1.IHistoryEvent;
 /** The phase a switch's history shows at `atMs` (all of it when absent). */
 export function phaseOf(events: readonly Event[], atMs = Infinity): Seen {
   let phase = -1;
-  let released = false;
+  let waitersStarted = false;
   const scheduled = new Map<string, string>();
   for (const e of events) {
     if (eventMs(e) > atMs) break;
@@ -114,15 +114,15 @@ export function phaseOf(events: readonly Event[], atMs = Infinity): Seen {
       e.workflowExecutionTimedOutEventAttributes ??
       e.workflowExecutionCanceledEventAttributes;
     if (closed) return 'after';
-    // The park begins once the gateway has begun the release: the victim's new requests wait.
+    // The park begins once the gateway has withdrawn the victims: their new requests wait.
     const done = e.activityTaskCompletedEventAttributes;
-    if (done && scheduled.get(String(done.scheduledEventId)) === 'beginRelease') phase = Math.max(phase, phases.indexOf('park'));
-    // A local step (the release, the rows) shows as its marker once the task that ran it completed.
+    if (done && scheduled.get(String(done.scheduledEventId)) === 'withdrawVictims') phase = Math.max(phase, phases.indexOf('park'));
+    // A local step (the waiters' start, the rows) shows as its marker once the task that ran it completed.
     const name = stepOf(e);
     if (!name) continue;
     scheduled.set(String(e.eventId), name);
-    if (name === 'release') released = true;
-    const p = released && RECORDS.has(name) ? 'record' : PHASE_OF[name];
+    if (name === 'startWaiters') waitersStarted = true;
+    const p = waitersStarted && RECORDS.has(name) ? 'record' : PHASE_OF[name];
     if (p) phase = Math.max(phase, phases.indexOf(p));
   }
   return phases[phase] ?? 'window';

@@ -52,9 +52,9 @@ export class QueueGateway {
       ...activities,
       closeAdmission: record('closeAdmission', (i) => ({ victims: i.victims })),
       awaitDrain: record('awaitDrain', (_, r) => r),
-      beginRelease: record('beginRelease', (i) => ({ victims: i.victims })),
+      withdrawVictims: record('withdrawVictims', (i) => ({ victims: i.victims })),
       reopen: record('reopen', (i) => ({ victims: i.victims })),
-      release: record('release', (i, r) => ({ deploymentId: i.instance.deploymentId, ...r })),
+      startWaiters: record('startWaiters', (i, r) => ({ deploymentId: i.instance.deploymentId, ...r })),
       failWaiters: record('failWaiters', (i, r) => ({ deploymentId: i.deploymentId, code: i.error.code, ...r })),
     };
   }
