@@ -5,19 +5,15 @@
  * (`gatewayActivities.ts`). The HTTP route admits a request here and forwards it to the ticket's
  * instance; the queue never touches a body or a socket.
  *
- * Each deployment's dispatch is in one of three states:
- * - `open`: it serves; up to 32 requests run, the rest wait first come first served;
- * - `closed`: a victim draining before it parks; new requests are answered 503 dispatch closed;
- * - `waiting`: not servable (parked, stopped, starting, or a victim that began parking); requests
- *   wait, and their demand asks the host scheduler for the wake or start.
+ * Each deployment's dispatch is `open`, `closed` or `waiting`, and changes only as the table in
+ * `dispatchState.ts` allows.
  */
 import { type ApiError, apiErrors } from '../domain/catalogue.js';
 import { RUNNING_PER_MODEL } from '../domain/limits.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
 import type { Demand, InstanceRef } from '../workflows/definitions.js';
+import { type DispatchEvent, type DispatchState, nextDispatch } from './dispatchState.js';
 import type { RouterFigures } from './routerFigures.js';
-
-export type DispatchState = 'open' | 'closed' | 'waiting';
 
 /** A request as it reaches the queue: the body is already read (its size counts while it waits). */
 export interface Arrival {
@@ -283,14 +279,14 @@ export class RequestQueue implements RouterFigures {
 
   /** The victims drain: their new requests are answered 503 until they park or serve again. */
   close(deploymentIds: readonly string[]): void {
-    for (const id of deploymentIds) this.setDispatch(this.model(id), 'closed');
+    for (const id of deploymentIds) this.setDispatch(this.model(id), 'close');
   }
 
   /** The victims have begun parking: their new requests wait and become the next switch. */
   withdrawVictims(deploymentIds: readonly string[]): void {
     for (const id of deploymentIds) {
       const m = this.model(id);
-      this.setDispatch(m, 'waiting');
+      this.setDispatch(m, 'withdraw');
       m.instance = null;
       // This release carries out the stop a cut request asked for.
       m.cutBeforeOutput = false;
@@ -311,7 +307,7 @@ export class RequestQueue implements RouterFigures {
   reopen(deploymentIds: readonly string[]): void {
     for (const id of deploymentIds) {
       const m = this.model(id);
-      if (m.instance) this.open(m, m.instance);
+      if (m.instance) this.open(m, m.instance, 'reopen');
     }
   }
 
@@ -325,7 +321,7 @@ export class RequestQueue implements RouterFigures {
     const m = this.model(instance.deploymentId);
     m.askedSinceMs = null;
     this.touch(m.id);
-    return this.open(m, instance);
+    return this.open(m, instance, 'serve');
   }
 
   /** Every request waiting for the deployment is answered `error`; how many. */
@@ -345,18 +341,19 @@ export class RequestQueue implements RouterFigures {
     return { demands, lastActivityMs };
   }
 
-  private open(m: Model, instance: InstanceRef): number {
+  private open(m: Model, instance: InstanceRef, event: 'serve' | 'reopen'): number {
     m.instance = instance;
-    this.setDispatch(m, 'open');
+    this.setDispatch(m, event);
     m.lastChangeMs = this.now();
     return this.fillSlots(m);
   }
 
-  private setDispatch(m: Model, dispatch: DispatchState) {
+  private setDispatch(m: Model, event: DispatchEvent) {
+    const next = nextDispatch(m.dispatch, event);
     // A switch finishing while the process stops does not reopen what the stop closed.
-    m.dispatch = this.stopping ? 'closed' : dispatch;
+    m.dispatch = this.stopping ? 'closed' : next;
     // Once the model stops serving, its waiters wait for it to load, not for a slot.
-    if (dispatch !== 'open') for (const w of m.waiters) w.forSlot = false;
+    if (next !== 'open') for (const w of m.waiters) w.forSlot = false;
   }
 
   // ─── Stopping ───────────────────────────────────────────────────────────────────────────────
@@ -368,7 +365,7 @@ export class RequestQueue implements RouterFigures {
   stopTaking(): void {
     this.stopping = true;
     for (const m of this.models.values()) {
-      this.setDispatch(m, 'closed');
+      this.setDispatch(m, 'stop');
       this.failWaiters(m.id, apiErrors.dispatchClosed(m.id));
     }
   }

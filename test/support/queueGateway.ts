@@ -5,7 +5,8 @@
  */
 import type { ApiError } from '../../domain/catalogue.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
-import { type DispatchState, RequestQueue } from '../../gateway/requestQueue.js';
+import type { DispatchState } from '../../gateway/dispatchState.js';
+import { RequestQueue } from '../../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../../settings/queue.js';
 import type { Demand, InstanceRef } from '../../workflows/definitions.js';
 
