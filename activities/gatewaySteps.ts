@@ -34,7 +34,7 @@ export interface GatewaySteps {
   /** Waits until the victims run no request, up to `timeoutMs`. Heartbeats. */
   awaitDrain(input: { switchId: string; victims: string[]; timeoutMs: number }): Promise<DrainOutcome>;
 
-  /** The victims have begun parking: a new request for one waits, and becomes the next switch. */
+  /** The victims begin parking or stopping: dispatched to no more, a new request for one waits, and becomes the next switch. */
   withdrawVictims(input: { switchId: string; victims: string[] }): Promise<RanOn>;
 
   /** The victims serve again (the compensation of a failed drain). */

@@ -1,5 +1,5 @@
 /**
- * The control-plane time of a request-driven switch: from the switch's start to the release of its
+ * The control-plane time of a request-driven switch: from the switch's start to the start of its
  * waiting requests, less what the engine simulator itself spends parking the loaded model, waking
  * the other and answering the wake check. What is left is CapyCTL's: the scheduler, the child
  * workflow, Temporal's round trips, the gateway steps, the host agent's activities and the store.

@@ -282,7 +282,7 @@ export class RequestQueue implements RouterFigures {
     for (const id of deploymentIds) this.setDispatch(this.model(id), 'close');
   }
 
-  /** The victims have begun parking: their new requests wait and become the next switch. */
+  /** The victims begin parking or stopping: dispatched to no more, their new requests wait and become the next switch. */
   withdrawVictims(deploymentIds: readonly string[]): void {
     for (const id of deploymentIds) {
       const m = this.model(id);
@@ -421,7 +421,7 @@ export class RequestQueue implements RouterFigures {
 
   /**
    * Reports the deployment's demand once the current turn ends, and only if it changed: a burst of
-   * arrivals, or a release that starts many waiters, is one report.
+   * arrivals, or starting many waiters at once, is one report.
    */
   private touch(deploymentId: string) {
     if (this.touched.size === 0) queueMicrotask(() => this.reportTouched());

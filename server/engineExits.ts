@@ -1,7 +1,7 @@
 /**
  * The newest generation of each deployment's engine that is over, per host: one that exited unasked
  * while this server ran, or one the store lists stopped when it started. A switch still finishing
- * must not release its waiters to that engine nor record it as serving again. The store's rows are
+ * must not start its waiters on that engine nor record it as serving again. The store's rows are
  * the durable record (an exit is written `stopped` before the scheduler hears of it), so a restart
  * rebuilds this from them instead of forgetting every exit.
  */

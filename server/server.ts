@@ -333,8 +333,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
         await configureScheduler(client, schedulerRef(hostId));
         // A host agent registers when it starts, and a starting agent runs no engine: whatever the
         // catalogue lists there but stopped is gone, on its way in or out too. A switch still in
-        // flight on such an instance must not release its waiters to it or record it serving
-        // (`release`, `saveInstance`); its next request starts it afresh.
+        // flight on such an instance must not start its waiters on it or record it serving
+        // (`startWaiters`, `saveInstance`); its next request starts it afresh.
         await enginesGoneOn(hostId, (state) => state !== 'stopped');
         await measurePendingOn(hostId);
         // Requests that waited while no host could take them are asked for again.
@@ -369,7 +369,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     token: inferenceToken,
     routeTo: (instance) => {
       const { deploymentId, instanceIndex } = instance;
-      // The release told the table which host the instance runs on before any request was let through.
+      // Starting the waiters told the table which host the instance runs on before any request was let through.
       const hostId = table.hostOf(deploymentId, instanceIndex);
       // The host's own bound, as it last registered.
       const streamIdleMs = ((hostId && hostQueues.get(hostId)) || HOST_QUEUE_DEFAULTS).stream_idle_timeout;

@@ -115,7 +115,7 @@ describe('a request for a serving model', () => {
 });
 
 describe('a request for a model that is not ready', () => {
-  it('waits; every waiter joins one demand, reported once per change; the release runs them together', async () => {
+  it('waits; every waiter joins one demand, reported once per change; starting the waiters runs them together', async () => {
     const b = bench();
     const clients = [1, 2, 3].map(() => b.send(B));
     await turn();
@@ -131,7 +131,7 @@ describe('a request for a model that is not ready', () => {
     expect(b.queue.snapshot().demands).toEqual([]);
   });
 
-  it('releases at most 32 together; the rest wait for a slot, in arrival order', async () => {
+  it('starts at most 32 waiters together; the rest wait for a slot, in arrival order', async () => {
     const b = bench();
     const clients = Array.from({ length: 34 }, () => b.send(B).admission);
     expect(b.queue.startWaiters(instanceOf(B))).toBe(32);

@@ -1,6 +1,6 @@
 /**
  * The inference listener over real sockets: the gateway on 127.0.0.1:0, a request queue whose
- * instances are released, and real simulator engine processes behind it. Where a test is about the
+ * instances serve, and real simulator engine processes behind it. Where a test is about the
  * gateway's own framing (a piece too large, a client that stops reading, an engine gone silent), a
  * tiny upstream written here stands in for the engine, since no engine is asked to misbehave so.
  */
@@ -32,7 +32,7 @@ interface ModelAt {
   engine: EngineName;
   /** Its engine's URL; null when no route to it is known (the lookup throws). */
   baseUrl: string | null;
-  /** Released (ready) unless false. */
+  /** Serving (ready) unless false. */
   ready?: boolean;
   explicit?: boolean;
 }

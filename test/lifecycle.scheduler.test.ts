@@ -26,7 +26,7 @@ describe('the host scheduler', () => {
   });
   afterAll(() => s?.close());
 
-  it('switches on a request: the demand reaches it, the loaded model parks, the waiting ones are released together', async () => {
+  it('switches on a request: the demand reaches it, the loaded model parks, the waiting ones are started together', async () => {
     const { gateway } = s.lc;
     expect(servedBy([await gateway.request(ids['chat-a']!)])).toEqual([ids['chat-a']]);
     const answers = await Promise.all([1, 2, 3].map(() => gateway.request(ids['chat-b']!)));

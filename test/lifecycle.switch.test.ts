@@ -116,7 +116,7 @@ describe('a switch', () => {
   let a: Model;
   let wakeOfA = '';
 
-  it('parks the victim in host RAM, starts the target, releases its waiters together and writes the receipt', async () => {
+  it('parks the victim in host RAM, starts the target, starts its waiters together and writes the receipt', async () => {
     a = await deploy('chat-a');
     const b = await deploy('chat-b');
     await ready(a);
@@ -133,7 +133,7 @@ describe('a switch', () => {
     });
     const answers = (await Promise.all(waiters)).map(served);
     expect(answers.map((w) => w.instance)).toEqual([ref(b), ref(b), ref(b)]);
-    // Released together: they ran at the same time, not one after another.
+    // Started together: they ran at the same time, not one after another.
     expect(Math.max(...answers.map((w) => w.startedAtMs)) - Math.min(...answers.map((w) => w.startedAtMs))).toBeLessThan(40);
     expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
 

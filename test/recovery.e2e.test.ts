@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listInstances, saveInstance } from '../store/instances.js';
-import { releaseAndRecordReady } from './fixtures/recordInstanceWorkflow.js';
+import { startWaitersAndRecordReady } from './fixtures/recordInstanceWorkflow.js';
 import { type ApiReply, Cluster } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
 import { startServerBench } from './support/serverBench.js';
@@ -146,7 +146,7 @@ describe('a host agent that registers anew while a switch brings its target up',
         workflowsPath: fileURLToPath(new URL('./fixtures/recordInstanceWorkflow.ts', import.meta.url)),
       });
       await worker.runUntil(
-        bench.server.client.workflow.execute(releaseAndRecordReady, { taskQueue, workflowId: `finish-switch/${b.id}`, args: [bench.server.serverTaskQueue, instance] }),
+        bench.server.client.workflow.execute(startWaitersAndRecordReady, { taskQueue, workflowId: `finish-switch/${b.id}`, args: [bench.server.serverTaskQueue, instance] }),
       );
       expect((await listInstances(bench.db, { deploymentId: b.id }))[0]?.observedState).toBe('stopped');
 

@@ -127,7 +127,7 @@ export interface SwitchTarget {
 
 /**
  * One transition on one host. With a target, a switch: release the victims, then wake or start the
- * target and release its waiters. Without, a release only (an operator's park or stop, an idle
+ * target and start its waiters. Without, a release only (an operator's park or stop, an idle
  * timer, a host drain): every path that takes a serving instance away is this one.
  */
 export interface SwitchInput {

@@ -1,7 +1,7 @@
 /**
  * The switch: one child workflow `switch/<switch_id>` per transition on a host (spec, "How requests
  * wait and models switch"). It lets the victims serve out their admission window, drains them, parks
- * or stops each, wakes or starts the target, checks a woken target's answer, and releases the
+ * or stops each, wakes or starts the target, checks a woken target's answer, and starts the
  * requests waiting for it. Each step that changes what serves has its undo, run where a cancellation
  * cannot interrupt it. A release only (no target) is the same path without the target.
  */

@@ -1,6 +1,6 @@
 /**
  * What the Temporal history of each switch says happened, and when: the moments the spec's example
- * names (the admission window closing, the drain, the park, the wake or start, the release), read
+ * names (the admission window closing, the drain, the park, the wake or start, the waiters' start), read
  * from the completion of the switch's activities, remote ones by their completion and local ones
  * (the server's own steps) by their marker, written as the workflow task that ran them completed.
  */

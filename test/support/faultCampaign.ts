@@ -363,7 +363,7 @@ export class FaultCampaign {
       }
       // Into a step that lasts (the simulator's); at once where the phase is short (the window, which
       // counts from the scheduler's decision), begins with a quick step (the park: right after the
-      // gateway began the release) or is one (the release, the record).
+      // gateway withdrew the victims) or is one (the waiters' start, the record).
       if (INTO_THE_STEP.has(c.phase)) await sleep(PHASE_MS / 3);
       this.processOf(c.kill).kill('SIGKILL');
       return Date.now();
