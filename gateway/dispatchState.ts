@@ -16,7 +16,9 @@ export const dispatchEvents = ['serve', 'reopen', 'close', 'withdraw', 'stop'] a
 export type DispatchEvent = (typeof dispatchEvents)[number];
 
 /** For each event, the states it may come from and the state it leads to. */
-export const dispatchTransitions: Readonly<Record<DispatchEvent, { from: readonly DispatchState[]; to: DispatchState }>> = {
+export const dispatchTransitions: Readonly<
+  Record<DispatchEvent, { from: readonly DispatchState[]; to: DispatchState }>
+> = {
   /**
    * `startWaiters`: an instance is ready (a switch's target, or one the store records ready). From
    * `open` too: a retried step, or a newer generation. From `closed`: a server that did not take a switch's
@@ -42,6 +44,7 @@ export const dispatchTransitions: Readonly<Record<DispatchEvent, { from: readonl
 /** The state `event` moves a dispatch in `from` to; throws when the table does not allow it. */
 export function nextDispatch(from: DispatchState, event: DispatchEvent): DispatchState {
   const transition = dispatchTransitions[event];
-  if (!transition.from.includes(from)) throw new Error(`dispatch cannot ${event} from ${from} (allowed from ${transition.from.join(', ')})`);
+  if (!transition.from.includes(from))
+    throw new Error(`dispatch cannot ${event} from ${from} (allowed from ${transition.from.join(', ')})`);
   return transition.to;
 }
