@@ -307,7 +307,8 @@ export class RequestQueue implements RouterFigures {
   reopen(deploymentIds: readonly string[]): void {
     for (const id of deploymentIds) {
       const m = this.model(id);
-      if (m.instance) this.open(m, m.instance, 'reopen');
+      // A waiting one has begun parking or was withdrawn since: reopening it would route to a parking engine.
+      if (m.instance && m.dispatch !== 'waiting') this.open(m, m.instance, 'reopen');
     }
   }
 
