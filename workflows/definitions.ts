@@ -8,7 +8,7 @@ import type { LaunchMemory } from '../activities/engines/memoryBound.js';
 import type { ApiError } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
-import type { SchedulerSettings } from './hostScheduler.js';
+import type { SchedulerSettings } from './hostScheduler/input.js';
 
 export const taskQueues = {
   /**

@@ -1,3 +1,3 @@
 export * from './switch.js';
-export * from './hostScheduler.js';
+export * from './hostScheduler/workflow.js';
 export * from './measure.js';

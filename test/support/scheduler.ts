@@ -5,7 +5,7 @@
 import { CapyError } from '../../domain/catalogue.js';
 import { type CommandArgs, type CommandResult, type Commands, latestInOrder, reportDemand, type SchedulerRef, sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
 import { type CommandReceipt, type HostLedger, type LedgerEntry, queries, type SwitchResult, workflowIds } from '../../workflows/definitions.js';
-import type { SchedulerSettings } from '../../workflows/hostScheduler.js';
+import type { SchedulerSettings } from '../../workflows/hostScheduler/input.js';
 import { type Lifecycle, type LifecycleOptions, simDeployment, startLifecycle } from './lifecycle.js';
 
 /** Short bounds, so a test sees every step within seconds; the idle timers off unless asked. */

@@ -1,0 +1,429 @@
+/**
+ * The host scheduler's state and the one place that changes it: the host's ledger, the demands it
+ * holds, the queue of operator commands and the switch running now. The workflow function wires
+ * Temporal's signals, updates and query to its methods; the operator commands, the serving of
+ * waiting requests and the idle timers are in files of their own and act through it.
+ */
+import { allHandlersFinished, condition, continueAsNew, proxyLocalActivities, startChild, uuid4, workflowInfo } from '@temporalio/workflow';
+import { apiErrors } from '../../domain/catalogue.js';
+import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
+import type { LaunchMemory } from '../../activities/engines/memoryBound.js';
+import type { GatewaySteps } from '../../activities/gatewaySteps.js';
+import type { StoreActivities } from '../../activities/storeActivities.js';
+import {
+  type CommandReceipt,
+  type Demand,
+  type DeploymentView,
+  type HostLedger,
+  type InstanceRef,
+  type LedgerEntry,
+  type VictimPlan,
+  serverStepOptions,
+  type SwitchInput,
+  type SwitchResult,
+  type SwitchTarget,
+  type SwitchVictim,
+  WORKFLOW_TASK_TIMEOUT_MS,
+  workflowIds,
+} from '../definitions.js';
+import { type Checkpoint, gpuNeed, type Holder, holdings, hostRamFree, launchTier, planRoom, planVictims, type VictimFacts } from '../ledger.js';
+import { refusal } from '../refusal.js';
+import { switchWorkflow } from '../switch.js';
+import { switchSummary } from '../switchSummary.js';
+import { runCommand } from './commands.js';
+import { hasWaiting, serveDemands, withDemand, withoutDemandsOf } from './demands.js';
+import { IdleTimers } from './idleTimers.js';
+import { type HostSchedulerInput, sameSettings, type SchedulerSettings, type SchedulerState } from './input.js';
+import { type Command, Job } from './jobs.js';
+import type { hostScheduler } from './workflow.js';
+
+const DEFAULT_MAX_HISTORY_EVENTS = 10_000;
+
+/** A deployment whose checkpoint is measured: the only kind the scheduler places or releases. */
+export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
+
+/** An instance holding GPU memory, with its deployment as the store describes it. */
+export type GpuHolder = Holder & { view: MeasuredView };
+
+/** What bringing a model up came to: it waits for memory, it was ready already, or a switch ran. */
+export type BringUp = { kind: 'waits' } | { kind: 'ready' } | { kind: 'switched'; result: SwitchResult };
+
+export class HostScheduler {
+  readonly hostId: string;
+  readonly serverTaskQueue: string;
+  readonly settings: SchedulerSettings;
+  readonly state: SchedulerState;
+  /** The store's rows and the gateway's looks run in this worker's process, inside the workflow task. */
+  readonly store = proxyLocalActivities<StoreActivities>(serverStepOptions);
+  readonly gateway = proxyLocalActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>(serverStepOptions);
+  private readonly idleTimers = new IdleTimers(this);
+  private readonly exitedGeneration: Record<string, number>;
+  private readonly jobs: Job[] = [];
+  /** Something changed since the last turn found nothing to do. */
+  private changed = true;
+  private runningSwitchId: string | null = null;
+  /** Settings the server sent that differ from this run's: the next run starts with them. */
+  private newSettings: SchedulerSettings | null = null;
+
+  constructor(private readonly input: HostSchedulerInput) {
+    this.hostId = input.hostId;
+    this.serverTaskQueue = input.serverTaskQueue;
+    this.settings = input.settings;
+    this.state = input.state ?? { ledger: null, demands: [], lastUsedMs: {}, sinceMs: {} };
+    this.exitedGeneration = this.state.exitedGeneration ??= {};
+  }
+
+  // ─── What the handlers call ───────────────────────────────────────────────────────────────────
+
+  /** One demand per model and server: each server reports its own waiters, none replaces another's. */
+  reportDemand(demand: Demand): void {
+    this.state.demands = withDemand(this.state.demands, demand);
+    this.changed = true;
+  }
+
+  /** A demand nobody withdraws would keep its model from ever yielding the GPU to another. */
+  withdrawDemands(whose: { serverTaskQueue?: string } | undefined): void {
+    this.state.demands = withoutDemandsOf(this.state.demands, whose);
+    this.changed = true;
+  }
+
+  engineExited(instance: InstanceRef): void {
+    const entry = this.state.ledger?.entries.find((e) => e.deploymentId === instance.deploymentId && e.instance.generation === instance.generation);
+    this.exitedGeneration[instance.deploymentId] = Math.max(instance.generation, this.exitedGeneration[instance.deploymentId] ?? 0);
+    if (entry) this.setEntry(entry, 'stopped', null, { gpuBytes: 0, hostRamBytes: 0 });
+    this.changed = true;
+  }
+
+  /** Something outside the ledger changed (a measurement ended): the next turn looks again. */
+  noteChange(): void {
+    this.changed = true;
+  }
+
+  configure(sent: SchedulerSettings): void {
+    this.newSettings = sameSettings(sent, this.settings) ? null : sent;
+    this.changed = true;
+  }
+
+  /** Queues `command`; the promise settles once, with its receipts or its refusal (jobs.ts). */
+  submit(command: Command): Promise<CommandReceipt[]> {
+    const job = new Job(command);
+    this.jobs.push(job);
+    this.changed = true;
+    return job.receipts;
+  }
+
+  /** A command on one deployment: its receipt is the only one. */
+  async firstReceipt(command: Command): Promise<CommandReceipt> {
+    return (await this.submit(command))[0]!;
+  }
+
+  /** The ledger as the query answers it: an empty one before the first run has read the host. */
+  ledgerNow(): HostLedger {
+    return { ...(this.state.ledger ?? { hostId: this.hostId, gpus: [], hostRamBytes: 0, entries: [] }), runningSwitchId: this.runningSwitchId };
+  }
+
+  // ─── The ledger ───────────────────────────────────────────────────────────────────────────────
+
+  get ledger(): HostLedger {
+    return this.state.ledger!;
+  }
+
+  entryOf(deploymentId: string): LedgerEntry | undefined {
+    return this.ledger.entries.find((e) => e.deploymentId === deploymentId);
+  }
+
+  /** Takes `deploymentId` out of the ledger: it was deleted. */
+  forget(deploymentId: string): void {
+    this.ledger.entries = this.ledger.entries.filter((e) => e.deploymentId !== deploymentId);
+  }
+
+  private memoryKind(gpuIndex: number) {
+    return this.ledger.gpus.find((g) => g.index === gpuIndex)?.memoryKind ?? 'discrete';
+  }
+
+  setEntry(entry: LedgerEntry, newState: LedgerEntry['state'], tier: LedgerEntry['tier'], bytes: { gpuBytes: number; hostRamBytes: number }): void {
+    if (newState !== 'stopped' && (this.exitedGeneration[entry.deploymentId] ?? 0) >= entry.instance.generation) {
+      [newState, tier, bytes] = ['stopped', null, { gpuBytes: 0, hostRamBytes: 0 }];
+    }
+    if (entry.state !== newState) this.state.sinceMs[entry.deploymentId] = Date.now();
+    if (newState === 'ready') this.state.lastUsedMs[entry.deploymentId] = Date.now();
+    Object.assign(entry, { state: newState, tier, ...bytes });
+  }
+
+  /** True when `deploymentId` has an instance an operator's stop takes away: ready or parked. */
+  readyOrParked(deploymentId: string): boolean {
+    const state = this.entryOf(deploymentId)?.state;
+    return state === 'ready' || state === 'parked';
+  }
+
+  waitingFor(deploymentId: string): boolean {
+    return hasWaiting(this.state.demands, deploymentId);
+  }
+
+  /** Drops every demand for `deploymentId`: an operator stopped or deleted it. */
+  dropDemandsFor(deploymentId: string): void {
+    this.state.demands = this.state.demands.filter((d) => d.deploymentId !== deploymentId);
+  }
+
+  // ─── Deployments, as the store describes them ─────────────────────────────────────────────────
+
+  readDeployment(deploymentId: string): Promise<DeploymentView> {
+    return this.store.describeDeployment({ deploymentId, hostId: this.hostId });
+  }
+
+  isMeasured(deployment: DeploymentView): deployment is MeasuredView {
+    return measurementState(deployment) === 'measured';
+  }
+
+  /** The deployment, refused to an operator while its checkpoint is not measured. */
+  async readMeasured(deploymentId: string): Promise<MeasuredView> {
+    const deployment = await this.readDeployment(deploymentId);
+    if (this.isMeasured(deployment)) return deployment;
+    throw refusal(unmeasuredRefusal(deployment.name, deployment)!);
+  }
+
+  /** Every instance holding GPU memory, with what decides whether it may yield it. */
+  async gpuHolders(): Promise<GpuHolder[]> {
+    const holding = this.ledger.entries.filter((e) => e.gpuBytes > 0);
+    return Promise.all(
+      holding.map(async (entry) => {
+        const view = (await this.readDeployment(entry.deploymentId)) as MeasuredView;
+        return {
+          entry,
+          view,
+          name: view.name,
+          explicit: view.explicit,
+          warm: view.spec.lifecycle.warm,
+          waiting: this.waitingFor(entry.deploymentId),
+          lastUsedMs: this.state.lastUsedMs[entry.deploymentId] ?? 0,
+        };
+      }),
+    );
+  }
+
+  // ─── Transitions: every one is a child switch ──────────────────────────────────────────────────
+
+  private async runSwitch(
+    target: SwitchTarget | null,
+    victims: SwitchVictim[],
+    admissionWindowMs: number | null,
+    checkpoints: Record<string, Checkpoint>,
+    begun?: (switchId: string) => void,
+  ): Promise<SwitchResult> {
+    const { settings } = this;
+    const switchInput: SwitchInput = {
+      switchId: uuid4(),
+      hostId: this.hostId,
+      serverTaskQueue: this.serverTaskQueue,
+      startedAtMs: Date.now(),
+      target,
+      victims,
+      admissionWindowMs,
+      checkpoints,
+      timeouts: { drainMs: settings.drainMs, wakeWindowMs: settings.wakeWindowMs, startMs: settings.startMs },
+    };
+    this.runningSwitchId = switchInput.switchId;
+    try {
+      const child = await startChild(switchWorkflow, {
+        workflowId: workflowIds.switch(switchInput.switchId),
+        taskQueue: this.serverTaskQueue,
+        workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT_MS,
+        args: [switchInput],
+        staticSummary: switchSummary(switchInput),
+      });
+      // Told once the switch exists: a caller that follows it at once finds it.
+      begun?.(switchInput.switchId);
+      const result = await child.result();
+      this.applyResult(result, target, checkpoints);
+      return result;
+    } finally {
+      this.runningSwitchId = null;
+    }
+  }
+
+  /**
+   * The ledger after a switch. A ready instance's `tier` is the one its engine was launched for (what
+   * it parks at next time), which the switch does not repeat, so it comes from the target.
+   */
+  private applyResult(result: SwitchResult, target: SwitchTarget | null, checkpoints: Record<string, Checkpoint>): void {
+    for (const victim of result.victims) {
+      const entry = this.entryOf(victim.deploymentId);
+      if (entry) this.setEntry(entry, victim.state, victim.tier, holdings(checkpoints[victim.deploymentId]!, victim.state, victim.tier));
+    }
+    const entry = result.target && this.entryOf(result.target.instance.deploymentId);
+    if (!result.target || !target || !entry) return;
+    const { instance, state } = result.target;
+    const tier = state === 'ready' ? target.tier : result.target.tier;
+    entry.instance = instance;
+    this.setEntry(entry, state, tier, holdings(checkpoints[instance.deploymentId]!, state, tier));
+  }
+
+  /**
+   * How `victims`, released together now, give back their memory (ledger.planVictims: one decision
+   * for every path), and the host RAM they leave free. A refusal is thrown: the operator hears it.
+   */
+  private howToReleaseTogether(victims: VictimFacts[], operator: boolean): { releases: VictimPlan[]; hostRamFreeBytes: number } {
+    const { plans, hostRamFreeBytes } = planVictims({ victims, memoryKind: (gpuIndex) => this.memoryKind(gpuIndex), hostRamFreeBytes: hostRamFree(this.ledger), operator });
+    const releases = plans.map((plan) => {
+      if (plan.kind === 'refused') throw refusal(plan.error);
+      return plan;
+    });
+    return { releases, hostRamFreeBytes };
+  }
+
+  /** How `deployment`'s instance alone gives back its memory now: an operator's park or preinitialize, an idle timer. */
+  howToRelease(deployment: MeasuredView, operator: boolean): VictimPlan {
+    return this.howToReleaseTogether([{ entry: this.entryOf(deployment.id)!, view: deployment }], operator).releases[0]!;
+  }
+
+  /**
+   * Makes `deployment` ready: wakes its parked instance or starts a new generation, parking
+   * `evict`-able holders when it must. Waits when memory is not there yet; throws a refusal for
+   * capacity. `beforeSwitch` runs once the switch is decided, `begun` as it begins.
+   */
+  async bringUp(
+    deployment: MeasuredView,
+    holders: GpuHolder[],
+    opts: {
+      evict: boolean;
+      admissionWindowMs: number | null;
+      beforeSwitch?: () => Promise<void>;
+      begun?: (begun: { switchId: string; target: SwitchTarget; victims: SwitchVictim[] }) => void;
+    },
+  ): Promise<BringUp> {
+    const existing = this.entryOf(deployment.id);
+    if (existing?.state === 'ready') return { kind: 'ready' };
+    const wake = existing?.state === 'parked';
+    const room = planRoom({
+      ledger: this.ledger,
+      gpuIndexes: wake ? [existing!.gpuIndex] : this.ledger.gpus.map((g) => g.index),
+      need: gpuNeed(deployment.checkpoint) - (existing?.gpuBytes ?? 0),
+      holders: holders.filter((h) => h.entry.deploymentId !== deployment.id),
+      evict: opts.evict,
+    });
+    if (room.kind === 'wait') return { kind: 'waits' };
+    if (room.kind === 'refused') throw refusal(apiErrors.insufficientCapacity(deployment.id, room.holders));
+    const victims = room.kind === 'evict' ? holders.filter((h) => room.victims.some((r) => r.entry === h.entry)) : [];
+    const gpuIndex = room.gpuIndex;
+    const { releases, hostRamFreeBytes } = this.howToReleaseTogether(victims, false);
+    const released: SwitchVictim[] = victims.map(({ entry, view }, i) => ({ name: view.name, instance: entry.instance, plan: releases[i]! }));
+    const memory = this.launchMemory(deployment, gpuIndex, victims);
+    const target: SwitchTarget = wake
+      ? { name: deployment.name, revision: deployment.revision, spec: deployment.spec, instance: existing!.instance, action: 'wake', tier: existing!.tier, gpuIndex, memory }
+      : {
+          name: deployment.name,
+          revision: deployment.revision,
+          spec: deployment.spec,
+          // Past every generation of it, here or on another host (where it may have run since).
+          instance: { deploymentId: deployment.id, instanceIndex: 0, generation: Math.max(existing?.instance.generation ?? 0, deployment.generation) + 1 },
+          action: 'start',
+          tier: launchTier({ view: deployment, memoryKind: this.memoryKind(gpuIndex), hostRamFreeBytes }),
+          gpuIndex,
+          memory,
+        };
+    if (!existing) {
+      this.ledger.entries.push({ deploymentId: deployment.id, name: deployment.name, instance: target.instance, state: 'stopped', tier: null, gpuIndex, gpuBytes: 0, hostRamBytes: 0 });
+    } else if (!wake) {
+      existing.gpuIndex = gpuIndex;
+    }
+    const checkpoints = Object.fromEntries([[deployment.id, deployment.checkpoint], ...victims.map((h) => [h.entry.deploymentId, h.view.checkpoint])]);
+    await opts.beforeSwitch?.();
+    const begun = opts.begun && ((switchId: string) => opts.begun!({ switchId, target, victims: released }));
+    // A victim ready elsewhere has no window; on one host there is no elsewhere, so the window applies.
+    const result = await this.runSwitch(target, released, victims.length > 0 ? opts.admissionWindowMs : null, checkpoints, begun);
+    return { kind: 'switched', result };
+  }
+
+  /**
+   * The GPU's size, the model's reservation and what the others on that GPU hold once the victims
+   * are released (a victim parked `kv_only` keeps its weights, so SGLang finds less free and sizes a
+   * smaller KV cache, never a larger one).
+   */
+  private launchMemory(deployment: MeasuredView, gpuIndex: number, victims: Holder[]): LaunchMemory {
+    const leaving = new Set(victims.map((h) => h.entry.deploymentId));
+    const othersBytes = this.ledger.entries
+      .filter((e) => e.gpuIndex === gpuIndex && e.deploymentId !== deployment.id && !leaving.has(e.deploymentId))
+      .reduce((sum, e) => sum + e.gpuBytes, 0);
+    const gpuBytes = this.ledger.gpus.find((g) => g.index === gpuIndex)?.memoryBytes ?? 0;
+    return { gpuBytes, reservedBytes: gpuNeed(deployment.checkpoint), othersBytes };
+  }
+
+  /** Takes `deployment`'s ready or parked instance away, with no target: an operator's park or stop, an idle timer. */
+  takeAway(deployment: MeasuredView, plan: VictimPlan, begun?: (switchId: string) => void): Promise<SwitchResult> {
+    const entry = this.entryOf(deployment.id)!;
+    return this.runSwitch(null, [{ name: deployment.name, instance: entry.instance, plan }], null, { [deployment.id]: deployment.checkpoint }, begun);
+  }
+
+  /** Stops every instance in `entries` in one switch: a host drain. */
+  stopAll(entries: LedgerEntry[], views: MeasuredView[], plan: VictimPlan): Promise<SwitchResult> {
+    const victims = entries.map((entry, i) => ({ name: views[i]!.name, instance: entry.instance, plan }));
+    return this.runSwitch(null, victims, null, Object.fromEntries(views.map((v) => [v.id, v.checkpoint])));
+  }
+
+  receipt(deploymentId: string, result?: SwitchResult): CommandReceipt {
+    return {
+      deploymentId,
+      ...(result ? { switchId: result.switchId } : {}),
+      victims: (result?.victims ?? []).filter((x) => x.deploymentId !== deploymentId).map(({ deploymentId: d, instanceIndex, released }) => ({ deploymentId: d, instanceIndex, released })),
+      state: this.entryOf(deploymentId)?.state ?? 'stopped',
+    };
+  }
+
+  /** The refusal for a command whose switch did not bring its target up, with the error its waiters got. */
+  targetFailed(result: SwitchResult, deploymentId: string) {
+    return result.error && this.entryOf(deploymentId)?.state !== 'ready' ? refusal(result.error) : undefined;
+  }
+
+  // ─── The loop ─────────────────────────────────────────────────────────────────────────────────
+
+  /** Reads the host, then takes turns for as long as the run lasts; continues as new between transitions. */
+  async run(): Promise<never> {
+    if (!this.state.ledger) {
+      const host = await this.store.describeHost({ hostId: this.hostId });
+      this.state.ledger = {
+        hostId: this.hostId,
+        gpus: host.gpus.map((g) => ({ index: g.index, memoryBytes: g.memoryBytes, memoryKind: g.memoryKind })),
+        // Unknown host RAM holds no copies: models then park deep.
+        hostRamBytes: host.hostRamBytes ?? 0,
+        entries: [],
+        runningSwitchId: null,
+      };
+    }
+    for (;;) {
+      const timeout = this.idleTimers.msToNext();
+      await condition(() => this.changed, timeout);
+      this.changed = false;
+      if (await this.takeTurn()) this.changed = true;
+      if ((this.historyFull() || this.newSettings !== null) && this.jobs.length === 0) {
+        // Between transitions, once every update has answered (a command that comes meanwhile runs
+        // first); demands that arrive meanwhile are in `state`, which the next run starts from.
+        await condition(() => allHandlersFinished() || this.jobs.length > 0);
+        if (this.jobs.length === 0) await continueAsNew<typeof hostScheduler>({ ...this.input, settings: this.newSettings ?? this.settings, state: this.state });
+      }
+    }
+  }
+
+  private historyFull(): boolean {
+    const maxHistory = this.settings.maxHistoryEvents ?? DEFAULT_MAX_HISTORY_EVENTS;
+    return workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > maxHistory;
+  }
+
+  /**
+   * One turn: a due idle timer, else the oldest command (each runs or is refused, none waits), else
+   * the longest-waiting model; true when something ran.
+   */
+  private async takeTurn(): Promise<boolean> {
+    if (await this.idleTimers.runDue()) return true;
+    const job = this.jobs[0];
+    if (!job) return serveDemands(this);
+    try {
+      // A command that answered as its switch began ends with nothing more to say (jobs.ts).
+      const receipts = await runCommand(this, job.command, (early) => job.answer(early));
+      if (receipts) job.answer(receipts);
+    } catch (e) {
+      job.fail(e);
+    }
+    this.jobs.shift();
+    return true;
+  }
+}

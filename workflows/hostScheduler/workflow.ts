@@ -1,0 +1,31 @@
+/**
+ * The host scheduler: one long-lived workflow per host (`host-scheduler/<hostId>`), the only thing
+ * that changes what that host's GPUs hold. It keeps the host's ledger, takes demands from the gateway
+ * (signals) and commands from the management API (updates answered with the receipt), and runs one
+ * transition at a time, each a child switch workflow. It continues as new before its history grows
+ * large, carrying its ledger and the demands it still holds as plain objects.
+ *
+ * This function wires Temporal's messages to the scheduler (scheduler.ts), which owns the state.
+ */
+import { setHandler } from '@temporalio/workflow';
+import { queries, signals, updates } from '../definitions.js';
+import type { HostSchedulerInput } from './input.js';
+import { HostScheduler } from './scheduler.js';
+
+export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
+  const scheduler = new HostScheduler(input);
+  // Every handler is set before the first await, so no signal or update is dropped.
+  setHandler(signals.demand, (demand) => scheduler.reportDemand(demand));
+  setHandler(signals.gatewayRestarted, (whose) => scheduler.withdrawDemands(whose));
+  setHandler(signals.engineExited, (instance) => scheduler.engineExited(instance));
+  setHandler(signals.measurementEnded, () => scheduler.noteChange());
+  setHandler(signals.configure, (sent) => scheduler.configure(sent));
+  setHandler(updates.start, ({ deploymentId, evict }) => scheduler.firstReceipt({ kind: 'start', deploymentId, evict }));
+  setHandler(updates.stop, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'stop', deploymentId }));
+  setHandler(updates.park, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'park', deploymentId }));
+  setHandler(updates.preinitialize, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'preinitialize', deploymentId }));
+  setHandler(updates.delete, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'delete', deploymentId }));
+  setHandler(updates.drainHost, () => scheduler.submit({ kind: 'drainHost' }));
+  setHandler(queries.ledger, () => scheduler.ledgerNow());
+  return scheduler.run();
+}
