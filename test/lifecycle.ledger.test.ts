@@ -147,7 +147,7 @@ describe('how released models give back their memory: one decision for a switch,
     planVictims({ victims, memoryKind: () => 'discrete', hostRamFreeBytes, operator });
 
   it('parks in host RAM while copies fit, then deep, counting each victim before the next, and says what they leave', () => {
-    expect(plans([{ entry: entry('a'), view: view('a') }, { entry: entry('b'), view: view('b') }], 6 * GiB)).toEqual({
+    expect(plans([{ entry: entry('a'), deployment: view('a') }, { entry: entry('b'), deployment: view('b') }], 6 * GiB)).toEqual({
       plans: [
         { kind: 'park', tier: 'host_ram' },
         { kind: 'park', tier: 'deep' },
@@ -158,9 +158,9 @@ describe('how released models give back their memory: one decision for a switch,
 
   it('stops a host_backed victim with no room, a restart_only one, and one its engine cannot wake', () => {
     const victims = [
-      { entry: entry('a'), view: view('a', { residency: 'host_backed' }) },
-      { entry: entry('b'), view: view('b', { residency: 'restart_only' }) },
-      { entry: entry('c'), view: view('c', { model: 'openai/gpt-oss-20b' }) },
+      { entry: entry('a'), deployment: view('a', { residency: 'host_backed' }) },
+      { entry: entry('b'), deployment: view('b', { residency: 'restart_only' }) },
+      { entry: entry('c'), deployment: view('c', { model: 'openai/gpt-oss-20b' }) },
     ];
     expect(plans(victims, 0).plans).toEqual([
       { kind: 'stop', reason: 'no_room' },
@@ -170,9 +170,9 @@ describe('how released models give back their memory: one decision for a switch,
   });
 
   it("refuses an operator's park its engine cannot wake, and any park of an explicit model with no room", () => {
-    const gptOss = { entry: entry('c'), view: view('c', { model: 'openai/gpt-oss-20b' }) };
+    const gptOss = { entry: entry('c'), deployment: view('c', { model: 'openai/gpt-oss-20b' }) };
     expect(plans([gptOss], 0, true).plans).toEqual([{ kind: 'refused', error: apiErrors.capabilityMissingDeepPark('c', cannotParkReasons.gptOss) }]);
-    const pinned = { entry: entry('x'), view: view('x', { residency: 'host_backed' }, true) };
+    const pinned = { entry: entry('x'), deployment: view('x', { residency: 'host_backed' }, true) };
     expect(plans([pinned], 0, true).plans).toEqual([{ kind: 'refused', error: apiErrors.parkedCapacity('x') }]);
     expect(plans([pinned], 0).plans).toEqual([{ kind: 'refused', error: apiErrors.parkedCapacity('x') }]);
   });
@@ -180,16 +180,16 @@ describe('how released models give back their memory: one decision for a switch,
   it('launches SGLang for the tier left once the victims took their copies, so that it parks deep instead of stopping', () => {
     // 7 GiB of host RAM; ja's 5 GiB copy leaves 2, and ib's 3 GiB do not fit.
     const sglang = (name: string, weightBytes: number) => ({ ...view(name, { engine: 'sglang' }), checkpoint: { weightBytes, kvBytes: GiB / 2 } });
-    const ja = { entry: entry('ja'), view: sglang('ja', 5 * GiB) };
+    const ja = { entry: entry('ja'), deployment: sglang('ja', 5 * GiB) };
     const left = plans([ja], 7 * GiB);
     expect(left).toEqual({ plans: [{ kind: 'park', tier: 'host_ram' }], hostRamFreeBytes: 2 * GiB });
     const ib = sglang('ib', 3 * GiB);
-    const tier = launchTier({ view: ib, memoryKind: 'discrete', hostRamFreeBytes: left.hostRamFreeBytes });
+    const tier = launchTier({ deployment: ib, memoryKind: 'discrete', hostRamFreeBytes: left.hostRamFreeBytes });
     expect(tier).toBe('deep');
     // Released later by any path with the same host RAM free, it parks deep.
-    for (const operator of [false, true]) expect(plans([{ entry: entry('ib', { tier }), view: ib }], 2 * GiB, operator).plans).toEqual([{ kind: 'park', tier: 'deep' }]);
+    for (const operator of [false, true]) expect(plans([{ entry: entry('ib', { tier }), deployment: ib }], 2 * GiB, operator).plans).toEqual([{ kind: 'park', tier: 'deep' }]);
     // Launched for host RAM, as it was before the victims were counted, it had no room at all.
-    expect(plans([{ entry: entry('ib', { tier: 'host_ram' }), view: ib }], 2 * GiB).plans).toEqual([{ kind: 'stop', reason: 'no_room' }]);
+    expect(plans([{ entry: entry('ib', { tier: 'host_ram' }), deployment: ib }], 2 * GiB).plans).toEqual([{ kind: 'stop', reason: 'no_room' }]);
   });
 });
 

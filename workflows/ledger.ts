@@ -123,10 +123,10 @@ export function byLongestWait(demands: readonly Demand[]): Demand[] {
     .sort((a, b) => a.oldestSinceMs - b.oldestSinceMs || (a.deploymentId < b.deploymentId ? -1 : 1));
 }
 
-/** An instance to release and the view it is released with. */
+/** An instance to release and its deployment as the store describes it. */
 export interface VictimFacts {
   entry: LedgerEntry;
-  view: DeploymentView & { checkpoint: Checkpoint };
+  deployment: DeploymentView & { checkpoint: Checkpoint };
 }
 
 /** How a model gives back its memory, or why it may not: the error the operator's command gets. */
@@ -153,17 +153,17 @@ export function planVictims(input: {
   operator: boolean;
 }): { plans: VictimPlanOrRefusal[]; hostRamFreeBytes: number } {
   let ramFree = input.hostRamFreeBytes;
-  const plans = input.victims.map(({ entry, view }): VictimPlanOrRefusal => {
+  const plans = input.victims.map(({ entry, deployment }): VictimPlanOrRefusal => {
     const plan = parkPlan({
-      spec: view.spec,
+      spec: deployment.spec,
       memoryKind: input.memoryKind(entry.gpuIndex),
-      weightsBytes: view.checkpoint.weightBytes,
+      weightsBytes: deployment.checkpoint.weightBytes,
       hostRamFreeBytes: ramFree,
       launchedTier: entry.tier,
     });
     if (plan.kind === 'refused') return input.operator ? plan : { kind: 'stop', reason: 'engine_cannot_park' };
-    if (plan.kind === 'stop' && plan.reason === 'no_room' && view.explicit) return { kind: 'refused', error: apiErrors.parkedCapacity(view.id) };
-    if (plan.kind === 'park') ramFree -= parkedHostRamBytes(view.checkpoint, plan.tier);
+    if (plan.kind === 'stop' && plan.reason === 'no_room' && deployment.explicit) return { kind: 'refused', error: apiErrors.parkedCapacity(deployment.id) };
+    if (plan.kind === 'park') ramFree -= parkedHostRamBytes(deployment.checkpoint, plan.tier);
     return plan;
   });
   return { plans, hostRamFreeBytes: ramFree };
@@ -174,8 +174,8 @@ export function planVictims(input: {
  * switch that starts it leaves, its victims' copies counted: an engine whose tier is fixed at launch
  * must not count on room they take); null when it cannot park.
  */
-export function launchTier(input: { view: DeploymentView & { checkpoint: Checkpoint }; memoryKind: MemoryKind; hostRamFreeBytes: number }): ParkTier | null {
-  const { view, memoryKind, hostRamFreeBytes } = input;
-  const plan = parkPlan({ spec: view.spec, memoryKind, weightsBytes: view.checkpoint.weightBytes, hostRamFreeBytes });
+export function launchTier(input: { deployment: DeploymentView & { checkpoint: Checkpoint }; memoryKind: MemoryKind; hostRamFreeBytes: number }): ParkTier | null {
+  const { deployment, memoryKind, hostRamFreeBytes } = input;
+  const plan = parkPlan({ spec: deployment.spec, memoryKind, weightsBytes: deployment.checkpoint.weightBytes, hostRamFreeBytes });
   return plan.kind === 'park' ? plan.tier : null;
 }

@@ -43,7 +43,7 @@ const DEFAULT_MAX_HISTORY_EVENTS = 10_000;
 export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
 
 /** An instance holding GPU memory, with its deployment as the store describes it. */
-export type GpuHolder = Holder & { view: MeasuredView };
+export type GpuHolder = Holder & { deployment: MeasuredView };
 
 /** What bringing a model up came to: it waits for memory, it was ready already, or a switch ran. */
 export type BringUp = { kind: 'waits' } | { kind: 'ready' } | { kind: 'switched'; result: SwitchResult };
@@ -187,13 +187,13 @@ export class HostScheduler {
     const holding = this.ledger.entries.filter((e) => e.gpuBytes > 0);
     return Promise.all(
       holding.map(async (entry) => {
-        const view = (await this.readDeployment(entry.deploymentId)) as MeasuredView;
+        const deployment = (await this.readDeployment(entry.deploymentId)) as MeasuredView;
         return {
           entry,
-          view,
-          name: view.name,
-          explicit: view.explicit,
-          warm: view.spec.lifecycle.warm,
+          deployment,
+          name: deployment.name,
+          explicit: deployment.explicit,
+          warm: deployment.spec.lifecycle.warm,
           waiting: this.waitingFor(entry.deploymentId),
           lastUsedMs: this.state.lastUsedMs[entry.deploymentId] ?? 0,
         };
@@ -273,7 +273,7 @@ export class HostScheduler {
 
   /** How `deployment`'s instance alone gives back its memory now: an operator's park or preinitialize, an idle timer. */
   howToRelease(deployment: MeasuredView, operator: boolean): VictimPlan {
-    return this.howToReleaseTogether([{ entry: this.entryOf(deployment.id)!, view: deployment }], operator).releases[0]!;
+    return this.howToReleaseTogether([{ entry: this.entryOf(deployment.id)!, deployment }], operator).releases[0]!;
   }
 
   /**
@@ -306,7 +306,7 @@ export class HostScheduler {
     const victims = room.kind === 'evict' ? holders.filter((h) => room.victims.some((r) => r.entry === h.entry)) : [];
     const gpuIndex = room.gpuIndex;
     const { releases, hostRamFreeBytes } = this.howToReleaseTogether(victims, false);
-    const released: SwitchVictim[] = victims.map(({ entry, view }, i) => ({ name: view.name, instance: entry.instance, plan: releases[i]! }));
+    const released: SwitchVictim[] = victims.map(({ entry, deployment: victim }, i) => ({ name: victim.name, instance: entry.instance, plan: releases[i]! }));
     const memory = this.launchMemory(deployment, gpuIndex, victims);
     const target: SwitchTarget = wake
       ? { name: deployment.name, revision: deployment.revision, spec: deployment.spec, instance: existing!.instance, action: 'wake', tier: existing!.tier, gpuIndex, memory }
@@ -317,7 +317,7 @@ export class HostScheduler {
           // Past every generation of it, here or on another host (where it may have run since).
           instance: { deploymentId: deployment.id, instanceIndex: 0, generation: Math.max(existing?.instance.generation ?? 0, deployment.generation) + 1 },
           action: 'start',
-          tier: launchTier({ view: deployment, memoryKind: this.memoryKind(gpuIndex), hostRamFreeBytes }),
+          tier: launchTier({ deployment, memoryKind: this.memoryKind(gpuIndex), hostRamFreeBytes }),
           gpuIndex,
           memory,
         };
@@ -326,7 +326,7 @@ export class HostScheduler {
     } else if (!wake) {
       existing.gpuIndex = gpuIndex;
     }
-    const checkpoints = Object.fromEntries([[deployment.id, deployment.checkpoint], ...victims.map((h) => [h.entry.deploymentId, h.view.checkpoint])]);
+    const checkpoints = Object.fromEntries([[deployment.id, deployment.checkpoint], ...victims.map((h) => [h.entry.deploymentId, h.deployment.checkpoint])]);
     await opts.beforeSwitch?.();
     const begun = opts.begun && ((switchId: string) => opts.begun!({ switchId, target, victims: released }));
     // A victim ready elsewhere has no window; on one host there is no elsewhere, so the window applies.
