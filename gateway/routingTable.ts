@@ -30,8 +30,8 @@ export interface RoutedDeployment extends DeploymentFacts {
 interface Entry {
   facts: DeploymentFacts;
   instances: Map<number, RoutedInstance>;
-  /** What `view` made of it, until it changes: every request reads it, and it changes seldom. */
-  view?: RoutedDeployment;
+  /** What `routed` made of it, until it changes: every request reads it, and it changes seldom. */
+  routed?: RoutedDeployment;
 }
 
 export class RoutingTable {
@@ -71,7 +71,7 @@ export class RoutingTable {
     const held = this.byId.get(id);
     if (!held) return;
     held.facts = { ...held.facts, operatorStopped };
-    held.view = undefined;
+    held.routed = undefined;
   }
 
   /**
@@ -86,14 +86,14 @@ export class RoutingTable {
     if (held && held.generation > update.generation) return;
     const { index, hostId, generation, observedState, parkTier } = update;
     entry.instances.set(index, { index, hostId, generation, observedState, parkTier });
-    entry.view = undefined;
+    entry.routed = undefined;
   }
 
   setHostActivation(hostId: string, activation: Activation): void {
     if (activation === 'explicit') this.explicitHosts.add(hostId);
     else this.explicitHosts.delete(hostId);
     // Any deployment's activation may follow from a host's.
-    for (const entry of this.byId.values()) entry.view = undefined;
+    for (const entry of this.byId.values()) entry.routed = undefined;
   }
 
   /** The deployment a request for `model` goes to: models are routed by deployment name only. */
@@ -104,26 +104,27 @@ export class RoutingTable {
 
   get(id: string): RoutedDeployment | undefined {
     const entry = this.byId.get(id);
-    return entry && this.view(entry);
+    return entry && this.routed(entry);
   }
 
-  /** The host an instance runs on, as the last release or record said; undefined when none is known. */
+  /** The host an instance runs on, as the last start of its waiters or record said; undefined when none is known. */
   hostOf(deploymentId: string, index: number): string | undefined {
     return this.get(deploymentId)?.instances.find((i) => i.index === index)?.hostId;
   }
 
   /** Every deployment, by name. */
   list(): RoutedDeployment[] {
-    return [...this.byId.values()].map((e) => this.view(e)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return [...this.byId.values()].map((e) => this.routed(e)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  private view(entry: Entry): RoutedDeployment {
-    entry.view ??= {
+  /** The deployment as requests route to it: its facts, its activation and its instances by index. */
+  private routed(entry: Entry): RoutedDeployment {
+    entry.routed ??= {
       ...entry.facts,
       activation: this.activationOf(entry.facts.spec),
       instances: [...entry.instances.values()].sort((a, b) => a.index - b.index),
     };
-    return entry.view;
+    return entry.routed;
   }
 
   /** A deployment without `hosts` may run on any host, so any explicit host makes it explicit. */

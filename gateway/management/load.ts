@@ -128,9 +128,9 @@ export function loadRoutes(deps: LoadDeps) {
         const nowMs = Date.now();
         // By ID or by name, as every other management route takes a deployment.
         const { deployment: ref } = request.query;
-        const one = ref === undefined ? undefined : (deps.table.get(ref) ?? deps.table.byModel(ref));
-        if (ref !== undefined && !one) throw new CapyError(apiErrors.notFound('deployment', ref));
-        const deployments = one ? [one] : deps.table.list();
+        const asked = ref === undefined ? undefined : (deps.table.get(ref) ?? deps.table.byModel(ref));
+        if (ref !== undefined && !asked) throw new CapyError(apiErrors.notFound('deployment', ref));
+        const deployments = asked ? [asked] : deps.table.list();
         return {
           observed_at_ms: nowMs,
           stale_after_ms: SAMPLE_STALE_AFTER_MS,
