@@ -41,7 +41,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { Agent, type MessageEvent, Pool, request, WebSocket } from 'undici';
 import YAML from 'yaml';
-import { freePort, startDevServer } from '../deploy/temporalDevServer.js';
+import { freePort, startDevServer } from '../standalone/temporalDevServer.js';
 import { simDeployment } from '../test/support/lifecycle.js';
 import { startStandaloneProcess, type StandaloneProcess } from '../test/support/standalone.js';
 import { until } from '../test/support/until.js';

@@ -3,7 +3,7 @@
  * and every other flag accepted and ignored, because real engines take hundreds and a launch plan
  * written for the real engine must start the simulator unchanged.
  */
-import { engineContracts } from '../activities/engines/contracts.js';
+import { engineContracts } from './contracts.js';
 import { parseBytes, parseDuration } from '../settings/units.js';
 
 export const dialectNames = ['vllm', 'sglang', 'tensorfold'] as const;

@@ -26,7 +26,7 @@ import { buildManagementApp } from '../gateway/managementApp.js';
 import { RequestQueue } from '../gateway/requestQueue.js';
 import { type RoutedDeployment, RoutingTable } from '../gateway/routingTable.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
-import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
+import { INGRESS_SECRET_HEADER } from '../domain/hostIngress.js';
 import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import { isLoopback, listenAddress } from '../settings/listenAddress.js';
@@ -42,7 +42,7 @@ import { EngineExits } from './engineExits.js';
 import { HostLiveness } from './hostLiveness.js';
 import { createServerActivities, serveRecorded } from './serverActivities.js';
 import { ServerMetrics } from './metrics.js';
-import { heldOn, mayRunOn, placeByLoad } from './placement.js';
+import { heldOn, mayRunOn, placeByLoad } from '../gateway/placement.js';
 import { workflowBundle } from './workflowBundle.js';
 
 /** A listener's address is taken (another server runs there) or not this machine's: the server does not start. */

@@ -3,10 +3,10 @@
  * change goes through the shared GPU ledger when there is one (CAPYCTL_SIM_GPU_DIR), so two engines
  * on one simulated device cannot both hold more than it has.
  */
-import type { MemoryBoundContract } from '../activities/engines/contracts.js';
+import type { MemoryBoundContract } from '../engines/contracts.js';
 import { gibibytes } from '../settings/units.js';
-import { SimArgsError } from './args.js';
-import { type Allocation, GpuHolding, type Room, type Sizing } from './gpuLedger.js';
+import { SimArgsError } from '../engines/simulatorArgs.js';
+import { type Allocation, GpuHolding, type Room, type Sizing } from '../hostAgent/simulatedGpu.js';
 
 export type WeightsPlace = 'gpu' | 'host' | 'dropped';
 

@@ -10,7 +10,7 @@ import { Connection } from '@temporalio/client';
 import { parse as parseYaml } from 'yaml';
 import { SearchAttributeType } from '@temporalio/common';
 import { searchAttributes } from '../workflows/definitions.js';
-import { spawnEndingWithThisProcess } from './endingWithThisProcess.js';
+import { spawnEndingWithThisProcess } from '../processes/endingWithThisProcess.js';
 
 // From the root's level, not this folder's: the same in the sources and in the CLI's build (bin/cliBundle.js).
 const PROVIDE_SCRIPT = fileURLToPath(new URL('../deploy/temporal.sh', import.meta.url));

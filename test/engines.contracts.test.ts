@@ -7,8 +7,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { engineContracts, routesTierNeeds, type Step } from '../activities/engines/contracts.js';
-import { EngineError } from '../activities/engines/engine.js';
+import { engineContracts, routesTierNeeds, type Step } from '../engines/contracts.js';
+import { EngineError } from '../engines/engine.js';
 import { adapters } from '../activities/engines/index.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cannotParkReasons } from '../activities/engines/rules.js';
+import { cannotParkReasons } from '../engines/rules.js';
 import { apiErrors } from '../domain/catalogue.js';
 import { schedulerSettings } from '../gateway/lifecycleClient.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';

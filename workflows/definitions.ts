@@ -4,7 +4,7 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { LaunchMemory } from '../activities/engines/memoryBound.js';
+import type { LaunchMemory } from '../engines/memoryBound.js';
 import type { ApiError } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';

@@ -18,8 +18,8 @@ import {
 } from '@temporalio/workflow';
 import { apiErrors } from '../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../domain/measurement.js';
-import { releasingLine } from '../activities/engines/rules.js';
-import type { LaunchMemory } from '../activities/engines/memoryBound.js';
+import { releasingLine } from '../engines/rules.js';
+import type { LaunchMemory } from '../engines/memoryBound.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import {

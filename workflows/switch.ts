@@ -17,8 +17,8 @@ import {
   TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { Probe, ProbeAnswer } from '../activities/engines/engine.js';
-import { releaseLine } from '../activities/engines/rules.js';
+import type { Probe, ProbeAnswer } from '../engines/engine.js';
+import { releaseLine } from '../engines/rules.js';
 import type { HostActivities } from '../activities/hostActivities.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../activities/hostFailures.js';
 import type { StoreActivities } from '../activities/storeActivities.js';

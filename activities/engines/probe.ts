@@ -3,7 +3,7 @@
  * greedy completion of a fixed prompt, or a decision model's first token with its probabilities.
  */
 import { z } from 'zod';
-import type { CallOptions, EngineEndpoint, Probe, ProbeAnswer } from './engine.js';
+import type { CallOptions, EngineEndpoint, Probe, ProbeAnswer } from '../../engines/engine.js';
 import { fetchJson } from './http.js';
 
 const completion = z.object({ choices: z.array(z.object({ text: z.string() })).min(1) });

@@ -5,8 +5,8 @@
  */
 import { z } from 'zod';
 import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
-import { engineContracts, type RouteContract, routesTierNeeds, type Step, type StepFacts } from './contracts.js';
-import { type CallOptions, type EngineEndpoint, EngineError } from './engine.js';
+import { engineContracts, type RouteContract, routesTierNeeds, type Step, type StepFacts } from '../../engines/contracts.js';
+import { type CallOptions, type EngineEndpoint, EngineError } from '../../engines/engine.js';
 import { type EngineReply, exchange, expectJson, refusal, succeeded } from './http.js';
 
 const label = (engine: EngineName): string => engineContracts[engine].label;

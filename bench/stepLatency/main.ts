@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import { startDevServer } from '../../deploy/temporalDevServer.js';
+import { startDevServer } from '../../standalone/temporalDevServer.js';
 import { workflowBundle } from '../../server/workflowBundle.js';
 import { noopActivities } from './activities.js';
 import { spansOf } from './historySpans.js';

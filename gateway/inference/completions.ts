@@ -8,7 +8,7 @@ import type { Dispatcher } from 'undici';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { forwardableHeaders } from '../../net/forwarding.js';
-import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../../net/hostIngress.js';
+import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../../domain/hostIngress.js';
 import type { InstanceRef } from '../../workflows/definitions.js';
 import { replyWith } from '../plugins/apiErrors.js';
 import { rawBodyOf } from '../plugins/rawJsonBody.js';

@@ -6,13 +6,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { documentRefusal, hostsRefusal } from '../../activities/engines/rules.js';
+import { documentRefusal, hostsRefusal } from '../../engines/rules.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { measurementState, measurementStates, unmeasuredRefusal } from '../../domain/measurement.js';
 import { activations, instanceStates, type InstanceState, parkTiers } from '../../domain/vocabulary.js';
 import { deploymentDocument, type DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
-import { mayRunOn } from '../../server/placement.js';
+import { mayRunOn } from '../placement.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
 import { listHosts } from '../../store/hosts.js';
 import type { CommandReceipt } from '../../workflows/definitions.js';

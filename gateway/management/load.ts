@@ -6,8 +6,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { MaxRunning } from '../../activities/engines/engine.js';
-import { expectedMaxRunning } from '../../activities/engines/rules.js';
+import type { MaxRunning } from '../../engines/engine.js';
+import { expectedMaxRunning } from '../../engines/rules.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { SAMPLE_STALE_AFTER_MS } from '../../domain/limits.js';
 import { instanceStates, maxRunningSources } from '../../domain/vocabulary.js';

@@ -4,7 +4,7 @@
  */
 import type { CommandArgs, Commands, OperatorLifecycle } from '../../gateway/lifecycleClient.js';
 import type { RoutingTable } from '../../gateway/routingTable.js';
-import { heldOn, mayRunOn } from '../../server/placement.js';
+import { heldOn, mayRunOn } from '../../gateway/placement.js';
 import type { Db } from '../../store/db.js';
 import { saveDeployment } from '../../store/deployments.js';
 import type { CommandReceipt, SwitchResult } from '../../workflows/definitions.js';
