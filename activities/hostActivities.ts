@@ -6,7 +6,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { freePort } from '../standalone/temporalDevServer.js';
+import { freePort } from '../processes/freePort.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import { type EngineSupervisor, type InstanceKey, type InstanceSlot, sameStart, type SupervisedEngine } from './supervisor.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';

@@ -2,6 +2,9 @@
  * The simulator's command line: an engine's own flags (the few capyctl passes), the `--sim-*` flags,
  * and every other flag accepted and ignored, because real engines take hundreds and a launch plan
  * written for the real engine must start the simulator unchanged.
+ *
+ * Here, not in simulator/: the product reads it too, to measure a simulated model's checkpoint
+ * from its `--sim-weights` and `--sim-kv` (activities/checkpoint.ts).
  */
 import { engineContracts } from './contracts.js';
 import { parseBytes, parseDuration } from '../settings/units.js';

@@ -8,7 +8,8 @@ import { type Client, WithStartWorkflowOperation, WorkflowNotFoundError, Workflo
 import type { SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
 import type { HostState } from '../domain/vocabulary.js';
-import { type CommandReceipt, type Demand, signals, type SwitchResult, updates, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../workflows/definitions.js';
+import { signals, updates, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../workflows/definitions.js';
+import type { CommandReceipt, Demand, SwitchResult } from '../api/lifecycle.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { RoutedDeployment } from './routingTable.js';
 import type { QueueSettings } from '../settings/queue.js';
@@ -169,7 +170,7 @@ export async function switchResult(client: Client, switchId: string): Promise<Sw
  * test can give its own.
  */
 export interface OperatorLifecycle {
-  /** The host whose scheduler decides for the deployment (server/placement.ts); none when no host may run it. */
+  /** The host whose scheduler decides for the deployment (gateway/placement.ts); none when no host may run it. */
   placement(deployment: RoutedDeployment): Promise<string | undefined>;
   command<K extends keyof Commands>(hostId: string, update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>>;
   /** Saves a deployment document; a new revision's checkpoint is measured on the host it would run on. */

@@ -14,7 +14,7 @@
 import { type ApiError, apiErrors } from '../domain/catalogue.js';
 import { RUNNING_PER_MODEL } from '../domain/limits.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
-import type { Demand, InstanceRef } from '../workflows/definitions.js';
+import type { Demand, InstanceRef } from '../api/lifecycle.js';
 import type { RouterFigures } from './routerFigures.js';
 
 export type DispatchState = 'open' | 'closed' | 'waiting';

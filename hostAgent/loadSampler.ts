@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { MaxRunning } from '../engines/engine.js';
-import type { SamplesBody } from '../gateway/management/hosts.js';
+import type { SamplesBody } from '../api/hosts.js';
 import type { ServerClient } from './serverClient.js';
 import type { EngineSupervisor, InstanceSlot, SupervisedEngine } from '../activities/supervisor.js';
 

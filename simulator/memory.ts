@@ -78,7 +78,7 @@ export class EngineMemory {
 
   /**
    * The start: weights and KV cache in one allocation, as an engine sizes both before serving. A
-   * bounded engine takes its share of the device by its engine's rule (contracts.ts); without a
+   * bounded engine takes its share of the device by its engine's rule (engines/contracts.ts); without a
    * simulated device there is nothing to share and the declared KV cache is taken.
    */
   async load(): Promise<StartOutcome> {
@@ -101,7 +101,7 @@ export class EngineMemory {
     return { ok: true };
   }
 
-  /** What the engine takes of `room` at `share`, in its own words when it cannot start (contracts.ts). */
+  /** What the engine takes of `room` at `share`, in its own words when it cannot start (engines/contracts.ts). */
   private startSize(sized: Exclude<StartSizing, { rule: 'declared' }>, room: Room): ReturnType<Sizing> {
     const { share } = sized;
     const { capacityBytes, freeBytes } = room;

@@ -1,5 +1,5 @@
 /**
- * The contract table (activities/engines/contracts.ts), walked: each adapter sends exactly the
+ * The contract table (engines/contracts.ts), walked: each adapter sends exactly the
  * table's requests for a park and a wake at every tier (to a scripted engine that records them and
  * answers as the table says), and the simulator, launched from the adapter's own plan, serves every
  * one of them as the table says.

@@ -11,7 +11,7 @@ import { createGatewayActivities } from '../gateway/gatewayActivities.js';
 import { latestInOrder } from '../gateway/lifecycleClient.js';
 import { type Admission, type Arrival, RequestQueue, type Ticket } from '../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
-import type { Demand, InstanceRef } from '../workflows/definitions.js';
+import type { Demand, InstanceRef } from '../api/lifecycle.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const turn = () => sleep(0);

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { LaunchInput } from '../activities/hostActivities.js';
 import { LoadBoard, type InstanceSample } from '../gateway/loadBoard.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
-import type { EngineExitBody } from '../gateway/management/hosts.js';
+import type { EngineExitBody } from '../api/hosts.js';
 import { loadSettings } from '../settings/load.js';
 import { gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { INGRESS_SECRET_HEADER } from '../domain/hostIngress.js';

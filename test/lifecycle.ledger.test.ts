@@ -4,7 +4,7 @@ import { apiErrors } from '../domain/catalogue.js';
 import { schedulerSettings } from '../gateway/lifecycleClient.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { loadSettings } from '../settings/load.js';
-import type { DeploymentView, HostLedger, LedgerEntry } from '../workflows/definitions.js';
+import type { DeploymentView, HostLedger, LedgerEntry } from '../api/lifecycle.js';
 import { byLongestWait, gpuFree, gpuNeed, type Holder, holdings, hostRamFree, launchTier, planRoom, releasePlans, type VictimFacts } from '../workflows/ledger.js';
 
 const GiB = 2 ** 30;

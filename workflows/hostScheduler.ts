@@ -22,24 +22,19 @@ import { releasingLine } from '../engines/rules.js';
 import type { LaunchMemory } from '../engines/memoryBound.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
-import {
-  type CommandReceipt,
-  type Demand,
-  type DeploymentView,
-  type HostLedger,
-  type LedgerEntry,
-  queries,
-  type Release,
-  serverStepOptions,
-  signals,
-  type SwitchInput,
-  type SwitchResult,
-  type SwitchTarget,
-  type SwitchVictim,
-  updates,
-  WORKFLOW_TASK_TIMEOUT_MS,
-  workflowIds,
-} from './definitions.js';
+import { queries, serverStepOptions, signals, updates, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from './definitions.js';
+import type {
+  CommandReceipt,
+  Demand,
+  DeploymentView,
+  HostLedger,
+  LedgerEntry,
+  Release,
+  SwitchInput,
+  SwitchResult,
+  SwitchTarget,
+  SwitchVictim,
+} from '../api/lifecycle.js';
 import {
   byLongestWait,
   type Checkpoint,

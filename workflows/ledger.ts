@@ -6,7 +6,7 @@
 import { parkPlan } from '../engines/rules.js';
 import { type ApiError, apiErrors, type KeptHolder } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier } from '../domain/vocabulary.js';
-import type { Demand, DeploymentView, HostLedger, LedgerEntry, Release } from './definitions.js';
+import type { Demand, DeploymentView, HostLedger, LedgerEntry, Release } from '../api/lifecycle.js';
 
 /** A measured checkpoint: what a deployment brings to a GPU. */
 export type Checkpoint = NonNullable<DeploymentView['checkpoint']>;

@@ -24,18 +24,8 @@ import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } fro
 import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releaseLines } from '../domain/catalogue.js';
 import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
-import {
-  type InstanceRef,
-  type PhaseTiming,
-  type Release,
-  searchAttributes,
-  serverStepOptions,
-  type SwitchInput,
-  type SwitchResult,
-  type SwitchTarget,
-  type SwitchVictim,
-  taskQueues,
-} from './definitions.js';
+import { searchAttributes, serverStepOptions, taskQueues } from './definitions.js';
+import type { InstanceRef, PhaseTiming, Release, SwitchInput, SwitchResult, SwitchTarget, SwitchVictim } from '../api/lifecycle.js';
 import { everyGateway, HEARTBEAT_TIMEOUT_MS, RETRY } from './everyGateway.js';
 import { holdings } from './ledger.js';
 import { switchSummary } from './switchSummary.js';

@@ -51,7 +51,7 @@ function withoutTopK(knobs: Readonly<Record<string, number>>): Record<string, nu
 }
 
 /**
- * `determinism`: every knob the engine has that pins its answer (contracts.ts): `temperature: 0`,
+ * `determinism`: every knob the engine has that pins its answer (engines/contracts.ts): `temperature: 0`,
  * and `seed` and `top_k: 1` where it takes them, so an engine that samples at temperature 0 still
  * answers the same twice.
  */

@@ -1,7 +1,7 @@
 /**
  * SGLang's server. Parking pauses generation and releases GPU memory by tag (`--enable-memory-saver`);
  * released weights go to host RAM only when it was launched with `--enable-weights-cpu-backup`, so
- * its tier is fixed at launch. The requests are contracts.ts's.
+ * its tier is fixed at launch. The requests are engines/contracts.ts's.
  */
 import { z } from 'zod';
 import { engineContracts } from '../../engines/contracts.js';

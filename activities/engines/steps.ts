@@ -1,5 +1,5 @@
 /**
- * Runs a park or a wake as the contract table lists it (contracts.ts): each step's request, and what
+ * Runs a park or a wake as the contract table lists it (engines/contracts.ts): each step's request, and what
  * its answer means. A step of an optional route the engine does not have is skipped with a warning;
  * every failure names the engine, the request and what the engine answered.
  */

@@ -1,6 +1,6 @@
 /**
  * vLLM's OpenAI-compatible server. Parking is its sleep mode: level 1 copies the weights to host
- * RAM, level 2 drops them; both give back the KV cache. The requests are contracts.ts's.
+ * RAM, level 2 drops them; both give back the KV cache. The requests are engines/contracts.ts's.
  */
 import { engineContracts } from '../../engines/contracts.js';
 import type { EngineAdapter } from '../../engines/engine.js';

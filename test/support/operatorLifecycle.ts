@@ -7,7 +7,7 @@ import type { RoutingTable } from '../../gateway/routingTable.js';
 import { heldOn, mayRunOn } from '../../gateway/placement.js';
 import type { Db } from '../../store/db.js';
 import { saveDeployment } from '../../store/deployments.js';
-import type { CommandReceipt, SwitchResult } from '../../workflows/definitions.js';
+import type { CommandReceipt, SwitchResult } from '../../api/lifecycle.js';
 
 export interface RecordingLifecycle extends OperatorLifecycle {
   /** Each command as `hostId update args`, and each deploy as `deploy name outcome revision`. */

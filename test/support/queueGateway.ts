@@ -7,7 +7,7 @@ import type { ApiError } from '../../domain/catalogue.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
 import { type DispatchState, RequestQueue } from '../../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../../settings/queue.js';
-import type { Demand, InstanceRef } from '../../workflows/definitions.js';
+import type { Demand, InstanceRef } from '../../api/lifecycle.js';
 
 /** What a simulated client got. */
 export type Answer =

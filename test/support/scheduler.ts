@@ -4,7 +4,8 @@
  */
 import { CapyError } from '../../domain/catalogue.js';
 import { type CommandArgs, type CommandResult, type Commands, latestInOrder, reportDemand, type SchedulerRef, sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
-import { type CommandReceipt, type HostLedger, type LedgerEntry, queries, type SwitchResult, workflowIds } from '../../workflows/definitions.js';
+import { queries, workflowIds } from '../../workflows/definitions.js';
+import type { CommandReceipt, HostLedger, LedgerEntry, SwitchResult } from '../../api/lifecycle.js';
 import type { SchedulerSettings } from '../../workflows/hostScheduler.js';
 import { type Lifecycle, type LifecycleOptions, simDeployment, startLifecycle } from './lifecycle.js';
 
