@@ -49,10 +49,15 @@ export const receiptBody = z.object({
   name: z.string(),
   /** The switch that carried the command out: workflow `switch/<switch_id>` in the Temporal Web UI. */
   switch_id: z.string().optional(),
-  victims: z.array(z.object({ deployment_id: z.string(), name: z.string(), instance_index: z.number().int(), released: z.string() })),
+  victims: z.array(
+    z.object({ deployment_id: z.string(), name: z.string(), instance_index: z.number().int(), released: z.string() }),
+  ),
   state: instanceStates,
 });
 export type ReceiptBody = z.infer<typeof receiptBody>;
 
-export const deployReply = z.object({ outcome: z.enum(['created', 'revised', 'unchanged']), deployment: deploymentBody });
+export const deployReply = z.object({
+  outcome: z.enum(['created', 'revised', 'unchanged']),
+  deployment: deploymentBody,
+});
 export type DeployReply = z.infer<typeof deployReply>;

@@ -8,7 +8,9 @@ import { receiptBody } from './deployments.js';
 
 export const hostBody = z.object({
   host_id: z.string(),
-  gpus: z.array(z.object({ index: z.number().int(), name: z.string(), memory_bytes: z.number(), memory_kind: memoryKinds })),
+  gpus: z.array(
+    z.object({ index: z.number().int(), name: z.string(), memory_bytes: z.number(), memory_kind: memoryKinds }),
+  ),
   /** Null when the host did not say. */
   host_ram_bytes: z.number().nullable(),
   draining: z.boolean(),

@@ -40,7 +40,11 @@ export const samplesBody = z.strictObject({
       generation: z.number().int().min(0),
       ingress_in_flight: z.number().int().min(0),
       engine: z
-        .strictObject({ running: z.number().min(0), waiting: z.number().min(0), kv_usage_ppm: z.number().int().min(0).max(1_000_000) })
+        .strictObject({
+          running: z.number().min(0),
+          waiting: z.number().min(0),
+          kv_usage_ppm: z.number().int().min(0).max(1_000_000),
+        })
         .nullable(),
       max_running: z.strictObject({ count: z.number().int().positive().optional(), source: maxRunningSources }),
     }),

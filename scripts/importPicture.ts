@@ -58,7 +58,12 @@ function relativeImports(root: string, file: string): ImportArrow[] {
     .preProcessFile(text, true, true)
     .importedFiles.map((imported) => imported.fileName)
     .filter((name) => name.startsWith('./') || name.startsWith('../'))
-    .map((name) => ({ from: file, to: relative(root, resolve(root, dirname(file), name)).split(sep).join('/') }));
+    .map((name) => ({
+      from: file,
+      to: relative(root, resolve(root, dirname(file), name))
+        .split(sep)
+        .join('/'),
+    }));
 }
 
 export function folderOf(file: string): string {
@@ -124,7 +129,9 @@ export function readImportPicture(root = PROJECT_ROOT): ImportPicture {
     problems.push(`a circle between ${circle.join(', ')}:\n${inside.join('\n')}`);
   }
   for (const [to, arrows] of folders.get(INNERMOST) ?? []) {
-    problems.push(`${INNERMOST}/ imports ${to}/; it must import no other folder:\n${describeArrows(arrows).join('\n')}`);
+    problems.push(
+      `${INNERMOST}/ imports ${to}/; it must import no other folder:\n${describeArrows(arrows).join('\n')}`,
+    );
   }
   for (const [from, edges] of folders) {
     if (!isProduction(from)) continue;
@@ -132,7 +139,9 @@ export function readImportPicture(root = PROJECT_ROOT): ImportPicture {
       if (isProduction(to) || to === ROOT_FOLDER) continue;
       const offending = arrows.filter((arrow) => !(to === 'simulator' && arrow.from === SIMULATOR_LAUNCHER));
       if (offending.length === 0) continue;
-      problems.push(`production (${from}/) imports ${to}/, which is not the product:\n${describeArrows(offending).join('\n')}`);
+      problems.push(
+        `production (${from}/) imports ${to}/, which is not the product:\n${describeArrows(offending).join('\n')}`,
+      );
     }
   }
   return { folders, problems };

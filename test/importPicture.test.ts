@@ -27,7 +27,7 @@ afterEach(() => {
 });
 
 describe('the import picture', () => {
-  it("of this project has no circle between folders and no arrow from production into what is not the product", () => {
+  it('of this project has no circle between folders and no arrow from production into what is not the product', () => {
     const picture = readImportPicture();
     expect(picture.problems.join('\n\n')).toBe('');
     expect(drawFolders(picture)).toMatch(/^domain -> nothing$/m);
@@ -36,10 +36,14 @@ describe('the import picture', () => {
   it('counts every kind of relative import, folder by folder', () => {
     const root = tree({
       'domain/words.ts': 'export const word = 1;\n',
-      'settings/a.ts': "import { word } from '../domain/words.js';\nimport type { T } from '../store/t.js';\nexport * from '../store/t.js';\n",
-      'store/t.ts': "export type T = number;\nexport const later = () => import('../domain/words.js');\nimport { z } from 'zod';\n",
+      'settings/a.ts':
+        "import { word } from '../domain/words.js';\nimport type { T } from '../store/t.js';\nexport * from '../store/t.js';\n",
+      'store/t.ts':
+        "export type T = number;\nexport const later = () => import('../domain/words.js');\nimport { z } from 'zod';\n",
     });
-    expect(drawFolders(readImportPicture(root))).toBe('domain -> nothing\nsettings -> domain (1), store (2)\nstore -> domain (1)');
+    expect(drawFolders(readImportPicture(root))).toBe(
+      'domain -> nothing\nsettings -> domain (1), store (2)\nstore -> domain (1)',
+    );
   });
 
   it('names the files of a circle between folders', () => {
@@ -55,7 +59,8 @@ describe('the import picture', () => {
 
   it('names production files that import the simulator, test support or deploy/, and lets `capyctl sim` launch the simulator', () => {
     const root = tree({
-      'hostAgent/agent.ts': "import { gpu } from '../simulator/gpu.js';\nimport { port } from '../test/support/ports.js';\n",
+      'hostAgent/agent.ts':
+        "import { gpu } from '../simulator/gpu.js';\nimport { port } from '../test/support/ports.js';\n",
       'cli/commands/sim.ts': "const run = () => import('../../simulator/server.js');\n",
       'standalone/standalone.ts': "import { dev } from '../deploy/devServer.js';\n",
       'test/support/ports.ts': "import { gpu } from '../../simulator/gpu.js';\n",
@@ -69,6 +74,8 @@ describe('the import picture', () => {
 
   it('keeps domain/ innermost', () => {
     const root = tree({ 'domain/catalogue.ts': "import { header } from '../net/ingress.js';\n" });
-    expect(readImportPicture(root).problems).toEqual(["domain/ imports net/; it must import no other folder:\n    domain/catalogue.ts imports net/ingress.js"]);
+    expect(readImportPicture(root).problems).toEqual([
+      'domain/ imports net/; it must import no other folder:\n    domain/catalogue.ts imports net/ingress.js',
+    ]);
   });
 });
