@@ -8,7 +8,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { freePort } from '../processes/freePort.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
-import { type EngineSupervisor, type InstanceKey, type InstanceSlot, sameStart, type SupervisedEngine } from './supervisor.js';
+import {
+  type EngineSupervisor,
+  type InstanceKey,
+  type InstanceSlot,
+  sameStart,
+  type SupervisedEngine,
+} from './supervisor.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { type Checkpoint, reservedCheckpoint } from './checkpoint.js';
 import { type EngineAdapter, EngineError, type Probe, type ProbeAnswer } from '../engines/engine.js';

@@ -10,8 +10,6 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import {
   configureScheduler,
-  latestInOrder,
-  type OperatorLifecycle,
   type SchedulerRef,
   reportDemand,
   schedulerSettings,
@@ -20,6 +18,8 @@ import {
   switchResult,
   withdrawDemandsOf,
 } from '../gateway/lifecycleClient.js';
+import type { OperatorLifecycle } from '../gateway/management/operatorLifecycle.js';
+import { latestInOrder } from '../gateway/demandReports.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';

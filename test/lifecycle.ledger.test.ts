@@ -5,7 +5,18 @@ import { schedulerSettings } from '../gateway/lifecycleClient.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { loadSettings } from '../settings/load.js';
 import type { DeploymentView, HostLedger, LedgerEntry } from '../api/lifecycle.js';
-import { byLongestWait, gpuFree, gpuNeed, type Holder, holdings, hostRamFree, launchTier, planRoom, releasePlans, type VictimFacts } from '../workflows/ledger.js';
+import {
+  byLongestWait,
+  gpuFree,
+  gpuNeed,
+  type Holder,
+  holdings,
+  hostRamFree,
+  launchTier,
+  planRoom,
+  releasePlans,
+  type VictimFacts,
+} from '../workflows/ledger.js';
 
 const GiB = 2 ** 30;
 const checkpoint = { weightBytes: 4 * GiB, kvBytes: 1 * GiB };

@@ -25,7 +25,15 @@ import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releaseLines } from '../domain/catalogue.js';
 import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
 import { searchAttributes, serverStepOptions, taskQueues } from './definitions.js';
-import type { InstanceRef, PhaseTiming, Release, SwitchInput, SwitchResult, SwitchTarget, SwitchVictim } from '../api/lifecycle.js';
+import type {
+  InstanceRef,
+  PhaseTiming,
+  Release,
+  SwitchInput,
+  SwitchResult,
+  SwitchTarget,
+  SwitchVictim,
+} from '../api/lifecycle.js';
 import { everyGateway, HEARTBEAT_TIMEOUT_MS, RETRY } from './everyGateway.js';
 import { holdings } from './ledger.js';
 import { switchSummary } from './switchSummary.js';

@@ -5,7 +5,13 @@
  */
 import { z } from 'zod';
 import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
-import { engineContracts, type RouteContract, routesTierNeeds, type Step, type StepFacts } from '../../engines/contracts.js';
+import {
+  engineContracts,
+  type RouteContract,
+  routesTierNeeds,
+  type Step,
+  type StepFacts,
+} from '../../engines/contracts.js';
 import { type CallOptions, type EngineEndpoint, EngineError } from '../../engines/engine.js';
 import { type EngineReply, exchange, expectJson, refusal, succeeded } from './http.js';
 

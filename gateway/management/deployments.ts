@@ -15,9 +15,15 @@ import type { Db } from '../../store/db.js';
 import { mayRunOn } from '../placement.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
 import { listHosts } from '../../store/hosts.js';
-import { type DeploymentBody, deploymentBody, deployReply, type ReceiptBody, receiptBody } from '../../api/deployments.js';
+import {
+  type DeploymentBody,
+  deploymentBody,
+  deployReply,
+  type ReceiptBody,
+  receiptBody,
+} from '../../api/deployments.js';
 import type { CommandReceipt } from '../../api/lifecycle.js';
-import type { OperatorLifecycle } from '../lifecycleClient.js';
+import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
 import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
 

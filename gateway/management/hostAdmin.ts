@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import type { Db } from '../../store/db.js';
 import { findHost, issueHostToken, listHosts, revokeHostToken } from '../../store/hosts.js';
-import type { OperatorLifecycle } from '../lifecycleClient.js';
+import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutingTable } from '../routingTable.js';
 import { renderReceipt } from './deployments.js';
 import { drainReply, hostBody, hostTokenReply, revokeTokenReply, undrainReply } from '../../api/hostAdmin.js';

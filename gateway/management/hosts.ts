@@ -6,7 +6,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { type ApiError, apiErrors, CapyError } from '../../domain/catalogue.js';
-import { type EngineExitBody, engineExitBody, type RegistrationBody, registrationBody, registrationReply, samplesBody } from '../../api/hosts.js';
+import {
+  type EngineExitBody,
+  engineExitBody,
+  type RegistrationBody,
+  registrationBody,
+  registrationReply,
+  samplesBody,
+} from '../../api/hosts.js';
 import { hostForToken, newIngressSecret, type RegistrationOutcome, registerHost } from '../../store/hosts.js';
 import type { Db } from '../../store/db.js';
 import type { LoadBoard } from '../loadBoard.js';

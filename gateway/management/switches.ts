@@ -11,9 +11,15 @@ import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import type { Db } from '../../store/db.js';
 import { listSwitchReceipts, type SwitchReceipt } from '../../store/switchReceipts.js';
 import { workflowIds } from '../../workflows/definitions.js';
-import type { OperatorLifecycle } from '../lifecycleClient.js';
+import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutingTable } from '../routingTable.js';
-import { type ListedSwitchBody, type SwitchBody, switchBody, type SwitchListReply, switchListReply } from '../../api/switches.js';
+import {
+  type ListedSwitchBody,
+  type SwitchBody,
+  switchBody,
+  type SwitchListReply,
+  switchListReply,
+} from '../../api/switches.js';
 import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
 
 const switchParams = z.strictObject({ switchId: z.uuid() });

@@ -2,7 +2,8 @@
  * An operator lifecycle for route tests: deploys into the store and the table as the server does,
  * records what the routes ask, and answers commands with canned receipts.
  */
-import type { CommandArgs, Commands, OperatorLifecycle } from '../../gateway/lifecycleClient.js';
+import type { CommandArgs, Commands } from '../../gateway/lifecycleClient.js';
+import type { OperatorLifecycle } from '../../gateway/management/operatorLifecycle.js';
 import type { RoutingTable } from '../../gateway/routingTable.js';
 import { heldOn, mayRunOn } from '../../gateway/placement.js';
 import type { Db } from '../../store/db.js';

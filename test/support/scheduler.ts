@@ -3,7 +3,16 @@
  * sent as the management API sends them, its ledger read with its query, and the waits the tests need.
  */
 import { CapyError } from '../../domain/catalogue.js';
-import { type CommandArgs, type CommandResult, type Commands, latestInOrder, reportDemand, type SchedulerRef, sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
+import {
+  type CommandArgs,
+  type CommandResult,
+  type Commands,
+  reportDemand,
+  type SchedulerRef,
+  sendCommand,
+  startMeasurement,
+} from '../../gateway/lifecycleClient.js';
+import { latestInOrder } from '../../gateway/demandReports.js';
 import { queries, workflowIds } from '../../workflows/definitions.js';
 import type { CommandReceipt, HostLedger, LedgerEntry, SwitchResult } from '../../api/lifecycle.js';
 import type { SchedulerSettings } from '../../workflows/hostScheduler.js';
