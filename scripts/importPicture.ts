@@ -15,13 +15,13 @@ import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 
 /** Folders that are not the product: production code must not import them; they may import it. */
-export const NOT_PRODUCTION = ['simulator', 'test', 'bench', 'deploy', 'scripts'] as const;
+const NOT_PRODUCTION = ['simulator', 'test', 'bench', 'deploy', 'scripts'] as const;
 
 /** The innermost folder: it imports no other. */
 const INNERMOST = 'domain';
 
 /** The simulator's launcher (`capyctl sim`), the one production file that loads the simulator. */
-export const SIMULATOR_LAUNCHER = 'cli/commands/sim.ts';
+const SIMULATOR_LAUNCHER = 'cli/commands/sim.ts';
 
 /** Files at the project's root (vitest.config.ts) count as this folder. */
 const ROOT_FOLDER = '.';
@@ -66,7 +66,7 @@ function relativeImports(root: string, file: string): ImportArrow[] {
     }));
 }
 
-export function folderOf(file: string): string {
+function folderOf(file: string): string {
   const slash = file.indexOf('/');
   return slash === -1 ? ROOT_FOLDER : file.slice(0, slash);
 }
