@@ -7,9 +7,9 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { gibibytes } from '../settings/units.js';
-import { dialectNames, parseSimArgs } from '../simulator/args.js';
-import { engineContracts } from './engines/contracts.js';
-import { setShare } from './engines/memoryBound.js';
+import { dialectNames, parseSimArgs } from '../engines/simulatorArgs.js';
+import { engineContracts } from '../engines/contracts.js';
+import { setShare } from '../engines/memoryBound.js';
 
 export interface Checkpoint {
   weightBytes: number;

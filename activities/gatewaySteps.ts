@@ -5,7 +5,7 @@
  * (an in-memory stand-in does in the lifecycle's tests).
  */
 import type { ApiError } from '../domain/catalogue.js';
-import type { Demand, InstanceRef } from '../workflows/definitions.js';
+import type { Demand, InstanceRef } from '../api/lifecycle.js';
 
 export interface DrainOutcome {
   drained: boolean;

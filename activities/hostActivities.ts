@@ -6,13 +6,19 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { freePort } from '../deploy/temporalDevServer.js';
+import { freePort } from '../processes/freePort.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
-import { type EngineSupervisor, type InstanceKey, type InstanceSlot, sameStart, type SupervisedEngine } from '../hostAgent/supervisor.js';
+import {
+  type EngineSupervisor,
+  type InstanceKey,
+  type InstanceSlot,
+  sameStart,
+  type SupervisedEngine,
+} from './supervisor.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { type Checkpoint, reservedCheckpoint } from './checkpoint.js';
-import { type EngineAdapter, EngineError, type Probe, type ProbeAnswer } from './engines/engine.js';
-import type { LaunchMemory } from './engines/memoryBound.js';
+import { type EngineAdapter, EngineError, type Probe, type ProbeAnswer } from '../engines/engine.js';
+import type { LaunchMemory } from '../engines/memoryBound.js';
 import { whileHeartbeating } from './heartbeat.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from './hostFailures.js';
 

@@ -10,7 +10,7 @@ import { type InstanceUpdate, listInstances, saveInstance } from '../store/insta
 import { liveServers } from '../store/servers.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
-import type { DeploymentView, PhaseTiming } from '../workflows/definitions.js';
+import type { DeploymentView, PhaseTiming } from '../api/lifecycle.js';
 
 /** A switch's receipt as its workflow writes it; the last write of a finished switch carries its phases. */
 export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt' | 'phases'> & { startedAtMs: number; finishedAtMs: number | null; phases?: PhaseTiming[] };

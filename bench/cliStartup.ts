@@ -16,7 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import { checkoutOf } from './beforeCheckout.js';
-import { startDevServer } from '../deploy/temporalDevServer.js';
+import { startDevServer } from '../standalone/temporalDevServer.js';
 import { CAPYCTL } from '../test/support/capyctl.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from '../test/support/cluster.js';
 import { simDeployment } from '../test/support/lifecycle.js';

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { outputAt } from './beforeCheckout.js';
-import { startDevServer } from '../deploy/temporalDevServer.js';
+import { startDevServer } from '../standalone/temporalDevServer.js';
 import { Cluster } from '../test/support/cluster.js';
 import { simDeployment } from '../test/support/lifecycle.js';
 import { ensurePostgres, POSTGRES_ADMIN_URL } from '../test/support/postgres.js';

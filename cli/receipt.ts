@@ -1,5 +1,5 @@
 /** A command's receipt as `capyctl` prints it: the state, the switch to open, and what it released. */
-import type { ReceiptBody } from '../gateway/management/deployments.js';
+import type { ReceiptBody } from '../api/deployments.js';
 
 /** `outcome`: what the first line says happened, when the state alone does not (a delete). */
 export function receiptText(r: ReceiptBody, outcome: string = r.state): string {

@@ -3,7 +3,7 @@
  * an entry and pass its facts; no error text is written anywhere else.
  */
 import { z } from 'zod';
-import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
+import { INGRESS_SECRET_HEADER } from './hostIngress.js';
 import { RETRY_AFTER_SECONDS } from './limits.js';
 import type { ParkTier } from './vocabulary.js';
 

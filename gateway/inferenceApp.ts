@@ -7,13 +7,13 @@ import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { Agent } from 'undici';
 import { apiErrors } from '../domain/catalogue.js';
-import type { InstanceRef } from '../workflows/definitions.js';
+import type { InstanceRef } from '../api/lifecycle.js';
 import { completionRoutes, type EngineRoute } from './inference/completions.js';
 import { modelRoutes } from './inference/models.js';
 import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
 import { bearerAuth } from './plugins/bearerAuth.js';
 import { rawJsonBody } from './plugins/rawJsonBody.js';
-import type { RequestMetrics } from '../server/metrics.js';
+import type { RequestMetrics } from './requestMetrics.js';
 import type { RequestQueue } from './requestQueue.js';
 import type { RoutingTable } from './routingTable.js';
 

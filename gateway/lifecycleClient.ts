@@ -7,13 +7,9 @@
 import { type Client, WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
-import type { HostState } from '../domain/vocabulary.js';
-import { type CommandReceipt, type Demand, signals, type SwitchResult, updates, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../workflows/definitions.js';
-import type { DeploymentSpec } from '../settings/deploymentDocument.js';
-import type { RoutedDeployment } from './routingTable.js';
+import { signals, updates, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../workflows/definitions.js';
+import type { Demand, SwitchResult } from '../api/lifecycle.js';
 import type { QueueSettings } from '../settings/queue.js';
-import type { SaveResult } from '../store/deployments.js';
-import type { Host } from '../store/hosts.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import type { HostSchedulerInput, SchedulerSettings } from '../workflows/hostScheduler/input.js';
 import type { hostScheduler } from '../workflows/hostScheduler/workflow.js';
@@ -106,32 +102,6 @@ export async function withdrawDemandsOf(client: Client, hostId: string, serverTa
 }
 
 /**
- * Sends each deployment's demand reports one at a time: sent at once they could arrive out of
- * order, and a stale "1 waiting" after the "0 waiting" would start a model for nobody. A report is
- * a state, not an event, so one superseded while another was on its way is not sent at all: 4,096
- * clients hanging up one by one make a few signals, not 4,096 (each would also be an event in the
- * scheduler's history).
- */
-export function latestInOrder(send: (demand: Demand) => Promise<void>, onError: (error: unknown, demand: Demand) => void): (demand: Demand) => void {
-  /** For each deployment with a report on its way: the newest report that waits for it, if any. */
-  const next = new Map<string, Demand | undefined>();
-  const sendFrom = (demand: Demand) => {
-    next.set(demand.deploymentId, undefined);
-    void send(demand)
-      .catch((e) => onError(e, demand))
-      .then(() => {
-        const newer = next.get(demand.deploymentId);
-        if (newer) sendFrom(newer);
-        else next.delete(demand.deploymentId);
-      });
-  };
-  return (demand) => {
-    if (next.has(demand.deploymentId)) next.set(demand.deploymentId, demand);
-    else sendFrom(demand);
-  };
-}
-
-/**
  * Starts the measurement of a revision's checkpoint, once per revision (a second deploy of the same
  * revision finds the first); `start --wait` awaits the returned handle's result.
  */
@@ -163,24 +133,4 @@ export async function switchResult(client: Client, switchId: string): Promise<Sw
     if (e instanceof WorkflowNotFoundError) return undefined;
     throw e;
   }
-}
-
-/**
- * What the operator's routes ask of the lifecycle. The server implements it over Temporal; a route
- * test can give its own.
- */
-export interface OperatorLifecycle {
-  /** The host whose scheduler decides for the deployment (server/placement.ts); none when no host may run it. */
-  placement(deployment: RoutedDeployment): Promise<string | undefined>;
-  command<K extends keyof Commands>(hostId: string, update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>>;
-  /** Saves a deployment document; a new revision's checkpoint is measured on the host it would run on. */
-  deploy(spec: DeploymentSpec): Promise<SaveResult>;
-  /** Marks the host draining (nothing is placed on it any more) and stops what it holds. */
-  drainHost(hostId: string): Promise<CommandReceipt[]>;
-  /** Ends a drain: models may be placed on the host again. */
-  undrainHost(hostId: string): Promise<void>;
-  /** How a switch ended; null while it runs, undefined when there is no such switch. */
-  switchResult(switchId: string): Promise<SwitchResult | null | undefined>;
-  /** How a host stands now (`draining` as the store records it): its state and its last report. */
-  hostLiveness(host: Pick<Host, 'id' | 'draining' | 'lastSeenAt'>): { state: HostState; lastSeenAt: Date };
 }

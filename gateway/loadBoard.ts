@@ -3,7 +3,7 @@
  * memory only, so the load endpoint is cheap to poll: fresh under 3 s, kept 30 s, then dropped.
  */
 import { SAMPLE_KEPT_MS, SAMPLE_STALE_AFTER_MS } from '../domain/limits.js';
-import type { EngineLoad, MaxRunning } from '../activities/engines/engine.js';
+import type { EngineLoad, MaxRunning } from '../engines/engine.js';
 
 export interface InstanceSample {
   hostId: string;

@@ -5,7 +5,7 @@ import { apiErrors } from '../domain/catalogue.js';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Db } from '../store/db.js';
 import type { LoadBoard } from './loadBoard.js';
-import type { OperatorLifecycle } from './lifecycleClient.js';
+import type { OperatorLifecycle } from './management/operatorLifecycle.js';
 import { deploymentRoutes } from './management/deployments.js';
 import { hostAdminRoutes } from './management/hostAdmin.js';
 import { type HostEventSink, hostRoutes } from './management/hosts.js';

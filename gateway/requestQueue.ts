@@ -11,7 +11,7 @@
 import { type ApiError, apiErrors } from '../domain/catalogue.js';
 import { RUNNING_PER_MODEL } from '../domain/limits.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
-import type { Demand, InstanceRef } from '../workflows/definitions.js';
+import type { Demand, InstanceRef } from '../api/lifecycle.js';
 import { type DispatchEvent, type DispatchState, nextDispatch } from './dispatchState.js';
 import type { RouterFigures } from './routerFigures.js';
 

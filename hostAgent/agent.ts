@@ -14,7 +14,7 @@ import type { EngineName } from '../domain/vocabulary.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import type { HostSettings } from '../settings/hostDocument.js';
 import { listenAddress, urlHost } from '../settings/listenAddress.js';
-import { createSimulatedGpu } from '../simulator/gpuLedger.js';
+import { createSimulatedGpu } from './simulatedGpu.js';
 import { taskQueues } from '../workflows/definitions.js';
 import { discoverGpus } from './gpus.js';
 import { Ingress } from './ingress.js';
@@ -23,7 +23,7 @@ import { registrationOf } from './registration.js';
 import type { GpuSource } from './gpuMemory.js';
 import { hostMetrics } from './metrics.js';
 import { type Registration, RegistrationRefused, ServerClient } from './serverClient.js';
-import { EngineSupervisor, type InstanceSlot } from './supervisor.js';
+import { EngineSupervisor, type InstanceSlot } from '../activities/supervisor.js';
 
 export interface HostAgentOptions {
   /**

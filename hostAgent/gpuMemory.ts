@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { gpuUsage } from '../simulator/gpuLedger.js';
+import { gpuUsage } from './simulatedGpu.js';
 
 const MiB = 2 ** 20;
 /** How far up its parents a GPU process is followed to the engine that started it. */

@@ -18,10 +18,10 @@ import type { Registry } from 'prom-client';
 import { Agent, request } from 'undici';
 import { type ApiError, apiErrors, renderApiError } from '../domain/catalogue.js';
 import { forwardableHeaders } from '../net/forwarding.js';
-import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
+import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../domain/hostIngress.js';
 import { secretMatcher } from '../net/secretMatcher.js';
 import type { Registration } from './serverClient.js';
-import type { EngineSupervisor, InstanceSlot } from './supervisor.js';
+import type { EngineSupervisor, InstanceSlot } from '../activities/supervisor.js';
 
 const ROUTE = /^\/instances\/([^/]+)\/(\d+)(\/.*)$/;
 

@@ -4,10 +4,10 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { MaxRunning } from '../activities/engines/engine.js';
-import type { SamplesBody } from '../gateway/management/hosts.js';
+import type { MaxRunning } from '../engines/engine.js';
+import type { SamplesBody } from '../api/hosts.js';
 import type { ServerClient } from './serverClient.js';
-import type { EngineSupervisor, InstanceSlot, SupervisedEngine } from './supervisor.js';
+import type { EngineSupervisor, InstanceSlot, SupervisedEngine } from '../activities/supervisor.js';
 
 const PERIOD_MS = 1_000;
 const ENGINE_TIMEOUT_MS = 800;

@@ -7,7 +7,7 @@ import { Registry } from 'prom-client';
 import { engineGauges, gpuMemoryGauge } from '../metrics/engineGauges.js';
 import { type GpuSource, gpuBytesByOwner } from './gpuMemory.js';
 import type { LoadSampler } from './loadSampler.js';
-import type { EngineSupervisor, SupervisedEngine } from './supervisor.js';
+import type { EngineSupervisor, SupervisedEngine } from '../activities/supervisor.js';
 
 /** GPU memory no engine of this agent holds (another process on the machine). */
 const NOT_AN_ENGINE = 'other';

@@ -1,6 +1,6 @@
 /** The host agent's calls to the server's management listener, with its host token. */
 import { request } from 'undici';
-import { type EngineExitBody, type RegistrationBody, registrationReply, type SamplesBody } from '../gateway/management/hosts.js';
+import { type EngineExitBody, type RegistrationBody, registrationReply, type SamplesBody } from '../api/hosts.js';
 
 /** The server refused the host token: retrying will not help. */
 export class RegistrationRefused extends Error {}

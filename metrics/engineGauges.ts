@@ -4,7 +4,7 @@
  * from what the process already keeps; nothing here is sampled on its own.
  */
 import { Gauge, type Registry } from 'prom-client';
-import type { EngineLoad } from '../activities/engines/engine.js';
+import type { EngineLoad } from '../engines/engine.js';
 import type { ParkTier } from '../domain/vocabulary.js';
 
 /** One engine's latest load sample, by where it runs. */

@@ -6,7 +6,7 @@
  * rebuilds this from them instead of forgetting every exit.
  */
 import type { RoutedDeployment } from '../gateway/routingTable.js';
-import type { InstanceRef } from '../workflows/definitions.js';
+import type { InstanceRef } from '../api/lifecycle.js';
 
 export class EngineExits {
   private readonly newest = new Map<string, number>();

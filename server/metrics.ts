@@ -7,26 +7,13 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { SwitchOutcome } from '../domain/vocabulary.js';
 import type { LoadBoard } from '../gateway/loadBoard.js';
+import type { RequestMetrics } from '../gateway/requestMetrics.js';
 import type { RequestQueue } from '../gateway/requestQueue.js';
 import type { RoutingTable } from '../gateway/routingTable.js';
 import { engineGauges, gpuMemoryGauge } from '../metrics/engineGauges.js';
 import type { Db } from '../store/db.js';
 import { listInstances } from '../store/instances.js';
-import type { PhaseTiming } from '../workflows/definitions.js';
-
-/** What the inference route tells about each request, by deployment name. */
-export interface RequestMetrics {
-  /**
-   * The request ended: `status` the HTTP status the client got (0 when none went out), `code` the
-   * catalogue's error code when the gateway answered an error, `cut` when the exchange was cut
-   * short without one, empty when the engine's answer went out whole.
-   */
-  answered(deployment: string, status: number, code: string): void;
-  /** It left the queue for an engine after `seconds` (0 when it did not wait). */
-  waited(deployment: string, seconds: number): void;
-  /** Its first output reached the client `seconds` after it arrived. */
-  firstOutput(deployment: string, seconds: number): void;
-}
+import type { PhaseTiming } from '../api/lifecycle.js';
 
 // Waits run from nothing (a model serving) to a deep park's wake or a cold start.
 const WAIT_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];

@@ -10,8 +10,6 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import {
   configureScheduler,
-  latestInOrder,
-  type OperatorLifecycle,
   type SchedulerRef,
   reportDemand,
   schedulerSettings,
@@ -20,13 +18,15 @@ import {
   switchResult,
   withdrawDemandsOf,
 } from '../gateway/lifecycleClient.js';
+import type { OperatorLifecycle } from '../gateway/management/operatorLifecycle.js';
+import { latestInOrder } from '../gateway/demandReports.js';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
 import { RequestQueue } from '../gateway/requestQueue.js';
 import { type RoutedDeployment, RoutingTable } from '../gateway/routingTable.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
-import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
+import { INGRESS_SECRET_HEADER } from '../domain/hostIngress.js';
 import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import { isLoopback, listenAddress } from '../settings/listenAddress.js';
@@ -36,13 +36,14 @@ import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment 
 import { findHost, type Host, ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { forgetServer, markServerSeen, SERVER_BEAT_MS, storeId, takeGoneServers } from '../store/servers.js';
-import { type Demand, type InstanceRef, signals, STICKY_QUEUE_TIMEOUT_MS, taskQueues, workflowIds } from '../workflows/definitions.js';
+import { signals, STICKY_QUEUE_TIMEOUT_MS, taskQueues, workflowIds } from '../workflows/definitions.js';
+import type { Demand, InstanceRef } from '../api/lifecycle.js';
 import type { InstanceState } from '../domain/vocabulary.js';
 import { EngineExits } from './engineExits.js';
 import { HostLiveness } from './hostLiveness.js';
 import { createServerActivities, serveRecorded } from './serverActivities.js';
 import { ServerMetrics } from './metrics.js';
-import { heldOn, mayRunOn, placeByLoad } from './placement.js';
+import { heldOn, mayRunOn, placeByLoad } from '../gateway/placement.js';
 import { workflowBundle } from './workflowBundle.js';
 
 /** A listener's address is taken (another server runs there) or not this machine's: the server does not start. */
@@ -158,7 +159,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   // Where each deployment's waiting requests were sent: its next demands go there too, and it counts
   // in that host's load until it holds memory there.
   const sentTo = new Map<string, string>();
-  /** The placement rule (placement.ts); the store is read only when more than one host could take it. */
+  /** The placement rule (gateway/placement.ts); the store is read only when more than one host could take it. */
   async function placement(deployment: RoutedDeployment): Promise<string | undefined> {
     const hosts = placeable();
     const held = heldOn(deployment, hosts);
@@ -181,7 +182,7 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     return placed;
   }
   /**
-   * A host other than `refusedOn` that can serve the deployment by evicting (placement.ts), for the
+   * A host other than `refusedOn` that can serve the deployment by evicting (gateway/placement.ts), for the
    * requests `refusedOn` refused for capacity; none for a model held there (it wakes where it is).
    */
   async function servableElsewhere(deployment: RoutedDeployment, refusedOn: string): Promise<string | undefined> {

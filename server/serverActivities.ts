@@ -7,7 +7,7 @@
  */
 import { createStoreActivities, type SwitchReceiptInput } from '../activities/storeActivities.js';
 import type { GatewaySteps } from '../activities/gatewaySteps.js';
-import type { PhaseTiming } from '../workflows/definitions.js';
+import type { PhaseTiming } from '../api/lifecycle.js';
 import type { SwitchOutcome } from '../domain/vocabulary.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
 import type { RequestQueue } from '../gateway/requestQueue.js';

@@ -5,8 +5,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ParkTier } from '../domain/vocabulary.js';
-import type { SimConfig } from './args.js';
-import { engineContracts } from '../activities/engines/contracts.js';
+import type { SimConfig } from '../engines/simulatorArgs.js';
+import { engineContracts } from '../engines/contracts.js';
 import { EngineMemory, type GpuPlacement, type MemoryParts, type StartOutcome, type StartSizing } from './memory.js';
 import { Slots } from './slots.js';
 

@@ -3,10 +3,10 @@
  * change goes through the shared GPU ledger when there is one (CAPYCTL_SIM_GPU_DIR), so two engines
  * on one simulated device cannot both hold more than it has.
  */
-import type { MemoryBoundContract } from '../activities/engines/contracts.js';
+import type { MemoryBoundContract } from '../engines/contracts.js';
 import { gibibytes } from '../settings/units.js';
-import { SimArgsError } from './args.js';
-import { type Allocation, GpuHolding, type Room, type Sizing } from './gpuLedger.js';
+import { SimArgsError } from '../engines/simulatorArgs.js';
+import { type Allocation, GpuHolding, type Room, type Sizing } from '../hostAgent/simulatedGpu.js';
 
 export type WeightsPlace = 'gpu' | 'host' | 'dropped';
 
@@ -78,7 +78,7 @@ export class EngineMemory {
 
   /**
    * The start: weights and KV cache in one allocation, as an engine sizes both before serving. A
-   * bounded engine takes its share of the device by its engine's rule (contracts.ts); without a
+   * bounded engine takes its share of the device by its engine's rule (engines/contracts.ts); without a
    * simulated device there is nothing to share and the declared KV cache is taken.
    */
   async load(): Promise<StartOutcome> {
@@ -101,7 +101,7 @@ export class EngineMemory {
     return { ok: true };
   }
 
-  /** What the engine takes of `room` at `share`, in its own words when it cannot start (contracts.ts). */
+  /** What the engine takes of `room` at `share`, in its own words when it cannot start (engines/contracts.ts). */
   private startSize(sized: Exclude<StartSizing, { rule: 'declared' }>, room: Room): ReturnType<Sizing> {
     const { share } = sized;
     const { capacityBytes, freeBytes } = room;

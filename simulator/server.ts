@@ -4,13 +4,13 @@
  * SIGTERM, which gives the memory back.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { type DialectName, parseSimArgs, SimArgsError } from './args.js';
+import { type DialectName, parseSimArgs, SimArgsError } from '../engines/simulatorArgs.js';
 import type { Dialect } from './dialect.js';
 import { sglangDialect } from './dialects/sglang.js';
 import { tensorfoldDialect } from './dialects/tensorfold.js';
 import { vllmDialect } from './dialects/vllm.js';
 import { SimEngine } from './engine.js';
-import { NoSimulatedGpu } from './gpuLedger.js';
+import { NoSimulatedGpu } from '../hostAgent/simulatedGpu.js';
 import { readBody, Router, sendEmpty, sendJson } from './http.js';
 import { gpuPlacementFromEnv } from './memory.js';
 import { addOpenAiRoutes } from './openai.js';

@@ -8,7 +8,7 @@ import { mkdirSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { type DevServer, startDevServer } from '../deploy/temporalDevServer.js';
+import { type DevServer, startDevServer } from './temporalDevServer.js';
 import { hostIdOf, type RunningHostAgent, startHostAgent } from '../hostAgent/agent.js';
 import { type RunningServer, startServer } from '../server/server.js';
 import { loadSettingsFile } from '../settings/load.js';

@@ -1,6 +1,6 @@
 /** Switch receipts: what a switch released, what it woke, and how it ended. */
 import { type SwitchOutcome, switchOutcomes } from '../domain/vocabulary.js';
-import type { PhaseTiming } from '../workflows/definitions.js';
+import type { PhaseTiming } from '../api/lifecycle.js';
 import type { Db } from './db.js';
 
 export interface Victim {

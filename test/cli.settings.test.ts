@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commandIndex } from '../cli/commandIndex.js';
 import { describe, expect, it } from 'vitest';
-import { cannotParkReasons, hostBackedRefusals } from '../activities/engines/rules.js';
+import { cannotParkReasons, hostBackedRefusals } from '../engines/rules.js';
 import { apiErrors } from '../domain/catalogue.js';
 import { CAPYCTL, capyctl } from './support/capyctl.js';
 

@@ -15,7 +15,7 @@ import { SearchAttributeType } from '@temporalio/common';
 import { buildSync } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
-import { DYNAMIC_CONFIG_FILE, resolveTemporalCli } from '../deploy/temporalDevServer.js';
+import { DYNAMIC_CONFIG_FILE, resolveTemporalCli } from '../standalone/temporalDevServer.js';
 import { type DocumentKind, loadSettings } from '../settings/load.js';
 import { ENV_PREFIX } from '../settings/overrides.js';
 import { searchAttributes } from '../workflows/definitions.js';

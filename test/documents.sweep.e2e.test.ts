@@ -17,7 +17,7 @@ import { deployModel } from '../cli/commands/deployModel.js';
 import { settingsCheck } from '../cli/commands/settingsCheck.js';
 import { statusDeployment } from '../cli/commands/statusDeployment.js';
 import { deleteDeployment } from '../cli/commands/deploymentCommands.js';
-import type { HostBody } from '../gateway/management/hostAdmin.js';
+import type { HostBody } from '../api/hostAdmin.js';
 import { discoverGpus } from '../hostAgent/gpus.js';
 import { registrationOf } from '../hostAgent/registration.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';

@@ -6,11 +6,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type EngineAdapter, type EngineEndpoint, EngineError, type Probe } from '../activities/engines/engine.js';
+import { type EngineAdapter, type EngineEndpoint, EngineError, type Probe } from '../engines/engine.js';
 import { adapters } from '../activities/engines/index.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import { type DeploymentSpec, deploymentDocument } from '../settings/deploymentDocument.js';
-import { createSimulatedGpu, gpuUsage } from '../simulator/gpuLedger.js';
+import { createSimulatedGpu, gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { post, type RunningSimulator, startSimulator, stopSimulators } from './support/simulator.js';
 
 const GiB = 2 ** 30;

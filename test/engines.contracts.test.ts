@@ -1,5 +1,5 @@
 /**
- * The contract table (activities/engines/contracts.ts), walked: each adapter sends exactly the
+ * The contract table (engines/contracts.ts), walked: each adapter sends exactly the
  * table's requests for a park and a wake at every tier (to a scripted engine that records them and
  * answers as the table says), and the simulator, launched from the adapter's own plan, serves every
  * one of them as the table says.
@@ -7,8 +7,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { engineContracts, routesTierNeeds, type Step } from '../activities/engines/contracts.js';
-import { EngineError } from '../activities/engines/engine.js';
+import { engineContracts, routesTierNeeds, type Step } from '../engines/contracts.js';
+import { EngineError } from '../engines/engine.js';
 import { adapters } from '../activities/engines/index.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { LaunchContext } from '../activities/engines/engine.js';
+import type { LaunchContext } from '../engines/engine.js';
 import { adapters } from '../activities/engines/index.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 

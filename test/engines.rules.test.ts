@@ -12,8 +12,8 @@ import {
   parkRefusal,
   releasedLine,
   reportedMaxRunning,
-} from '../activities/engines/rules.js';
-import { findCount, findOption } from '../activities/engines/launchOptions.js';
+} from '../engines/rules.js';
+import { findCount, findOption } from '../engines/launchOptions.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 
 const GiB = 2 ** 30;

@@ -8,10 +8,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type ApiError, apiErrors, renderApiError } from '../domain/catalogue.js';
 import { RUNNING_PER_MODEL } from '../domain/limits.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
-import { latestInOrder } from '../gateway/lifecycleClient.js';
+import { latestInOrder } from '../gateway/demandReports.js';
 import { type Admission, type Arrival, RequestQueue, type Ticket } from '../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
-import type { Demand, InstanceRef } from '../workflows/definitions.js';
+import type { Demand, InstanceRef } from '../api/lifecycle.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const turn = () => sleep(0);

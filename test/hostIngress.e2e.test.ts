@@ -7,7 +7,7 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, renderApiError } from '../domain/catalogue.js';
-import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
+import { INGRESS_SECRET_HEADER } from '../domain/hostIngress.js';
 import { ingressSecrets } from '../store/hosts.js';
 import { Cluster, type ClusterHost } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';

@@ -17,7 +17,7 @@ import { apiErrors } from '../domain/catalogue.js';
 import { CLIENT_READ_IDLE_MS } from '../domain/limits.js';
 import type { EngineName } from '../domain/vocabulary.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
-import { INGRESS_SECRET_HEADER } from '../net/hostIngress.js';
+import { INGRESS_SECRET_HEADER } from '../domain/hostIngress.js';
 import { type Admission, RequestQueue } from '../gateway/requestQueue.js';
 import { RoutingTable } from '../gateway/routingTable.js';
 import { loadSettings } from '../settings/load.js';

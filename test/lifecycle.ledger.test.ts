@@ -1,11 +1,22 @@
 import { describe, expect, it } from 'vitest';
-import { cannotParkReasons } from '../activities/engines/rules.js';
+import { cannotParkReasons } from '../engines/rules.js';
 import { apiErrors } from '../domain/catalogue.js';
 import { schedulerSettings } from '../gateway/lifecycleClient.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { loadSettings } from '../settings/load.js';
-import type { DeploymentView, HostLedger, LedgerEntry } from '../workflows/definitions.js';
-import { byLongestWait, gpuFree, gpuNeed, type Holder, holdings, hostRamFree, launchTier, planRoom, planVictims, type VictimFacts } from '../workflows/ledger.js';
+import type { DeploymentView, HostLedger, LedgerEntry } from '../api/lifecycle.js';
+import {
+  byLongestWait,
+  gpuFree,
+  gpuNeed,
+  type Holder,
+  holdings,
+  hostRamFree,
+  launchTier,
+  planRoom,
+  planVictims,
+  type VictimFacts,
+} from '../workflows/ledger.js';
 
 const GiB = 2 ** 30;
 const checkpoint = { weightBytes: 4 * GiB, kvBytes: 1 * GiB };

@@ -1,6 +1,6 @@
 /** The host scheduler's pure parts, apart from Temporal: its settings, its command queue, its demands and its idle timers. */
 import { describe, expect, it } from 'vitest';
-import type { CommandReceipt, Demand, LedgerEntry } from '../workflows/definitions.js';
+import type { CommandReceipt, Demand, LedgerEntry } from '../api/lifecycle.js';
 import { hasWaiting, withDemand, withoutDemandsOf } from '../workflows/hostScheduler/demands.js';
 import { idleDeadlines, msUntilFirst, timerKey } from '../workflows/hostScheduler/idleTimers.js';
 import { sameSettings, type SchedulerSettings } from '../workflows/hostScheduler/input.js';

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, releasedLines } from '../domain/catalogue.js';
 import { awaitMeasurement, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
-import { gpuUsage } from '../simulator/gpuLedger.js';
+import { gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { signals, workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
 import { simDeployment } from './support/lifecycle.js';

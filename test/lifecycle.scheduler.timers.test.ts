@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configureScheduler, reportDemand } from '../gateway/lifecycleClient.js';
 import { IDLE_TIMEOUT_MIN_MS } from '../settings/serverDocument.js';
-import { gpuUsage } from '../simulator/gpuLedger.js';
+import { gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
 import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';

@@ -14,14 +14,8 @@ import type { Deployment } from '../store/deployments.js';
 import { listInstances } from '../store/instances.js';
 import { findSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference } from '../store/wakeReferences.js';
-import {
-  type InstanceRef,
-  type VictimPlan,
-  searchAttributes,
-  type SwitchInput,
-  type SwitchResult,
-  workflowIds,
-} from '../workflows/definitions.js';
+import { searchAttributes, workflowIds } from '../workflows/definitions.js';
+import type { InstanceRef, SwitchInput, SwitchResult, VictimPlan } from '../api/lifecycle.js';
 import { switchWorkflow } from '../workflows/switch.js';
 import { switchSummary } from '../workflows/switchSummary.js';
 import { compareAnswers, probeFor } from '../workflows/wakeCheck.js';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { cannotParkReasons, hostBackedRefusals } from '../activities/engines/rules.js';
+import { cannotParkReasons, hostBackedRefusals } from '../engines/rules.js';
 import { apiErrors } from '../domain/catalogue.js';
 import { Cluster, type ClusterHost, gpuUsed } from './support/cluster.js';
 import { SIM_MODEL_BYTES, simDeployment } from './support/lifecycle.js';

@@ -1,7 +1,7 @@
-/** The placement rule (server/placement.ts, README "The server") on hosts described by hand. */
+/** The placement rule (gateway/placement.ts, README "The server") on hosts described by hand. */
 import { describe, expect, it } from 'vitest';
 import type { RoutedInstance } from '../gateway/routingTable.js';
-import { heldOn, type HostLoad, leastLoaded } from '../server/placement.js';
+import { heldOn, type HostLoad, leastLoaded } from '../gateway/placement.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 
 const GiB = 2 ** 30;

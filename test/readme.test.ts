@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { resolveTemporalCli } from '../deploy/temporalDevServer.js';
+import { resolveTemporalCli } from '../standalone/temporalDevServer.js';
 import { readyLineOf } from './support/standalone.js';
 import { until } from './support/until.js';
 

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createSimulatedGpu, gpuUsage } from '../simulator/gpuLedger.js';
+import { createSimulatedGpu, gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { post, startSimulator, stopSimulators } from './support/simulator.js';
 
 const GiB = 2 ** 30;

@@ -1,6 +1,6 @@
 /** The simulator's SGLang and TensorFold dialects, and its command line. */
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseSimArgs } from '../simulator/args.js';
+import { parseSimArgs } from '../engines/simulatorArgs.js';
 import { post, readEvents, type RunningSimulator, startSimulator, stopSimulators, streamFrames } from './support/simulator.js';
 
 const FAST = ['--sim-load-ms', '50', '--sim-park-ms', '20', '--sim-wake-ms', '20', '--sim-reload-ms', '20', '--sim-tokens-per-s', '2000'];

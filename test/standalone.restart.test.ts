@@ -10,7 +10,7 @@ import { Client, Connection } from '@temporalio/client';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { switchOutcomes } from '../domain/vocabulary.js';
-import type { SwitchResult } from '../workflows/definitions.js';
+import type { SwitchResult } from '../api/lifecycle.js';
 import { isRunning } from './support/processes.js';
 import { type StandaloneProcess, startStandaloneProcess } from './support/standalone.js';
 import { until } from './support/until.js';

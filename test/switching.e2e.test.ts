@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Deployment } from '../store/deployments.js';
-import type { CommandReceipt } from '../workflows/definitions.js';
+import type { CommandReceipt } from '../api/lifecycle.js';
 import { simDeployment } from './support/lifecycle.js';
 import { type Reply, type ServerBench, startServerBench } from './support/serverBench.js';
 import { until } from './support/until.js';

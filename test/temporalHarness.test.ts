@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startDevServer } from '../deploy/temporalDevServer.js';
+import { startDevServer } from '../standalone/temporalDevServer.js';
 import { searchAttributes } from '../workflows/definitions.js';
 import { searchableWorkflow } from './fixtures/searchableWorkflow.js';
 import { isRunning } from './support/processes.js';

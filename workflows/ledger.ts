@@ -3,10 +3,10 @@
  * what host RAM parked copies leave, how room is made for a model (and when it must not be), which
  * waiting model goes next and how each victim gives its memory back.
  */
-import { parkPlan } from '../activities/engines/rules.js';
+import { parkPlan } from '../engines/rules.js';
 import { type ApiError, apiErrors, type KeptHolder } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier } from '../domain/vocabulary.js';
-import type { Demand, DeploymentView, HostLedger, LedgerEntry, VictimPlan } from './definitions.js';
+import type { Demand, DeploymentView, HostLedger, LedgerEntry, VictimPlan } from '../api/lifecycle.js';
 
 /** A measured checkpoint: what a deployment brings to a GPU. */
 export type Checkpoint = NonNullable<DeploymentView['checkpoint']>;

@@ -17,25 +17,23 @@ import {
   TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { Probe, ProbeAnswer } from '../activities/engines/engine.js';
-import { releasedLine } from '../activities/engines/rules.js';
+import type { Probe, ProbeAnswer } from '../engines/engine.js';
+import { releasedLine } from '../engines/rules.js';
 import type { HostActivities } from '../activities/hostActivities.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../activities/hostFailures.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releasedLines } from '../domain/catalogue.js';
 import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
-import {
-  type InstanceRef,
-  type PhaseTiming,
-  type VictimPlan,
-  searchAttributes,
-  serverStepOptions,
-  type SwitchInput,
-  type SwitchResult,
-  type SwitchTarget,
-  type SwitchVictim,
-  taskQueues,
-} from './definitions.js';
+import { searchAttributes, serverStepOptions, taskQueues } from './definitions.js';
+import type {
+  InstanceRef,
+  PhaseTiming,
+  VictimPlan,
+  SwitchInput,
+  SwitchResult,
+  SwitchTarget,
+  SwitchVictim,
+} from '../api/lifecycle.js';
 import { everyGateway, HEARTBEAT_TIMEOUT_MS, RETRY } from './everyGateway.js';
 import { holdings } from './ledger.js';
 import { switchSummary } from './switchSummary.js';

@@ -1,5 +1,5 @@
 /** The one line the Web UI shows for a switch: "wake chat-b, park chat-a on gpu-box". Pure. */
-import type { SwitchInput } from './definitions.js';
+import type { SwitchInput } from '../api/lifecycle.js';
 
 export function switchSummary(input: Pick<SwitchInput, 'target' | 'victims' | 'hostId'>): string {
   const steps = [

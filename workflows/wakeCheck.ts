@@ -3,7 +3,7 @@
  * becomes ready, and the comparison after a wake that tells whether its weights came back intact.
  * Pure: the switch workflow imports it.
  */
-import type { Probe, ProbeAnswer } from '../activities/engines/engine.js';
+import type { Probe, ProbeAnswer } from '../engines/engine.js';
 import { DECISION_PROBABILITY_TOLERANCE } from '../domain/limits.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 

@@ -4,7 +4,7 @@
  */
 import { Agent, request } from 'undici';
 import { z } from 'zod';
-import { type CallOptions, type EngineEndpoint, EngineError } from './engine.js';
+import { type CallOptions, type EngineEndpoint, EngineError } from '../../engines/engine.js';
 
 /**
  * Engines are on 127.0.0.1 and asked about once a second: keep the connections. No body or header

@@ -1,5 +1,5 @@
 /** The engines' Prometheus `/metrics` text, read into the load figures the host reports. */
-import type { CallOptions, EngineEndpoint, EngineLoad } from './engine.js';
+import type { CallOptions, EngineEndpoint, EngineLoad } from '../../engines/engine.js';
 import { exchange, refusal } from './http.js';
 
 /** A sample line: `name{labels} value [timestamp]`; label values may hold spaces and braces in quotes. */

@@ -3,7 +3,7 @@
  * greedy completion of a fixed prompt, or a decision model's first token with its probabilities.
  */
 import { z } from 'zod';
-import type { CallOptions, EngineEndpoint, Probe, ProbeAnswer } from './engine.js';
+import type { CallOptions, EngineEndpoint, Probe, ProbeAnswer } from '../../engines/engine.js';
 import { fetchJson } from './http.js';
 
 const completion = z.object({ choices: z.array(z.object({ text: z.string() })).min(1) });
@@ -51,7 +51,7 @@ function withoutTopK(knobs: Readonly<Record<string, number>>): Record<string, nu
 }
 
 /**
- * `determinism`: every knob the engine has that pins its answer (contracts.ts): `temperature: 0`,
+ * `determinism`: every knob the engine has that pins its answer (engines/contracts.ts): `temperature: 0`,
  * and `seed` and `top_k: 1` where it takes them, so an engine that samples at temperature 0 still
  * answers the same twice.
  */

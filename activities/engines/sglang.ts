@@ -1,18 +1,18 @@
 /**
  * SGLang's server. Parking pauses generation and releases GPU memory by tag (`--enable-memory-saver`);
  * released weights go to host RAM only when it was launched with `--enable-weights-cpu-backup`, so
- * its tier is fixed at launch. The requests are contracts.ts's.
+ * its tier is fixed at launch. The requests are engines/contracts.ts's.
  */
 import { z } from 'zod';
-import { engineContracts } from './contracts.js';
-import { type EngineAdapter, EngineError } from './engine.js';
+import { engineContracts } from '../../engines/contracts.js';
+import { type EngineAdapter, EngineError } from '../../engines/engine.js';
 import { answers200, fetchJson, fetchJsonIfServed, post } from './http.js';
-import { buildLaunchPlan } from './launchPlan.js';
+import { buildLaunchPlan } from '../../engines/launchPlan.js';
 import { sampleMetrics } from './metrics.js';
 import { askProbe } from './probe.js';
-import { expectedMaxRunning, reportedMaxRunning } from './rules.js';
+import { expectedMaxRunning, reportedMaxRunning } from '../../engines/rules.js';
 import { parkByContract, wakeByContract } from './steps.js';
-import { adapterFacts } from './traits.js';
+import { adapterFacts } from '../../engines/traits.js';
 
 const contract = engineContracts.sglang;
 

@@ -1,12 +1,18 @@
 /**
- * Runs a park or a wake as the contract table lists it (contracts.ts): each step's request, and what
+ * Runs a park or a wake as the contract table lists it (engines/contracts.ts): each step's request, and what
  * its answer means. A step of an optional route the engine does not have is skipped with a warning;
  * every failure names the engine, the request and what the engine answered.
  */
 import { z } from 'zod';
 import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
-import { engineContracts, type RouteContract, routesTierNeeds, type Step, type StepFacts } from './contracts.js';
-import { type CallOptions, type EngineEndpoint, EngineError } from './engine.js';
+import {
+  engineContracts,
+  type RouteContract,
+  routesTierNeeds,
+  type Step,
+  type StepFacts,
+} from '../../engines/contracts.js';
+import { type CallOptions, type EngineEndpoint, EngineError } from '../../engines/engine.js';
 import { type EngineReply, exchange, expectJson, refusal, succeeded } from './http.js';
 
 const label = (engine: EngineName): string => engineContracts[engine].label;

@@ -3,15 +3,15 @@
  * stream sends the assistant-role opening chunk before it reads the prompt, so that chunk is no sign
  * of progress (the gateway's concern; nothing to do here).
  */
-import { engineContracts } from './contracts.js';
-import type { EngineAdapter } from './engine.js';
-import { EngineError } from './engine.js';
+import { engineContracts } from '../../engines/contracts.js';
+import type { EngineAdapter } from '../../engines/engine.js';
+import { EngineError } from '../../engines/engine.js';
 import { answers200, versionRoute } from './http.js';
-import { buildLaunchPlan } from './launchPlan.js';
+import { buildLaunchPlan } from '../../engines/launchPlan.js';
 import { sampleMetrics } from './metrics.js';
 import { askProbe } from './probe.js';
-import { expectedMaxRunning } from './rules.js';
-import { adapterFacts } from './traits.js';
+import { expectedMaxRunning } from '../../engines/rules.js';
+import { adapterFacts } from '../../engines/traits.js';
 
 const loadMetrics = {
   running: 'tensorfold:requests_running',

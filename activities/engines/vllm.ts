@@ -1,16 +1,16 @@
 /**
  * vLLM's OpenAI-compatible server. Parking is its sleep mode: level 1 copies the weights to host
- * RAM, level 2 drops them; both give back the KV cache. The requests are contracts.ts's.
+ * RAM, level 2 drops them; both give back the KV cache. The requests are engines/contracts.ts's.
  */
-import { engineContracts } from './contracts.js';
-import type { EngineAdapter } from './engine.js';
+import { engineContracts } from '../../engines/contracts.js';
+import type { EngineAdapter } from '../../engines/engine.js';
 import { answers200, versionRoute } from './http.js';
-import { buildLaunchPlan } from './launchPlan.js';
+import { buildLaunchPlan } from '../../engines/launchPlan.js';
 import { sampleMetrics } from './metrics.js';
 import { askProbe } from './probe.js';
-import { expectedMaxRunning } from './rules.js';
+import { expectedMaxRunning } from '../../engines/rules.js';
 import { parkByContract, wakeByContract } from './steps.js';
-import { adapterFacts } from './traits.js';
+import { adapterFacts } from '../../engines/traits.js';
 
 /** `vllm:gpu_cache_usage_perc` is the name up to 0.9.1 and gone in 0.12. */
 const loadMetrics = {

@@ -2,7 +2,7 @@
  * Where a remote step's time goes on Temporal: 12 no-op activities run one after another on another
  * worker's task queue (as a switch runs its host steps), in parallel, and as local activities; on a
  * dev server with Temporal's defaults and on one with capyctl's settings (lowLatencyArgs in
- * deploy/temporalDevServer.ts), both on their SQLite file. Prints the median per step and the spans
+ * standalone/temporalDevServer.ts), both on their SQLite file. Prints the median per step and the spans
  * read from the histories: how long an activity task and the workflow task after it waited to be
  * picked up, and how long each ran.
  *
@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import { startDevServer } from '../../deploy/temporalDevServer.js';
+import { startDevServer } from '../../standalone/temporalDevServer.js';
 import { workflowBundle } from '../../server/workflowBundle.js';
 import { noopActivities } from './activities.js';
 import { spansOf } from './historySpans.js';
@@ -72,4 +72,4 @@ async function measure(label: string, temporalDefaults: boolean) {
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 await measure("Temporal's defaults", true);
-await measure("capyctl's dev server settings (deploy/temporalDevServer.ts lowLatencyArgs)", false);
+await measure("capyctl's dev server settings (standalone/temporalDevServer.ts lowLatencyArgs)", false);

@@ -3,7 +3,7 @@
  * field and reason, exit 2) and deploys it. A changed spec makes a new revision, whose checkpoint
  * is then measured; `capyctl start deployment NAME --wait` waits for that.
  */
-import type { DeployReply } from '../../gateway/management/deployments.js';
+import type { DeployReply } from '../../api/deployments.js';
 import { loadSettingsFile, SettingsError } from '../../settings/load.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';

@@ -2,7 +2,7 @@
  * `capyctl park|stop|preinitialize|delete deployment NAME`: one command on one deployment, answered
  * with its receipt. A park answers as it begins: parking runs in the background.
  */
-import type { ReceiptBody } from '../../gateway/management/deployments.js';
+import type { ReceiptBody } from '../../api/deployments.js';
 import type { Command } from '../command.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';

@@ -2,7 +2,7 @@
  * `capyctl drain host ID`: nothing is placed on the host any more, and what it holds stops.
  * `capyctl undrain host ID` ends the drain: models may be placed there again.
  */
-import type { DrainReply, UndrainReply } from '../../gateway/management/hostAdmin.js';
+import type { DrainReply, UndrainReply } from '../../api/hostAdmin.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 import { receiptText } from '../receipt.js';

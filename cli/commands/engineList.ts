@@ -1,7 +1,7 @@
 /** `capyctl engine list [--json]`: what each engine can do, so a deployment can pick one. */
 import { parseArgs } from 'node:util';
-import { engineContracts } from '../../activities/engines/contracts.js';
-import { engineTraits } from '../../activities/engines/traits.js';
+import { engineContracts } from '../../engines/contracts.js';
+import { engineTraits } from '../../engines/traits.js';
 import { engineNames } from '../../domain/vocabulary.js';
 import { type Command, exitCodes } from '../command.js';
 import { table } from '../table.js';

@@ -3,7 +3,7 @@
  * `capyctl revoke host-token ID`: the host's token stops working, so that a new one may register
  * that host ID (a host ID is bound to the token it first registered with).
  */
-import type { RevokeTokenReply } from '../../gateway/management/hostAdmin.js';
+import type { RevokeTokenReply } from '../../api/hostAdmin.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 

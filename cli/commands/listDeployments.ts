@@ -1,5 +1,5 @@
 /** `capyctl list deployments [--json]`: each model's state, laid out as in the spec. */
-import type { DeploymentBody } from '../../gateway/management/deployments.js';
+import type { DeploymentBody } from '../../api/deployments.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 import { table } from '../table.js';

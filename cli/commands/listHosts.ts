@@ -1,5 +1,5 @@
 /** `capyctl list hosts [--json]`: the registered hosts, their GPUs, their state and their last report. */
-import type { HostBody } from '../../gateway/management/hostAdmin.js';
+import type { HostBody } from '../../api/hostAdmin.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 import { readableAge, readableBytes } from '../readable.js';

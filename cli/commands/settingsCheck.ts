@@ -1,6 +1,6 @@
 /** `capyctl settings check KIND [--file F] [--set k=v …] [--json]`: validates a document before a start. */
 import { parseArgs } from 'node:util';
-import { documentRefusal } from '../../activities/engines/rules.js';
+import { documentRefusal } from '../../engines/rules.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import { type BaseDocument, documentSchemas, type DocumentKind, loadSettingsFile, SettingsError } from '../../settings/load.js';
 import { overridesFromEnv } from '../../settings/overrides.js';

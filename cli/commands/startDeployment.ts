@@ -6,8 +6,8 @@
  * checkpoint is refused), then follows the switch until the model is ready, saying what it waits for
  * and for how long, and prints the receipt as the switch ended.
  */
-import type { DeploymentBody, ReceiptBody } from '../../gateway/management/deployments.js';
-import type { SwitchBody } from '../../gateway/management/switches.js';
+import type { DeploymentBody, ReceiptBody } from '../../api/deployments.js';
+import type { SwitchBody } from '../../api/switches.js';
 import { awaitsMeasurement } from '../../domain/measurement.js';
 import { exitCodes } from '../command.js';
 import { ApiRefusal, type ManagementClient } from '../managementClient.js';

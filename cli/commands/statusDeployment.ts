@@ -1,6 +1,6 @@
 /** `capyctl status deployment NAME [--json]`: one deployment, its activation, its checkpoint, why its last start failed and where its instances are parked. */
 import { parkTierWords } from '../../domain/catalogue.js';
-import type { DeploymentBody } from '../../gateway/management/deployments.js';
+import type { DeploymentBody } from '../../api/deployments.js';
 import { exitCodes } from '../command.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 import { table } from '../table.js';

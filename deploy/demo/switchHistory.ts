@@ -6,7 +6,7 @@
  */
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
-import type { SwitchInput } from '../../workflows/definitions.js';
+import type { SwitchInput } from '../../api/lifecycle.js';
 
 /** A switch step, by the activity whose completion marks it. */
 const STEPS: Readonly<Record<string, string>> = {

@@ -6,69 +6,26 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { documentRefusal, hostsRefusal } from '../../activities/engines/rules.js';
+import { documentRefusal, hostsRefusal } from '../../engines/rules.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
-import { measurementState, measurementStates, unmeasuredRefusal } from '../../domain/measurement.js';
-import { activations, instanceStates, type InstanceState, parkTiers } from '../../domain/vocabulary.js';
-import { deploymentDocument, type DeploymentSpec } from '../../settings/deploymentDocument.js';
+import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
+import type { InstanceState } from '../../domain/vocabulary.js';
+import { deploymentDocument } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
-import { mayRunOn } from '../../server/placement.js';
+import { mayRunOn } from '../placement.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
 import { listHosts } from '../../store/hosts.js';
-import type { CommandReceipt } from '../../workflows/definitions.js';
-import type { OperatorLifecycle } from '../lifecycleClient.js';
+import {
+  type DeploymentBody,
+  deploymentBody,
+  deployReply,
+  type ReceiptBody,
+  receiptBody,
+} from '../../api/deployments.js';
+import type { CommandReceipt } from '../../api/lifecycle.js';
+import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
 import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
-
-export const deploymentBody = z.object({
-  deployment_id: z.string(),
-  name: z.string(),
-  revision: z.number().int(),
-  /** The state of its instance; `stopped` before its first start. */
-  state: instanceStates,
-  ready_instances: z.number().int(),
-  /** One instance per deployment in this release. */
-  desired_instances: z.number().int(),
-  /** The hosts that hold an instance of it (ready, parked, or on the way). */
-  hosts: z.array(z.string()),
-  activation: activations,
-  operator_stopped: z.boolean(),
-  /** The current revision's checkpoint: a start is refused until it is measured. */
-  checkpoint: measurementStates,
-  /** Why its measurement failed: the host could not read the checkpoint. Only when `failed`. */
-  checkpoint_failure: z.string().optional(),
-  /** Why its latest start failed (an engine that exited: how, and its last lines of stderr). Only until a start succeeds. */
-  start_failure: z.string().optional(),
-  instances: z.array(
-    z.object({
-      index: z.number().int(),
-      host_id: z.string(),
-      generation: z.number().int(),
-      state: instanceStates,
-      /** Where a parked (or parking) instance's weights are: in host RAM, deep (dropped), or kept on the GPU. */
-      park_tier: parkTiers.optional(),
-    }),
-  ),
-  /**
-   * The document as it was read (its output): the document's schema cannot write it back, since its
-   * fields with units and ranges are one-way transforms (`max_concurrent_requests: 8` answered 500).
-   */
-  spec: z.custom<DeploymentSpec>(),
-});
-export type DeploymentBody = z.infer<typeof deploymentBody>;
-
-export const receiptBody = z.object({
-  deployment_id: z.string(),
-  name: z.string(),
-  /** The switch that carried the command out: workflow `switch/<switch_id>` in the Temporal Web UI. */
-  switch_id: z.string().optional(),
-  victims: z.array(z.object({ deployment_id: z.string(), name: z.string(), instance_index: z.number().int(), released: z.string() })),
-  state: instanceStates,
-});
-export type ReceiptBody = z.infer<typeof receiptBody>;
-
-export const deployReply = z.object({ outcome: z.enum(['created', 'revised', 'unchanged']), deployment: deploymentBody });
-export type DeployReply = z.infer<typeof deployReply>;
 
 const refParams = z.strictObject({ ref: z.string().min(1) });
 const startBody = z.strictObject({ evict: z.boolean().default(false) }).prefault({});

@@ -7,36 +7,13 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
-import { hostStates, memoryKinds } from '../../domain/vocabulary.js';
 import type { Db } from '../../store/db.js';
 import { findHost, issueHostToken, listHosts, revokeHostToken } from '../../store/hosts.js';
-import type { OperatorLifecycle } from '../lifecycleClient.js';
+import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutingTable } from '../routingTable.js';
-import { receiptBody, renderReceipt } from './deployments.js';
+import { renderReceipt } from './deployments.js';
+import { drainReply, hostBody, hostTokenReply, revokeTokenReply, undrainReply } from '../../api/hostAdmin.js';
 import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
-
-export const hostBody = z.object({
-  host_id: z.string(),
-  gpus: z.array(z.object({ index: z.number().int(), name: z.string(), memory_bytes: z.number(), memory_kind: memoryKinds })),
-  /** Null when the host did not say. */
-  host_ram_bytes: z.number().nullable(),
-  draining: z.boolean(),
-  /** `down` once it stopped reporting; see `hostStates`. */
-  state: hostStates,
-  last_seen_at: z.string(),
-});
-export type HostBody = z.infer<typeof hostBody>;
-
-export const drainReply = z.object({ host_id: z.string(), draining: z.literal(true), released: z.array(receiptBody) });
-export type DrainReply = z.infer<typeof drainReply>;
-
-export const undrainReply = z.object({ host_id: z.string(), draining: z.literal(false) });
-export type UndrainReply = z.infer<typeof undrainReply>;
-
-export const hostTokenReply = z.object({ token: z.string() });
-
-export const revokeTokenReply = z.object({ host_id: z.string(), revoked: z.number().int() });
-export type RevokeTokenReply = z.infer<typeof revokeTokenReply>;
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 

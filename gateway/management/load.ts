@@ -6,57 +6,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { MaxRunning } from '../../activities/engines/engine.js';
-import { expectedMaxRunning } from '../../activities/engines/rules.js';
+import type { MaxRunning } from '../../engines/engine.js';
+import { expectedMaxRunning } from '../../engines/rules.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
+import { type LoadReply, loadReply } from '../../api/load.js';
 import { SAMPLE_STALE_AFTER_MS } from '../../domain/limits.js';
-import { instanceStates, maxRunningSources } from '../../domain/vocabulary.js';
 import type { LoadBoard, ReadSample } from '../loadBoard.js';
 import type { RouterFigures } from '../routerFigures.js';
 import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
 import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
-
-// Plain objects, not strict ones: the serializer sends what the schema parsed, so a field a
-// sample carries beyond the spec's is left out rather than failing the reply.
-const count = z.number().int().min(0);
-
-/** `count` is left out when it is not known: an absent figure is unknown, never zero. */
-const maxRunningBody = z.object({ count: z.number().int().positive().optional(), source: maxRunningSources });
-
-const sampleBody = z.object({
-  sampled_at_ms: z.number().int(),
-  age_ms: count,
-  fresh: z.boolean(),
-  ingress_in_flight: count,
-  /** Null when the host could not read the engine's metrics. */
-  engine: z.object({ running: z.number().min(0), waiting: z.number().min(0), kv_usage_ppm: count }).nullable(),
-});
-
-const instanceBody = z.object({
-  index: count,
-  host_id: z.string(),
-  generation: count,
-  observed_state: instanceStates,
-  router_in_flight: count,
-  max_running: maxRunningBody,
-  /** Null when no sample is held: not loaded, dropped after 30 s, or the server just started. */
-  sample: sampleBody.nullable(),
-});
-
-const deploymentBody = z.object({
-  deployment_id: z.string(),
-  name: z.string(),
-  router: z.object({ in_flight: count, in_flight_limit: count, waiting: count, waiting_limit: count }),
-  max_running: maxRunningBody,
-  instances: z.array(instanceBody),
-});
-
-export const loadReply = z.object({
-  observed_at_ms: z.number().int(),
-  stale_after_ms: z.literal(SAMPLE_STALE_AFTER_MS),
-  deployments: z.array(deploymentBody),
-});
-export type LoadReply = z.infer<typeof loadReply>;
 
 const loadQuery = z.object({ deployment: z.string().min(1).optional() });
 
@@ -77,7 +35,9 @@ function instanceMaxRunning(sample: ReadSample | null, expected: MaxRunning): Ma
   return maxRunning.source === 'state_cache' ? { ...maxRunning, source: 'engine' } : maxRunning;
 }
 
-function renderSample(s: ReadSample): z.infer<typeof sampleBody> {
+type DeploymentLoad = LoadReply['deployments'][number];
+
+function renderSample(s: ReadSample): NonNullable<DeploymentLoad['instances'][number]['sample']> {
   return {
     sampled_at_ms: s.sampledAtMs,
     age_ms: s.ageMs,
@@ -87,7 +47,7 @@ function renderSample(s: ReadSample): z.infer<typeof sampleBody> {
   };
 }
 
-function renderDeployment(d: RoutedDeployment, deps: LoadDeps, nowMs: number): z.infer<typeof deploymentBody> {
+function renderDeployment(d: RoutedDeployment, deps: LoadDeps, nowMs: number): DeploymentLoad {
   // Before any engine says, the figure is what CapyCTL passes or expects; the server does not know
   // the host's command, so it is `on_host` unless the deployment's arguments or declared figure fix it
   // (an option in the host's command would win over a declared one: its samples then say `host_fixed`).

@@ -7,54 +7,25 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { apiErrors, CapyError, errorCodes } from '../../domain/catalogue.js';
-import { instanceStates, parkTiers, switchOutcomes, switchPhases } from '../../domain/vocabulary.js';
+import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import type { Db } from '../../store/db.js';
 import { listSwitchReceipts, type SwitchReceipt } from '../../store/switchReceipts.js';
 import { workflowIds } from '../../workflows/definitions.js';
-import type { OperatorLifecycle } from '../lifecycleClient.js';
+import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutingTable } from '../routingTable.js';
-import { receiptBody } from './deployments.js';
+import {
+  type ListedSwitchBody,
+  type SwitchBody,
+  switchBody,
+  type SwitchListReply,
+  switchListReply,
+} from '../../api/switches.js';
 import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
-
-export const switchBody = z.object({
-  switch_id: z.string(),
-  /** `running` until it ends. */
-  outcome: switchOutcomes,
-  /** Once it ended: the model it woke or started, and where it stands; absent for a release only. */
-  target: z.object({ deployment_id: z.string(), name: z.string(), state: instanceStates }).optional(),
-  /** Once it ended: what it released, each with its receipt line. */
-  victims: receiptBody.shape.victims,
-  /** Once it ended without bringing its target up: the error the target's waiters got. */
-  error: z.object({ code: errorCodes, message: z.string(), retryable: z.boolean() }).optional(),
-});
-export type SwitchBody = z.infer<typeof switchBody>;
 
 const switchParams = z.strictObject({ switchId: z.uuid() });
 
 /** The most a list shows; the status page asks for 20. */
 const MAX_LISTED_SWITCHES = 100;
-
-export const listedSwitchBody = z.object({
-  switch_id: z.string(),
-  host_id: z.string(),
-  /** What it woke or started; null for a release only. */
-  target: z.object({ deployment_id: z.string(), name: z.string() }).nullable(),
-  victims: receiptBody.shape.victims,
-  outcome: switchOutcomes,
-  /** One line: "wake chat-b, park chat-a on gpu-box". */
-  summary: z.string(),
-  /** Its steps in order, once it ended (empty while it runs); `park_tier` for a park, a wake or its check. */
-  phases: z.array(z.object({ phase: switchPhases, park_tier: parkTiers.nullable(), ms: z.number().int().min(0) })),
-  started_at: z.iso.datetime(),
-  finished_at: z.iso.datetime().nullable(),
-  /** Its workflow in the Temporal Web UI (`temporal.web_ui` in the server document). */
-  web_ui_url: z.url().optional(),
-});
-export type ListedSwitchBody = z.infer<typeof listedSwitchBody>;
-
-export const switchListReply = z.object({ switches: z.array(listedSwitchBody) });
-export type SwitchListReply = z.infer<typeof switchListReply>;
 
 const switchListQuery = z.object({ limit: z.coerce.number().int().min(1).max(MAX_LISTED_SWITCHES).default(20) });
 

@@ -4,7 +4,7 @@
  * and abort by request id.
  */
 import { STATUS_CODES } from 'node:http';
-import { engineContracts } from '../../activities/engines/contracts.js';
+import { engineContracts } from '../../engines/contracts.js';
 import type { Dialect } from '../dialect.js';
 import type { SimEngine } from '../engine.js';
 import { type Handler, type Router, sendEmpty, sendJson, sendText } from '../http.js';

@@ -2,7 +2,7 @@
  * vLLM's own routes (engines.md): version, metrics, and sleep mode — `/sleep`, `/wake_up`,
  * `/is_sleeping`, `/collective_rpc`, `/reset_prefix_cache` — which exist only in dev mode.
  */
-import { engineContracts } from '../../activities/engines/contracts.js';
+import { engineContracts } from '../../engines/contracts.js';
 import type { Dialect } from '../dialect.js';
 import type { SimEngine } from '../engine.js';
 import { type Router, sendEmpty, sendJson } from '../http.js';

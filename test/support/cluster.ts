@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { parse as parseYaml } from 'yaml';
-import { gpuUsage } from '../../simulator/gpuLedger.js';
+import { gpuUsage } from '../../hostAgent/simulatedGpu.js';
 import { type CliResult, CAPYCTL, capyctl } from './capyctl.js';
 import { harnessServices, type LifecycleServices } from './lifecycle.js';
 import { type FreshDatabase, freshDatabase } from './postgres.js';

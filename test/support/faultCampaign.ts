@@ -19,8 +19,9 @@ import { Client, Connection } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { request } from 'undici';
 import { eventMs, stepOf } from '../../deploy/demo/switchHistory.js';
-import { type DevServer, freePort, startDevServer } from '../../deploy/temporalDevServer.js';
-import { gpuUsage } from '../../simulator/gpuLedger.js';
+import { type DevServer, startDevServer } from '../../standalone/temporalDevServer.js';
+import { freePort } from '../../processes/freePort.js';
+import { gpuUsage } from '../../hostAgent/simulatedGpu.js';
 import { Cluster, type ClusterHost } from './cluster.js';
 import { simDeployment } from './lifecycle.js';
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type {} from 'vitest';
 import type { TestProject } from 'vitest/node';
-import { startDevServer } from '../../deploy/temporalDevServer.js';
+import { startDevServer } from '../../standalone/temporalDevServer.js';
 import { ensurePostgres, POSTGRES_ADMIN_URL } from './postgres.js';
 
 declare module 'vitest' {

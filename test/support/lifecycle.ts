@@ -18,7 +18,7 @@ import { type RunningHostAgent, startHostAgent } from '../../hostAgent/agent.js'
 import { installTemporalRuntime } from '../../logging/temporalRuntime.js';
 import { loadSettings } from '../../settings/load.js';
 import { tightestOfHosts } from '../../settings/queue.js';
-import { gpuUsage } from '../../simulator/gpuLedger.js';
+import { gpuUsage } from '../../hostAgent/simulatedGpu.js';
 import type { Db } from '../../store/db.js';
 import { type Deployment, saveDeployment } from '../../store/deployments.js';
 import { issueHostToken } from '../../store/hosts.js';

@@ -2,12 +2,13 @@
  * An operator lifecycle for route tests: deploys into the store and the table as the server does,
  * records what the routes ask, and answers commands with canned receipts.
  */
-import type { CommandArgs, Commands, OperatorLifecycle } from '../../gateway/lifecycleClient.js';
+import type { CommandArgs, Commands } from '../../gateway/lifecycleClient.js';
+import type { OperatorLifecycle } from '../../gateway/management/operatorLifecycle.js';
 import type { RoutingTable } from '../../gateway/routingTable.js';
-import { heldOn, mayRunOn } from '../../server/placement.js';
+import { heldOn, mayRunOn } from '../../gateway/placement.js';
 import type { Db } from '../../store/db.js';
 import { saveDeployment } from '../../store/deployments.js';
-import type { CommandReceipt, SwitchResult } from '../../workflows/definitions.js';
+import type { CommandReceipt, SwitchResult } from '../../api/lifecycle.js';
 
 export interface RecordingLifecycle extends OperatorLifecycle {
   /** Each command as `hostId update args`, and each deploy as `deploy name outcome revision`. */

@@ -8,7 +8,7 @@ import type { GatewaySteps } from '../../activities/gatewaySteps.js';
 import type { DispatchState } from '../../gateway/dispatchState.js';
 import { RequestQueue } from '../../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../../settings/queue.js';
-import type { Demand, InstanceRef } from '../../workflows/definitions.js';
+import type { Demand, InstanceRef } from '../../api/lifecycle.js';
 
 /** What a simulated client got. */
 export type Answer =

@@ -3,8 +3,18 @@
  * sent as the management API sends them, its ledger read with its query, and the waits the tests need.
  */
 import { CapyError } from '../../domain/catalogue.js';
-import { type CommandArgs, type CommandResult, type Commands, latestInOrder, reportDemand, type SchedulerRef, sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
-import { type CommandReceipt, type HostLedger, type LedgerEntry, queries, type SwitchResult, workflowIds } from '../../workflows/definitions.js';
+import {
+  type CommandArgs,
+  type CommandResult,
+  type Commands,
+  reportDemand,
+  type SchedulerRef,
+  sendCommand,
+  startMeasurement,
+} from '../../gateway/lifecycleClient.js';
+import { latestInOrder } from '../../gateway/demandReports.js';
+import { queries, workflowIds } from '../../workflows/definitions.js';
+import type { CommandReceipt, HostLedger, LedgerEntry, SwitchResult } from '../../api/lifecycle.js';
 import type { SchedulerSettings } from '../../workflows/hostScheduler/input.js';
 import { type Lifecycle, type LifecycleOptions, simDeployment, startLifecycle } from './lifecycle.js';
 

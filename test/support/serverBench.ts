@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { request } from 'undici';
-import type { LoadReply } from '../../gateway/management/load.js';
+import type { LoadReply } from '../../api/load.js';
 import { sendCommand, startMeasurement } from '../../gateway/lifecycleClient.js';
 import { type RunningHostAgent, startHostAgent } from '../../hostAgent/agent.js';
 import { type RunningServer, startServer } from '../../server/server.js';

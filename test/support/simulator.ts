@@ -5,9 +5,9 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { freePort } from '../../deploy/temporalDevServer.js';
+import { freePort } from '../../processes/freePort.js';
 import type { SimState } from '../../simulator/engine.js';
-import type { DialectName } from '../../simulator/args.js';
+import type { DialectName } from '../../engines/simulatorArgs.js';
 import { CAPYCTL } from './capyctl.js';
 
 export interface SimulatorOptions {

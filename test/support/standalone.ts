@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { closeSync, createWriteStream, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from '../../deploy/temporalDevServer.js';
+import { freePort } from '../../processes/freePort.js';
 import { CAPYCTL } from './capyctl.js';
 import { until } from './until.js';
 

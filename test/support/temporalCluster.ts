@@ -17,8 +17,9 @@ import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import pg from 'pg';
 import { stringify } from 'yaml';
-import { spawnEndingWithThisProcess } from '../../deploy/endingWithThisProcess.js';
-import { DYNAMIC_CONFIG_FILE, freePort, resolveTemporalCli } from '../../deploy/temporalDevServer.js';
+import { spawnEndingWithThisProcess } from '../../processes/endingWithThisProcess.js';
+import { DYNAMIC_CONFIG_FILE, resolveTemporalCli } from '../../standalone/temporalDevServer.js';
+import { freePort } from '../../processes/freePort.js';
 import { searchAttributes } from '../../workflows/definitions.js';
 import { until } from './until.js';
 

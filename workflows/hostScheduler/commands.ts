@@ -3,8 +3,8 @@
  * park, stop, delete and a host drain. Each runs in its turn, or is refused; none waits for memory.
  */
 import { apiErrors } from '../../domain/catalogue.js';
-import { releasingLine } from '../../activities/engines/rules.js';
-import type { CommandReceipt, VictimPlan } from '../definitions.js';
+import { releasingLine } from '../../engines/rules.js';
+import type { CommandReceipt, VictimPlan } from '../../api/lifecycle.js';
 import { refusal } from '../refusal.js';
 import type { GpuHolder, HostScheduler, MeasuredView } from './scheduler.js';
 import type { Command } from './jobs.js';

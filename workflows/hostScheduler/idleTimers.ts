@@ -4,7 +4,7 @@
  * scheduler's.
  */
 import { log } from '@temporalio/workflow';
-import type { Demand, LedgerEntry } from '../definitions.js';
+import type { Demand, LedgerEntry } from '../../api/lifecycle.js';
 import { gatewayOn, serverGone } from '../everyGateway.js';
 import { hasWaiting } from './demands.js';
 import type { SchedulerSettings, SchedulerState } from './input.js';

@@ -1,5 +1,5 @@
 /** What one run of the host scheduler starts from: its host, its settings and what the run before it left. Pure. */
-import type { Demand, HostLedger } from '../definitions.js';
+import type { Demand, HostLedger } from '../../api/lifecycle.js';
 
 export interface SchedulerSettings {
   /** The host's `resource_policy.queue.admission_window`, for request-driven switches. */

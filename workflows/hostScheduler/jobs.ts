@@ -1,5 +1,5 @@
 /** The host scheduler's queue of operator commands. Pure: a job is a command and the promise its caller awaits. */
-import type { CommandReceipt } from '../definitions.js';
+import type { CommandReceipt } from '../../api/lifecycle.js';
 
 export type Command =
   | { kind: 'start'; deploymentId: string; evict: boolean }

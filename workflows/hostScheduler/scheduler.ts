@@ -7,25 +7,23 @@
 import { allHandlersFinished, condition, continueAsNew, proxyLocalActivities, startChild, uuid4, workflowInfo } from '@temporalio/workflow';
 import { apiErrors } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
-import type { LaunchMemory } from '../../activities/engines/memoryBound.js';
+import type { LaunchMemory } from '../../engines/memoryBound.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
 import type { StoreActivities } from '../../activities/storeActivities.js';
-import {
-  type CommandReceipt,
-  type Demand,
-  type DeploymentView,
-  type HostLedger,
-  type InstanceRef,
-  type LedgerEntry,
-  type VictimPlan,
-  serverStepOptions,
-  type SwitchInput,
-  type SwitchResult,
-  type SwitchTarget,
-  type SwitchVictim,
-  WORKFLOW_TASK_TIMEOUT_MS,
-  workflowIds,
-} from '../definitions.js';
+import type {
+  CommandReceipt,
+  Demand,
+  DeploymentView,
+  HostLedger,
+  InstanceRef,
+  LedgerEntry,
+  SwitchInput,
+  SwitchResult,
+  SwitchTarget,
+  SwitchVictim,
+  VictimPlan,
+} from '../../api/lifecycle.js';
+import { serverStepOptions, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../definitions.js';
 import { type Checkpoint, gpuNeed, type Holder, holdings, hostRamFree, launchTier, planRoom, planVictims, type VictimFacts } from '../ledger.js';
 import { refusal } from '../refusal.js';
 import { switchWorkflow } from '../switch.js';

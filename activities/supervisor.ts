@@ -9,9 +9,9 @@ import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { EngineAdapter, EngineEndpoint, LaunchPlan } from '../activities/engines/engine.js';
-import type { LaunchMemory } from '../activities/engines/memoryBound.js';
-import { spawnEndingWithThisProcess } from '../deploy/endingWithThisProcess.js';
+import type { EngineAdapter, EngineEndpoint, LaunchPlan } from '../engines/engine.js';
+import type { LaunchMemory } from '../engines/memoryBound.js';
+import { spawnEndingWithThisProcess } from '../processes/endingWithThisProcess.js';
 import type { ParkTier } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 

@@ -4,7 +4,7 @@
  * the simulator's dialects serve exactly these routes, both from this one table;
  * test/engines.contracts.test.ts holds each to it.
  */
-import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
+import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 
 export type Method = 'GET' | 'POST';
 

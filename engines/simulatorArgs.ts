@@ -2,8 +2,11 @@
  * The simulator's command line: an engine's own flags (the few capyctl passes), the `--sim-*` flags,
  * and every other flag accepted and ignored, because real engines take hundreds and a launch plan
  * written for the real engine must start the simulator unchanged.
+ *
+ * Here, not in simulator/: the product reads it too, to measure a simulated model's checkpoint
+ * from its `--sim-weights` and `--sim-kv` (activities/checkpoint.ts).
  */
-import { engineContracts } from '../activities/engines/contracts.js';
+import { engineContracts } from './contracts.js';
 import { parseBytes, parseDuration } from '../settings/units.js';
 
 export const dialectNames = ['vllm', 'sglang', 'tensorfold'] as const;

@@ -7,6 +7,10 @@
  *
  * An owner whose process is gone does not count, so a crashed engine frees its GPU memory the way
  * a real one does; the next allocation deletes its file.
+ *
+ * Product code, not the simulator's: a host document may declare simulated GPUs (the standalone's
+ * does), and the host agent makes them and reports what they hold; the simulator's engine
+ * processes allocate on them.
  */
 import { mkdir, readdir, readFile, rename, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
 import { unlinkSync } from 'node:fs';

@@ -4,13 +4,13 @@
  */
 import { type ChildProcess, execFileSync } from 'node:child_process';
 import { existsSync, openSync, readFileSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { parse as parseYaml } from 'yaml';
 import { SearchAttributeType } from '@temporalio/common';
 import { searchAttributes } from '../workflows/definitions.js';
-import { spawnEndingWithThisProcess } from './endingWithThisProcess.js';
+import { spawnEndingWithThisProcess } from '../processes/endingWithThisProcess.js';
+import { freePort } from '../processes/freePort.js';
 
 // From the root's level, not this folder's: the same in the sources and in the CLI's build (bin/cliBundle.js).
 const PROVIDE_SCRIPT = fileURLToPath(new URL('../deploy/temporal.sh', import.meta.url));
@@ -35,18 +35,6 @@ function lowLatencyArgs(): string[] {
     ...Object.entries(dynamic).flatMap(([key, values]) => ['--dynamic-config-value', `${key}=${JSON.stringify(values[0]!.value)}`]),
     ...['journal_mode=wal', 'synchronous=normal'].flatMap((pragma) => ['--sqlite-pragma', pragma]),
   ];
-}
-
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 const cliTypeNames: Record<SearchAttributeType, string> = {

@@ -4,9 +4,9 @@
  * `max_running` figure comes from ("Reading load"). The host scheduler, the management API and the
  * adapters call them; nothing here does I/O.
  */
-import { type ApiError, apiErrors, releasedLines, releasingLines } from '../../domain/catalogue.js';
-import type { EngineName, MemoryKind, ParkTier } from '../../domain/vocabulary.js';
-import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
+import { type ApiError, apiErrors, releasedLines, releasingLines } from '../domain/catalogue.js';
+import type { EngineName, MemoryKind, ParkTier } from '../domain/vocabulary.js';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { engineContracts } from './contracts.js';
 import type { MaxRunning, MaxRunningContext } from './engine.js';
 import { findCount, findOption } from './launchOptions.js';

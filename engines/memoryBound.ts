@@ -3,7 +3,7 @@
  * CONTRACTS.md): the ledger's reservation for the model, in the engine's own option, so the engine
  * takes what the ledger counted and not its default share of the GPU.
  */
-import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { engineContracts } from './contracts.js';
 import { findOption } from './launchOptions.js';
 

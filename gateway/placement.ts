@@ -15,7 +15,7 @@
  * models whose requests it has sent to a host and that hold nothing yet; their next demands go to
  * the same host.
  */
-import type { RoutedDeployment } from '../gateway/routingTable.js';
+import type { RoutedDeployment } from './routingTable.js';
 import type { Db } from '../store/db.js';
 import { checkpointOf, listDeployments } from '../store/deployments.js';
 import { listHosts } from '../store/hosts.js';

@@ -2,8 +2,8 @@
  * One interface for every engine. An adapter knows its engine's launch arguments and HTTP routes;
  * the host agent owns the processes (start, supervise, stop) and calls the adapter for the rest.
  */
-import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
-import type { EngineName, MaxRunningSource, ParkTier } from '../../domain/vocabulary.js';
+import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+import type { EngineName, MaxRunningSource, ParkTier } from '../domain/vocabulary.js';
 import type { LaunchMemory } from './memoryBound.js';
 
 /** How the host should start the engine process. */

@@ -4,7 +4,7 @@
  * already says (the tiers it has park steps for, its max-running option) is read from it, not
  * written again.
  */
-import type { EngineName, ParkTier } from '../../domain/vocabulary.js';
+import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import { engineContracts } from './contracts.js';
 import type { EngineAdapter } from './engine.js';
 
