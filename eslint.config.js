@@ -7,13 +7,16 @@ import tseslint from 'typescript-eslint';
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.tools/', '.data/', 'bin/cliBundle.js', 'deploy/helm/', '**/*.html'] },
+  { ignores: ['node_modules/', '.tools/', '.data/', '.cli/', 'coverage/', 'test-output/', 'deploy/helm/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
     languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
     rules: {
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
       // A closure may read a variable assigned once later (the standalone's host, once it is up).
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
       // Control characters are matched on purpose: the NUL refusal and terminal escapes in the CLI's tests.
@@ -31,8 +34,22 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [...nodeBuiltins, '@temporalio/activity', '@temporalio/worker', '@temporalio/client', 'pg', 'undici', 'fastify', 'pino'],
-          patterns: [{ group: ['../store/*', '../gateway/*', '../server/*', '../hostAgent/*'], message: 'workflow code imports only @temporalio/workflow and pure modules' }],
+          paths: [
+            ...nodeBuiltins,
+            '@temporalio/activity',
+            '@temporalio/worker',
+            '@temporalio/client',
+            'pg',
+            'undici',
+            'fastify',
+            'pino',
+          ],
+          patterns: [
+            {
+              group: ['../store/*', '../gateway/*', '../server/*', '../hostAgent/*'],
+              message: 'workflow code imports only @temporalio/workflow and pure modules',
+            },
+          ],
         },
       ],
     },

@@ -36,7 +36,15 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     projects: [
-      { extends: true, test: { name: 'in process', include: ['test/**/*.test.ts'], exclude: [...WHOLE_PROCESSES, ...REAL_TEMPORAL], sequence: { groupOrder: 0 } } },
+      {
+        extends: true,
+        test: {
+          name: 'in process',
+          include: ['test/**/*.test.ts'],
+          exclude: [...WHOLE_PROCESSES, ...REAL_TEMPORAL],
+          sequence: { groupOrder: 0 },
+        },
+      },
       { extends: true, test: { name: 'whole processes', include: WHOLE_PROCESSES, sequence: { groupOrder: 1 } } },
       { extends: true, test: { name: 'real Temporal', include: REAL_TEMPORAL, sequence: { groupOrder: 2 } } },
     ],

@@ -61,7 +61,8 @@ export function measureCheckpoint(model: string, args: readonly string[]): Check
     return { weightBytes: config.weightsBytes, kvBytes: config.kvBytes, source: 'simulator' };
   }
   const folder = checkpointFolder(model);
-  if (!folder) throw new Error(`checkpoint ${model} is not on this host: neither a folder nor in the Hugging Face cache`);
+  if (!folder)
+    throw new Error(`checkpoint ${model} is not on this host: neither a folder nor in the Hugging Face cache`);
   const weightBytes = sizeOfWeights(folder);
   if (weightBytes === 0) throw new Error(`checkpoint ${model} has no weight files in ${folder}`);
   return { weightBytes, kvBytes: Math.floor(weightBytes * KV_SHARE_OF_WEIGHTS), source: 'files' };
@@ -70,10 +71,14 @@ export function measureCheckpoint(model: string, args: readonly string[]): Check
 /**
  * What the ledger reserves for a deployment: its measured checkpoint, whose KV budget is what the
  * engine's memory bound leaves after the weights when its extra_args or the host's command set one
- * (counted on the host's largest GPU, the most the figure can take). A figure that leaves nothing for the KV cache
- * cannot start anywhere and is refused.
+ * (counted on the host's largest GPU, the most the figure can take). A figure that leaves nothing
+ * for the KV cache cannot start anywhere and is refused.
  */
-export function reservedCheckpoint(spec: DeploymentSpec, command: readonly string[], largestGpuBytes: number): Checkpoint {
+export function reservedCheckpoint(
+  spec: DeploymentSpec,
+  command: readonly string[],
+  largestGpuBytes: number,
+): Checkpoint {
   const measured = measureCheckpoint(spec.model, [...command, ...spec.extra_args]);
   const set = setShare(spec, command);
   if (set === undefined) return measured;
@@ -82,8 +87,9 @@ export function reservedCheckpoint(spec: DeploymentSpec, command: readonly strin
   const taken = Math.floor(share * largestGpuBytes);
   if (!(share > 0 && share <= 1) || taken <= measured.weightBytes) {
     throw new Error(
-      `${setBy} ${option} ${share}, which gives the engine ${gibibytes(Math.max(0, taken))} GiB of this host's largest GPU ` +
-        `(${gibibytes(largestGpuBytes)} GiB): no room for a KV cache beside its ${gibibytes(measured.weightBytes)} GiB of weights`,
+      `${setBy} ${option} ${share}, which gives the engine ${gibibytes(Math.max(0, taken))} GiB ` +
+        `of this host's largest GPU (${gibibytes(largestGpuBytes)} GiB): ` +
+        `no room for a KV cache beside its ${gibibytes(measured.weightBytes)} GiB of weights`,
     );
   }
   return { ...measured, kvBytes: taken - measured.weightBytes };

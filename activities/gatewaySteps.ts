@@ -29,19 +29,31 @@ export interface GatewaySteps {
    * is answered 503 "dispatch … is closed". `windowMs` null: closes at once. Heartbeats. Answers
    * where the drain stands as they close: drained when nothing runs on them then.
    */
-  closeAdmission(input: { switchId: string; victims: string[]; startedAtMs: number; windowMs: number | null }): Promise<DrainOutcome>;
+  closeAdmission(input: {
+    switchId: string;
+    victims: string[];
+    startedAtMs: number;
+    windowMs: number | null;
+  }): Promise<DrainOutcome>;
 
   /** Waits until the victims run no request, up to `timeoutMs`. Heartbeats. */
   awaitDrain(input: { switchId: string; victims: string[]; timeoutMs: number }): Promise<DrainOutcome>;
 
-  /** The victims begin parking or stopping: dispatched to no more, a new request for one waits, and becomes the next switch. */
+  /**
+   * The victims begin parking or stopping: dispatched to no more, a new request for one waits, and
+   * becomes the next switch.
+   */
   withdrawVictims(input: { switchId: string; victims: string[] }): Promise<RanOn>;
 
   /** The victims serve again (the compensation of a failed drain). */
   reopen(input: { switchId: string; victims: string[] }): Promise<RanOn>;
 
   /** The target is ready: every request waiting for it runs now, up to the running bound. */
-  startWaiters(input: { switchId: string; hostId: string; instance: InstanceRef }): Promise<{ started: number } & RanOn>;
+  startWaiters(input: {
+    switchId: string;
+    hostId: string;
+    instance: InstanceRef;
+  }): Promise<{ started: number } & RanOn>;
 
   /** Every request waiting for the deployment is answered `error`. */
   failWaiters(input: { switchId: string; deploymentId: string; error: ApiError }): Promise<{ failed: number } & RanOn>;

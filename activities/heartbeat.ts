@@ -4,7 +4,10 @@ import { Context } from '@temporalio/activity';
 const HEARTBEAT_EVERY_MS = 1_000;
 
 /** Runs `work` with the activity's cancellation signal, heartbeating every second until it settles. */
-export async function whileHeartbeating<T>(work: (signal: AbortSignal) => Promise<T>, details?: () => unknown): Promise<T> {
+export async function whileHeartbeating<T>(
+  work: (signal: AbortSignal) => Promise<T>,
+  details?: () => unknown,
+): Promise<T> {
   const ctx = Context.current();
   ctx.heartbeat(details?.());
   const timer = setInterval(() => ctx.heartbeat(details?.()), HEARTBEAT_EVERY_MS);

@@ -101,20 +101,33 @@ export function createHostActivities(deps: HostActivityDeps) {
    */
   const exitFailure = (engine: SupervisedEngine) => {
     const exit = engine.exit!;
-    const lines = exit.stderrTail.split('\n').filter((l) => l.trim() !== '').slice(-STDERR_LINES);
+    const lines = exit.stderrTail
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .slice(-STDERR_LINES);
     const oom = lines.some((l) => /out of memory/i.test(l));
     const how = exit.signal !== null ? `signal ${exit.signal}` : `code ${exit.code}`;
     const failure: ExitFailureDetails = { how, stderr: lines };
     return ApplicationFailure.create({
-      message: `engine of ${engine.key.deploymentId}/${engine.key.instanceIndex} exited (${how})${oom ? ': out of memory' : ''}; its last lines of stderr:\n${lines.join('\n')}`,
+      message:
+        `engine of ${engine.key.deploymentId}/${engine.key.instanceIndex} exited ` +
+        `(${how})${oom ? ': out of memory' : ''}; its last lines of stderr:\n${lines.join('\n')}`,
       type: oom ? 'out_of_memory' : hostFailureTypes.engineExited,
       nonRetryable: true,
       details: [failure],
     });
   };
 
-  /** What the engine still runs or queues (counting the ingress's requests on their way), polled until none or `untilMs`. */
-  const busyUntil = async (engine: SupervisedEngine, key: InstanceKey, untilMs: number, signal: AbortSignal): Promise<number> => {
+  /**
+   * What the engine still runs or queues (counting the ingress's requests on their way), polled until
+   * none or `untilMs`.
+   */
+  const busyUntil = async (
+    engine: SupervisedEngine,
+    key: InstanceKey,
+    untilMs: number,
+    signal: AbortSignal,
+  ): Promise<number> => {
     for (;;) {
       const load = await engine.adapter.sampleLoad(engine.endpoint).catch(() => null);
       const busy = deps.ingressInFlight(key) + (load ? load.running + load.waiting : 0);
@@ -131,7 +144,14 @@ export function createHostActivities(deps: HostActivityDeps) {
     const adapter = deps.adapters[input.spec.engine];
     const port = await freePort();
     const command = deps.engineCommands[input.spec.engine];
-    const plan = adapter.launch({ spec: input.spec, command, port, gpuIndex: input.gpuIndex, parkTier: input.parkTier, memory: input.memory });
+    const plan = adapter.launch({
+      spec: input.spec,
+      command,
+      port,
+      gpuIndex: input.gpuIndex,
+      parkTier: input.parkTier,
+      memory: input.memory,
+    });
     plan.env = { ...deps.engineEnv, ...plan.env };
     return deps.supervisor.launch({
       key: input.key,
@@ -172,13 +192,17 @@ export function createHostActivities(deps: HostActivityDeps) {
     async awaitEngineReady(input: { key: InstanceKey }): Promise<void> {
       const first = deps.supervisor.get(input.key);
       // An engine that exited while starting is still this start's to launch again or to fail.
-      if (!first || !sameStart(first.key, input.key) || (first.exit !== undefined && first.stage !== 'starting')) throw notRunning(input.key);
+      if (!first || !sameStart(first.key, input.key) || (first.exit !== undefined && first.stage !== 'starting'))
+        throw notRunning(input.key);
       let engine = first;
       await whileHeartbeating(async (signal) => {
-        for (let launches = 1; ; ) {
+        for (let launches = 1; ;) {
           if (engine.exit !== undefined) {
             if (!PORT_TAKEN.test(engine.exit.stderrTail) || launches === PORT_RACE_LAUNCHES) throw exitFailure(engine);
-            deps.logger.warn({ ...input.key, baseUrl: engine.endpoint.baseUrl }, 'engine lost the race for its port; launching it on a fresh one');
+            deps.logger.warn(
+              { ...input.key, baseUrl: engine.endpoint.baseUrl },
+              'engine lost the race for its port; launching it on a fresh one',
+            );
             engine = await launchOnFreePort(engine);
             launches++;
           }
@@ -204,7 +228,9 @@ export function createHostActivities(deps: HostActivityDeps) {
     async parkEngine(input: { key: InstanceKey; tier: ParkTier; idleWithinMs?: number }): Promise<void> {
       const engine = running(input.key);
       if (engine.stage === 'parked') return;
-      const busy = await whileHeartbeating((signal) => busyUntil(engine, input.key, Date.now() + (input.idleWithinMs ?? 0), signal));
+      const busy = await whileHeartbeating((signal) =>
+        busyUntil(engine, input.key, Date.now() + (input.idleWithinMs ?? 0), signal),
+      );
       if (busy > 0) {
         const details: EngineBusyDetails = { requestsStillRunning: busy };
         throw ApplicationFailure.create({
@@ -215,7 +241,9 @@ export function createHostActivities(deps: HostActivityDeps) {
         });
       }
       engine.stage = 'parking';
-      await whileHeartbeating((signal) => engine.adapter.park(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) })).catch(asFailure);
+      await whileHeartbeating((signal) =>
+        engine.adapter.park(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) }),
+      ).catch(asFailure);
       engine.stage = 'parked';
     },
 
@@ -224,11 +252,17 @@ export function createHostActivities(deps: HostActivityDeps) {
      * for both (each step is a round trip through Temporal). The workflow bounds the two with the
      * wake window (then: wake_uncertain) and compares the answer; `checkMs` is the check's share.
      */
-    async wakeEngine(input: { key: InstanceKey; tier: ParkTier; probe?: Probe }): Promise<{ answer: ProbeAnswer | null; checkMs: number }> {
+    async wakeEngine(input: {
+      key: InstanceKey;
+      tier: ParkTier;
+      probe?: Probe;
+    }): Promise<{ answer: ProbeAnswer | null; checkMs: number }> {
       const engine = running(input.key);
       if (engine.stage !== 'ready') {
         engine.stage = 'waking';
-        await whileHeartbeating((signal) => engine.adapter.wake(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) })).catch(asFailure);
+        await whileHeartbeating((signal) =>
+          engine.adapter.wake(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) }),
+        ).catch(asFailure);
         engine.stage = 'ready';
       }
       const { probe } = input;
@@ -246,7 +280,6 @@ export function createHostActivities(deps: HostActivityDeps) {
       const engine = running(input.key);
       await engine.adapter.abort(engine.endpoint, input.requestId).catch(asFailure);
     },
-
   };
 }
 

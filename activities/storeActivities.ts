@@ -4,7 +4,15 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../store/db.js';
-import { checkpointOf, deleteDeployment, findDeployment, recordCheckpoint, recordMeasureFailure, recordStartFailure, setOperatorStopped } from '../store/deployments.js';
+import {
+  checkpointOf,
+  deleteDeployment,
+  findDeployment,
+  recordCheckpoint,
+  recordMeasureFailure,
+  recordStartFailure,
+  setOperatorStopped,
+} from '../store/deployments.js';
 import { findHost, type Host } from '../store/hosts.js';
 import { type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
 import { liveServers } from '../store/servers.js';
@@ -13,7 +21,11 @@ import { findWakeReference, recordWakeReference } from '../store/wakeReferences.
 import type { DeploymentView, PhaseTiming } from '../api/lifecycle.js';
 
 /** A switch's receipt as its workflow writes it; the last write of a finished switch carries its phases. */
-export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt' | 'phases'> & { startedAtMs: number; finishedAtMs: number | null; phases?: PhaseTiming[] };
+export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt' | 'phases'> & {
+  startedAtMs: number;
+  finishedAtMs: number | null;
+  phases?: PhaseTiming[];
+};
 
 export const storeFailureTypes = { notFound: 'not_found' } as const;
 
@@ -24,7 +36,8 @@ export function createStoreActivities(db: Db) {
     /** A deployment as the lifecycle sees it; `hostId` folds in that host's activation policy. */
     async describeDeployment(input: { deploymentId: string; hostId?: string }): Promise<DeploymentView> {
       const d = await findDeployment(db, input.deploymentId);
-      if (!d) throw ApplicationFailure.nonRetryable(`deployment ${input.deploymentId} not found`, storeFailureTypes.notFound);
+      if (!d)
+        throw ApplicationFailure.nonRetryable(`deployment ${input.deploymentId} not found`, storeFailureTypes.notFound);
       const [host, instances] = await Promise.all([
         input.hostId === undefined ? undefined : findHost(db, input.hostId),
         listInstances(db, { deploymentId: d.id }),
@@ -48,7 +61,11 @@ export function createStoreActivities(db: Db) {
       return host;
     },
 
-    async recordCheckpoint(input: { deploymentId: string; revision: number; checkpoint: { weightBytes: number; kvBytes: number } }) {
+    async recordCheckpoint(input: {
+      deploymentId: string;
+      revision: number;
+      checkpoint: { weightBytes: number; kvBytes: number };
+    }) {
       await recordCheckpoint(db, input.deploymentId, input.revision, input.checkpoint);
     },
 
@@ -91,7 +108,12 @@ export function createStoreActivities(db: Db) {
      */
     async saveSwitchReceipt(input: SwitchReceiptInput): Promise<boolean> {
       const { startedAtMs, finishedAtMs, phases = [], ...rest } = input;
-      return saveSwitchReceipt(db, { ...rest, phases, startedAt: new Date(startedAtMs), finishedAt: finishedAtMs === null ? null : new Date(finishedAtMs) });
+      return saveSwitchReceipt(db, {
+        ...rest,
+        phases,
+        startedAt: new Date(startedAtMs),
+        finishedAt: finishedAtMs === null ? null : new Date(finishedAtMs),
+      });
     },
   };
 }

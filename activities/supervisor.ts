@@ -102,7 +102,10 @@ export class EngineSupervisor {
     if (running && running.exit === undefined) {
       throw new Error(`instance ${slot(request.key)} already runs generation ${running.key.generation}; stop it first`);
     }
-    const log = createWriteStream(join(this.deps.logDir, `${request.key.deploymentId}-${request.key.instanceIndex}.log`), { flags: 'a' });
+    const log = createWriteStream(
+      join(this.deps.logDir, `${request.key.deploymentId}-${request.key.instanceIndex}.log`),
+      { flags: 'a' },
+    );
     const child = spawnEndingWithThisProcess(request.plan.argv, {
       env: { ...process.env, ...request.plan.env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -134,14 +137,21 @@ export class EngineSupervisor {
         // Its last words (why it exited) may still be in its pipes when 'exit' fires: read them
         // first, within a bound, since a worker it left behind may hold the pipes open.
         child.once('exit', (code, signal) => {
-          const drained = Promise.all([child.stdout!, child.stderr!].map((s) => (s.readableEnded ? undefined : new Promise((r) => s.once('end', r)))));
+          const drained = Promise.all(
+            [child.stdout!, child.stderr!].map((s) =>
+              s.readableEnded ? undefined : new Promise((r) => s.once('end', r)),
+            ),
+          );
           void Promise.race([drained, sleep(OUTPUT_DRAIN_MS)]).then(() => finish(code, signal));
         });
       }),
     };
     void engine.exited.then((exit) => {
       if (engine.stage === 'starting') {
-        this.deps.logger.warn({ ...request.key, code: exit.code, signal: exit.signal }, 'engine exited during its start');
+        this.deps.logger.warn(
+          { ...request.key, code: exit.code, signal: exit.signal },
+          'engine exited during its start',
+        );
         return;
       }
       if (this.get(request.key) === engine && !this.stopping.has(child)) {

@@ -24,7 +24,10 @@ export const deploymentBody = z.object({
   checkpoint: measurementStates,
   /** Why its measurement failed: the host could not read the checkpoint. Only when `failed`. */
   checkpoint_failure: z.string().optional(),
-  /** Why its latest start failed (an engine that exited: how, and its last lines of stderr). Only until a start succeeds. */
+  /**
+   * Why its latest start failed (an engine that exited: how, and its last lines of stderr). Only until a
+   * start succeeds.
+   */
   start_failure: z.string().optional(),
   instances: z.array(
     z.object({

@@ -40,7 +40,18 @@ export interface DeploymentView {
 /** How a victim gives back its GPU memory in a switch. */
 export type VictimPlan =
   | { kind: 'park'; tier: ParkTier }
-  | { kind: 'stop'; reason: 'restart_only' | 'engine_cannot_park' | 'decision_model' | 'launched_unable_to_park' | 'no_room' | 'cut_before_output' | 'operator' | 'idle' };
+  | {
+      kind: 'stop';
+      reason:
+        | 'restart_only'
+        | 'engine_cannot_park'
+        | 'decision_model'
+        | 'launched_unable_to_park'
+        | 'no_room'
+        | 'cut_before_output'
+        | 'operator'
+        | 'idle';
+    };
 
 export interface SwitchVictim {
   name: string;
@@ -92,7 +103,13 @@ export interface SwitchResult {
   switchId: string;
   outcome: SwitchOutcome;
   /** Each victim and its receipt line (`releasedLines`). */
-  victims: Array<{ deploymentId: string; instanceIndex: number; released: string; state: InstanceState; tier: ParkTier | null }>;
+  victims: Array<{
+    deploymentId: string;
+    instanceIndex: number;
+    released: string;
+    state: InstanceState;
+    tier: ParkTier | null;
+  }>;
   /** Where the target stands after the switch; absent for a release only. */
   target?: { instance: InstanceRef; state: InstanceState; tier: ParkTier | null };
   /** The error the target's waiters got, when the switch failed. */

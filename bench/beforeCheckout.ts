@@ -26,8 +26,13 @@ export function outputAt(ref: string, script: string): string {
   const { dir, remove } = checkoutOf(ref);
   try {
     // A script this checkout's copy brings imports this module too.
-    for (const file of [script, 'bench/beforeCheckout.ts']) if (!existsSync(join(dir, file))) copyFileSync(join(ROOT, file), join(dir, file));
-    return execFileSync(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), script], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    for (const file of [script, 'bench/beforeCheckout.ts'])
+      if (!existsSync(join(dir, file))) copyFileSync(join(ROOT, file), join(dir, file));
+    return execFileSync(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), script], {
+      cwd: dir,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
   } finally {
     remove();
   }

@@ -38,8 +38,13 @@ function timed(args: readonly string[], env: NodeJS.ProcessEnv): Promise<number>
 async function main() {
   const { before } = parseArgs({ options: { before: { type: 'string' } } }).values;
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-bench-'));
-  const [temporal] = await Promise.all([startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }), ensurePostgres()]);
-  const cluster = await Cluster.start({ services: { temporalAddress: temporal.address, postgresAdminUrl: POSTGRES_ADMIN_URL } });
+  const [temporal] = await Promise.all([
+    startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }),
+    ensurePostgres(),
+  ]);
+  const cluster = await Cluster.start({
+    services: { temporalAddress: temporal.address, postgresAdminUrl: POSTGRES_ADMIN_URL },
+  });
   const old = before === undefined ? undefined : checkoutOf(before);
   const oldCapyctl = old && join(old.dir, 'bin/capyctl.js');
   try {
@@ -64,7 +69,9 @@ async function main() {
     console.log('| --- | ---: | ---: | ---: |');
     for (const [name, xs] of Object.entries(times)) {
       const sorted = [...xs].sort((a, b) => a - b);
-      console.log(`| ${name} | ${median(xs).toFixed(0)} | ${sorted[Math.floor(sorted.length * 0.9)]!.toFixed(0)} | ${(median(xs) / now).toFixed(2)}× |`);
+      console.log(
+        `| ${name} | ${median(xs).toFixed(0)} | ${sorted[Math.floor(sorted.length * 0.9)]!.toFixed(0)} | ${(median(xs) / now).toFixed(2)}× |`,
+      );
     }
   } finally {
     old?.remove();

@@ -8,7 +8,16 @@
  * It starts its own Temporal dev server and uses the machine's Postgres, as the tests do.
  */
 import { parseArgs } from 'node:util';
-import { type CaseOutcome, type FaultCase, FaultCampaign, faultTable, killables, type Killable, type Phase, phases } from '../test/support/faultCampaign.js';
+import {
+  type CaseOutcome,
+  type FaultCase,
+  FaultCampaign,
+  faultTable,
+  killables,
+  type Killable,
+  type Phase,
+  phases,
+} from '../test/support/faultCampaign.js';
 import { ensurePostgres, POSTGRES_ADMIN_URL } from '../test/support/postgres.js';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '10' }, cases: { type: 'string' } } });
@@ -17,7 +26,10 @@ const all: FaultCase[] = killables.flatMap((kill) => phases.map((phase) => ({ ki
 const cases = values.cases
   ? values.cases.split(',').map((c) => {
       const [kill, phase] = c.split(':') as [Killable, Phase];
-      if (!killables.includes(kill) || !phases.includes(phase)) throw new Error(`not a case: ${c} (kill:phase, kill one of ${killables.join(', ')}, phase one of ${phases.join(', ')})`);
+      if (!killables.includes(kill) || !phases.includes(phase))
+        throw new Error(
+          `not a case: ${c} (kill:phase, kill one of ${killables.join(', ')}, phase one of ${phases.join(', ')})`,
+        );
       return { kill, phase };
     })
   : all;

@@ -80,7 +80,8 @@ function enginePortOf(servedName: string): number {
       }
     })();
     const named = args.indexOf('--served-model-name');
-    if (named >= 0 && args[named + 1] === servedName && args.includes('--port')) return Number(args[args.indexOf('--port') + 1]);
+    if (named >= 0 && args[named + 1] === servedName && args.includes('--port'))
+      return Number(args[args.indexOf('--port') + 1]);
   }
   throw new Error(`no engine serves ${servedName}`);
 }
@@ -111,7 +112,9 @@ async function stopWithin(s: StandaloneProcess): Promise<void> {
  * inspector: unlike RSS, it holds no garbage not yet collected.
  */
 async function liveMemoryOf(inspectorPort: number): Promise<number> {
-  const targets = (await (await request(`http://127.0.0.1:${inspectorPort}/json/list`)).body.json()) as Array<{ webSocketDebuggerUrl: string }>;
+  const targets = (await (await request(`http://127.0.0.1:${inspectorPort}/json/list`)).body.json()) as Array<{
+    webSocketDebuggerUrl: string;
+  }>;
   const socket = new WebSocket(targets[0]!.webSocketDebuggerUrl);
   await new Promise((resolve, reject) => {
     socket.addEventListener('open', resolve, { once: true });
@@ -132,7 +135,10 @@ async function liveMemoryOf(inspectorPort: number): Promise<number> {
     });
   try {
     await call('HeapProfiler.collectGarbage');
-    const usage = await call('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true });
+    const usage = await call('Runtime.evaluate', {
+      expression: 'JSON.stringify(process.memoryUsage())',
+      returnByValue: true,
+    });
     const { heapUsed, external } = JSON.parse(usage.result!.value!) as NodeJS.MemoryUsage;
     return heapUsed + external;
   } finally {
@@ -140,18 +146,29 @@ async function liveMemoryOf(inspectorPort: number): Promise<number> {
   }
 }
 
-const chatBody = (model: string, more: Record<string, unknown>) => JSON.stringify({ model, messages: [{ role: 'user', content: 'ping' }], ...more });
+const chatBody = (model: string, more: Record<string, unknown>) =>
+  JSON.stringify({ model, messages: [{ role: 'user', content: 'ping' }], ...more });
 
 /**
  * Latencies of a sequential non-streamed answer of `tokens`, one keep-alive connection per target,
  * the targets taking turns request by request so that drift in the machine's speed falls on all of
  * them alike.
  */
-async function latencies(targets: Record<string, string>, model: string, tokens: number, requests: number): Promise<Record<string, number[]>> {
+async function latencies(
+  targets: Record<string, string>,
+  model: string,
+  tokens: number,
+  requests: number,
+): Promise<Record<string, number[]>> {
   const body = chatBody(model, { max_tokens: tokens });
   const pools = Object.entries(targets).map(([name, url]) => [name, new Pool(url, { connections: 1 })] as const);
   const once = async (pool: Pool) => {
-    const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body });
+    const res = await pool.request({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
     await res.body.text();
     if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
   };
@@ -178,7 +195,12 @@ async function streamRates(targets: Record<string, string>, model: string): Prom
   for (let round = 0; round <= STREAM_ROUNDS; round++) {
     for (const [name, pool] of pools) {
       const stream = async () => {
-        const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body });
+        const res = await pool.request({
+          method: 'POST',
+          path: '/v1/chat/completions',
+          headers: { 'content-type': 'application/json' },
+          body,
+        });
         for await (const _ of res.body);
         if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
       };
@@ -198,9 +220,16 @@ interface BareProxy {
 
 /** bench/bareProxy.ts in front of an engine, as its own process. */
 async function startBareProxy(engine: string): Promise<BareProxy> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./bareProxy.ts', import.meta.url)), engine], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('./bareProxy.ts', import.meta.url)), engine],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   const exited = once(child, 'exit');
-  const [line] = (await Promise.race([once(child.stdout!.setEncoding('utf8'), 'data'), exited.then(() => ['exited'])])) as string[];
+  const [line] = (await Promise.race([
+    once(child.stdout!.setEncoding('utf8'), 'data'),
+    exited.then(() => ['exited']),
+  ])) as string[];
   const port = /^listening (\d+)/.exec(line ?? '')?.[1];
   if (!port) throw new Error(`the bare proxy did not start: ${line}`);
   return {
@@ -232,7 +261,10 @@ async function main() {
       dir,
       outputToFile: true,
       // The inspector only when (d) reads memory through it: the other parts measure the gateway as users run it.
-      nodeArgs: [...(PARTS.includes('d') ? [`--inspect=127.0.0.1:${inspectorPort}`] : []), ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])],
+      nodeArgs: [
+        ...(PARTS.includes('d') ? [`--inspect=127.0.0.1:${inspectorPort}`] : []),
+        ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []),
+      ],
       sets: [
         'examples=false',
         // (d) leaves a start in progress: the bench's stop should not wait out the default graces.
@@ -261,7 +293,12 @@ async function main() {
       return ((await res.body.json()) as LoadFigures).deployments[0]!;
     };
     const serve = async (model: string) => {
-      const res = await request(`${gateway}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(model, { max_tokens: 1 }), dispatcher: many });
+      const res = await request(`${gateway}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: chatBody(model, { max_tokens: 1 }),
+        dispatcher: many,
+      });
       await res.body.text();
       return res.statusCode;
     };
@@ -297,21 +334,56 @@ async function main() {
         const lat = await latencies(targets, 'bench-hot', 1, LATENCY_REQUESTS);
         const [d, b, g] = [median(lat.direct!), median(lat.bare!), median(lat.gateway!)];
         const p90 = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length * 0.9)]!;
-        show({ measure: `(a) 1-token answer, median of ${LATENCY_REQUESTS}`, direct: ms(d), bare: ms(b), gateway: ms(g), result: `+${ms(g - d)} (bare proxy +${ms(b - d)})`, target: '≤ +0.5 ms' });
-        show({ measure: '(a) 90th percentile', direct: ms(p90(lat.direct!)), bare: ms(p90(lat.bare!)), gateway: ms(p90(lat.gateway!)), result: '', target: '' });
+        show({
+          measure: `(a) 1-token answer, median of ${LATENCY_REQUESTS}`,
+          direct: ms(d),
+          bare: ms(b),
+          gateway: ms(g),
+          result: `+${ms(g - d)} (bare proxy +${ms(b - d)})`,
+          target: '≤ +0.5 ms',
+        });
+        show({
+          measure: '(a) 90th percentile',
+          direct: ms(p90(lat.direct!)),
+          bare: ms(p90(lat.bare!)),
+          gateway: ms(p90(lat.gateway!)),
+          result: '',
+          target: '',
+        });
       }
       if (PARTS.includes('e')) {
         for (const tokens of LONG_ANSWERS) {
           const lat = await latencies(targets, 'bench-hot', tokens, LONG_REQUESTS);
           const [d, b, g] = [median(lat.direct!), median(lat.bare!), median(lat.gateway!)];
-          show({ measure: `(e) ${tokens}-token answer, median of ${LONG_REQUESTS}`, direct: ms(d), bare: ms(b), gateway: ms(g), result: `+${ms(g - d)} (bare proxy +${ms(b - d)})`, target: '' });
+          show({
+            measure: `(e) ${tokens}-token answer, median of ${LONG_REQUESTS}`,
+            direct: ms(d),
+            bare: ms(b),
+            gateway: ms(g),
+            result: `+${ms(g - d)} (bare proxy +${ms(b - d)})`,
+            target: '',
+          });
         }
       }
       if (PARTS.includes('b')) {
         const tps = await streamRates(targets, 'bench-hot');
         const [d, b, g] = [median(tps.direct!), median(tps.bare!), median(tps.gateway!)];
-        show({ measure: `(b) ${STREAMS} unpaced streams (CPU-bound), tokens/s, median of ${STREAM_ROUNDS}`, direct: rate(d), bare: rate(b), gateway: rate(g), result: `${percentOf(g, d)} (bare proxy ${percentOf(b, d)})`, target: '' });
-        show({ measure: '(b) unpaced rounds, lowest … highest', direct: spread(tps.direct!, rate), bare: spread(tps.bare!, rate), gateway: spread(tps.gateway!, rate), result: '', target: '' });
+        show({
+          measure: `(b) ${STREAMS} unpaced streams (CPU-bound), tokens/s, median of ${STREAM_ROUNDS}`,
+          direct: rate(d),
+          bare: rate(b),
+          gateway: rate(g),
+          result: `${percentOf(g, d)} (bare proxy ${percentOf(b, d)})`,
+          target: '',
+        });
+        show({
+          measure: '(b) unpaced rounds, lowest … highest',
+          direct: spread(tps.direct!, rate),
+          bare: spread(tps.bare!, rate),
+          gateway: spread(tps.gateway!, rate),
+          result: '',
+          target: '',
+        });
       }
     }
     if (PARTS.includes('b')) {
@@ -319,8 +391,22 @@ async function main() {
       const tps = await streamRates(await waysTo('bench-paced'), 'bench-paced');
       const [d, b, g] = [median(tps.direct!), median(tps.bare!), median(tps.gateway!)];
       const measure = `(b) ${STREAMS} streams at ${PACED_TOKENS_PER_S} tokens/s each, tokens/s, median of ${STREAM_ROUNDS}`;
-      show({ measure, direct: rate(d), bare: rate(b), gateway: rate(g), result: `${percentOf(g, d)} (bare proxy ${percentOf(b, d)})`, target: '≥ 95%' });
-      show({ measure: '(b) paced rounds, lowest … highest', direct: spread(tps.direct!, rate), bare: spread(tps.bare!, rate), gateway: spread(tps.gateway!, rate), result: '', target: '' });
+      show({
+        measure,
+        direct: rate(d),
+        bare: rate(b),
+        gateway: rate(g),
+        result: `${percentOf(g, d)} (bare proxy ${percentOf(b, d)})`,
+        target: '≥ 95%',
+      });
+      show({
+        measure: '(b) paced rounds, lowest … highest',
+        direct: spread(tps.direct!, rate),
+        bare: spread(tps.bare!, rate),
+        gateway: spread(tps.gateway!, rate),
+        result: '',
+        target: '',
+      });
     }
     if (PARTS.includes('c')) {
       // bench-hot serves, then bench-other serving parks it (the card holds one of them); then a burst for bench-hot.
@@ -334,8 +420,18 @@ async function main() {
       // Visibility lags the workflows' start a little.
       await sleep(1_500);
       let wakes = 0;
-      for await (const _ of client.workflow.list({ query: `CapyTarget = 'bench-hot' AND StartTime > '${since.toISOString()}'` })) wakes++;
-      show({ measure: `(c) ${PARKED_BURST} requests for a parked model`, direct: '', bare: '', gateway: `${answered} answered 200`, result: `${wakes} wake(s)`, target: `1 wake, ${PARKED_BURST} answered` });
+      for await (const _ of client.workflow.list({
+        query: `CapyTarget = 'bench-hot' AND StartTime > '${since.toISOString()}'`,
+      }))
+        wakes++;
+      show({
+        measure: `(c) ${PARKED_BURST} requests for a parked model`,
+        direct: '',
+        bare: '',
+        gateway: `${answered} answered 200`,
+        result: `${wakes} wake(s)`,
+        target: `1 wake, ${PARKED_BURST} answered`,
+      });
     }
     if (PARTS.includes('d')) {
       const pid = standalone.child.pid!;
@@ -346,17 +442,37 @@ async function main() {
       setMaxListeners(WAITING, clients.signal);
       const body = chatBody('bench-slow', { max_tokens: 1, messages: [{ role: 'user', content: 'x'.repeat(200) }] });
       const waiting = Array.from({ length: WAITING }, () =>
-        request(`${gateway}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, dispatcher: many, signal: clients.signal }).catch(() => undefined),
+        request(`${gateway}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+          dispatcher: many,
+          signal: clients.signal,
+        }).catch(() => undefined),
       );
-      await until(`${WAITING} requests to wait`, async () => ((await load(slow)).router.waiting === WAITING ? true : undefined), 60_000);
+      await until(
+        `${WAITING} requests to wait`,
+        async () => ((await load(slow)).router.waiting === WAITING ? true : undefined),
+        60_000,
+      );
       const during = { rss: rssOf(pid), live: await liveMemoryOf(inspectorPort) };
       clients.abort();
       await Promise.all(waiting);
       const mib = (v: number) => `${(v / MiB).toFixed(1)} MiB`;
-      for (const [figure, what] of [['rss', 'RSS'], ['live', 'heap + external after GC']] as const) {
+      for (const [figure, what] of [
+        ['rss', 'RSS'],
+        ['live', 'heap + external after GC'],
+      ] as const) {
         const grew = `${mib(before[figure])} → ${mib(during[figure])}`;
         const growth = during[figure] - before[figure];
-        show({ measure: `(d) ${WAITING} waiting: gateway ${what}`, direct: '', bare: '', gateway: grew, result: `${growth < 0 ? '' : '+'}${mib(growth)}`, target: '< +64 MiB' });
+        show({
+          measure: `(d) ${WAITING} waiting: gateway ${what}`,
+          direct: '',
+          bare: '',
+          gateway: grew,
+          result: `${growth < 0 ? '' : '+'}${mib(growth)}`,
+          target: '< +64 MiB',
+        });
       }
     }
     console.table(rows);

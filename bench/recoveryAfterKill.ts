@@ -23,11 +23,20 @@ const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.flo
 
 async function measure(): Promise<Record<'SIGTERM' | 'SIGKILL', number[]>> {
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-recovery-'));
-  const [temporal] = await Promise.all([startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }), ensurePostgres()]);
-  const cluster = await Cluster.start({ services: { temporalAddress: temporal.address, postgresAdminUrl: POSTGRES_ADMIN_URL }, hosts: [{ gpuMemory: '8GiB' }] });
+  const [temporal] = await Promise.all([
+    startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }),
+    ensurePostgres(),
+  ]);
+  const cluster = await Cluster.start({
+    services: { temporalAddress: temporal.address, postgresAdminUrl: POSTGRES_ADMIN_URL },
+    hosts: [{ gpuMemory: '8GiB' }],
+  });
   const times: Record<'SIGTERM' | 'SIGKILL', number[]> = { SIGTERM: [], SIGKILL: [] };
   try {
-    const models = [(await cluster.deploy(simDeployment('chat-a'))).name, (await cluster.deploy(simDeployment('chat-b'))).name];
+    const models = [
+      (await cluster.deploy(simDeployment('chat-a'))).name,
+      (await cluster.deploy(simDeployment('chat-b'))).name,
+    ];
     let next = 0;
     const ask = async () => {
       const reply = await cluster.chat(models[next++ % 2]!);
@@ -54,5 +63,7 @@ async function measure(): Promise<Record<'SIGTERM' | 'SIGKILL', number[]>> {
 const { before } = parseArgs({ options: { before: { type: 'string' } } }).values;
 if (before) console.log(`before (${before}):\n${outputAt(before, 'bench/recoveryAfterKill.ts').replace(/^/gm, '  ')}`);
 const times = await measure();
-console.log(`restart → first answer (a switch), median of ${ROUNDS}: stopped cleanly ${median(times.SIGTERM)} ms, killed ${median(times.SIGKILL)} ms (${median(times.SIGKILL) - median(times.SIGTERM)} ms more)`);
+console.log(
+  `restart → first answer (a switch), median of ${ROUNDS}: stopped cleanly ${median(times.SIGTERM)} ms, killed ${median(times.SIGKILL)} ms (${median(times.SIGKILL) - median(times.SIGTERM)} ms more)`,
+);
 console.log(`  each: SIGTERM ${times.SIGTERM.join(', ')}; SIGKILL ${times.SIGKILL.join(', ')}`);

@@ -27,7 +27,12 @@ async function latency(baseUrl: string): Promise<void> {
   const client = new Client(baseUrl, { pipelining: 1 });
   const body = JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'ping' }], max_tokens: 1 });
   const once = async () => {
-    const res = await client.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body });
+    const res = await client.request({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
     if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
     await res.body.text();
   };
@@ -53,7 +58,12 @@ async function stream(pool: Pool): Promise<number> {
     method: 'POST',
     path: '/v1/chat/completions',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'stream' }], max_tokens: TOKENS_PER_STREAM, stream: true }),
+    body: JSON.stringify({
+      model: 'bench',
+      messages: [{ role: 'user', content: 'stream' }],
+      max_tokens: TOKENS_PER_STREAM,
+      stream: true,
+    }),
   });
   let events = 0;
   for await (const chunk of res.body) {
@@ -84,7 +94,15 @@ async function throughput(baseUrl: string): Promise<void> {
 }
 
 try {
-  const sim = await startSimulator('vllm', ['bench', '--sim-load-ms', '0', '--sim-tokens-per-s', '1e12', '--max-num-seqs', String(STREAMS)]);
+  const sim = await startSimulator('vllm', [
+    'bench',
+    '--sim-load-ms',
+    '0',
+    '--sim-tokens-per-s',
+    '1e12',
+    '--max-num-seqs',
+    String(STREAMS),
+  ]);
   await latency(sim.baseUrl);
   await throughput(sim.baseUrl);
 } finally {

@@ -53,7 +53,14 @@ async function simulatorOwnTimes(dir: string, rounds: number) {
   await createSimulatedGpu(dir, 0, 6 * GiB);
   const port = await freePort();
   const vllm = adapters.vllm;
-  const plan = vllm.launch({ spec, command: [process.execPath, CAPYCTL, 'sim', 'vllm'], port, gpuIndex: 0, parkTier: 'host_ram', memory: { gpuBytes: 6 * GiB, reservedBytes: 6 * GiB, othersBytes: 0 } });
+  const plan = vllm.launch({
+    spec,
+    command: [process.execPath, CAPYCTL, 'sim', 'vllm'],
+    port,
+    gpuIndex: 0,
+    parkTier: 'host_ram',
+    memory: { gpuBytes: 6 * GiB, reservedBytes: 6 * GiB, othersBytes: 0 },
+  });
   const [exe, ...args] = plan.argv;
   const child = spawn(exe!, args, { env: { ...process.env, ...plan.env, CAPYCTL_SIM_GPU_DIR: dir }, stdio: 'ignore' });
   const endpoint = { baseUrl: `http://127.0.0.1:${port}`, model: spec.name };
@@ -87,7 +94,10 @@ interface Block {
 
 async function switches(): Promise<Block> {
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-bench-'));
-  const [temporal] = await Promise.all([startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }), ensurePostgres()]);
+  const [temporal] = await Promise.all([
+    startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }),
+    ensurePostgres(),
+  ]);
   const s = await startSchedulerBench({
     gpuMemory: '6GiB',
     services: { temporalAddress: temporal.address, postgresAdminUrl: POSTGRES_ADMIN_URL },
@@ -105,10 +115,18 @@ async function switches(): Promise<Block> {
       const waitersStarted = s.lc.gateway.steps.findLast((x) => x.step === 'startWaiters')!;
       await s.settledLedger();
       const receipt = await findSwitchReceipt(s.lc.db, waitersStarted.switchId);
-      if (!receipt || receipt.victims.length !== 1) throw new Error(`switch ${i} did not park one model: ${JSON.stringify(receipt)}`);
+      if (!receipt || receipt.victims.length !== 1)
+        throw new Error(`switch ${i} did not park one model: ${JSON.stringify(receipt)}`);
       block.totals.push(waitersStarted.atMs - receipt.startedAt.getTime());
       block.firstByte.push(answer.startedAtMs - sentAtMs);
-      block.timelines.push(await switchTimeline(s.lc.client, s.lc.hostId, { sentAtMs, switchId: waitersStarted.switchId, waitersStartedAtMs: waitersStarted.atMs, servedAtMs: answer.startedAtMs }));
+      block.timelines.push(
+        await switchTimeline(s.lc.client, s.lc.hostId, {
+          sentAtMs,
+          switchId: waitersStarted.switchId,
+          waitersStartedAtMs: waitersStarted.atMs,
+          servedAtMs: answer.startedAtMs,
+        }),
+      );
     }
     return block;
   } finally {
@@ -134,7 +152,9 @@ function report(label: string, block: Block, simulator: number) {
     return `    ${ds.length ? ms(median(ds)).padStart(9) : '        -'}  → ${point}`;
   });
   console.log(`\n${label}: ${block.totals.length} switches`);
-  console.log(`  switch start → release: median ${ms(median(block.totals))} (min ${ms(Math.min(...block.totals))}, max ${ms(Math.max(...block.totals))})`);
+  console.log(
+    `  switch start → release: median ${ms(median(block.totals))} (min ${ms(Math.min(...block.totals))}, max ${ms(Math.max(...block.totals))})`,
+  );
   console.log(`  control-plane time (less the simulator's own ${ms(simulator)}): median ${ms(median(control))}`);
   console.log(`  request sent → first byte: median ${ms(median(block.firstByte))}`);
   console.log(`  where a request's time goes (median of each span, from the histories and the gateway):`);
@@ -146,13 +166,18 @@ async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-bench-'));
   const own = await simulatorOwnTimes(join(dir, 'own-gpu'), SWITCHES);
   const simulator = own.park + own.wake + own.probe;
-  console.log(`simulator's own (median of ${SWITCHES}): park ${ms(own.park)}, wake ${ms(own.wake)}, wake check ${ms(own.probe)} = ${ms(simulator)}`);
+  console.log(
+    `simulator's own (median of ${SWITCHES}): park ${ms(own.park)}, wake ${ms(own.wake)}, wake check ${ms(own.probe)} = ${ms(simulator)}`,
+  );
   console.log(`admission window 1 ms; ${SWITCHES} switches after ${WARM_UP} warm-up requests in each block`);
   for (const loaded of burn ? [false, true] : [false]) {
     const busy = loaded ? burner() : undefined;
     const load = loaded ? ' (one core kept busy by a burner)' : '';
     try {
-      if (before) console.log(`\nbefore (${before})${load}:\n${outputAt(before, 'bench/switchControlPlane.ts').replace(/^/gm, '  ')}`);
+      if (before)
+        console.log(
+          `\nbefore (${before})${load}:\n${outputAt(before, 'bench/switchControlPlane.ts').replace(/^/gm, '  ')}`,
+        );
       report(`after (this checkout)${load}`, await switches(), simulator);
     } finally {
       busy?.kill();

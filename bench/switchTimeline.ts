@@ -34,7 +34,11 @@ export interface SwitchMoments {
 }
 
 /** The timeline of one switch; a point its histories do not show (an older design's) is absent. */
-export async function switchTimeline(client: Client, hostId: string, m: SwitchMoments): Promise<Partial<Record<Point, number>>> {
+export async function switchTimeline(
+  client: Client,
+  hostId: string,
+  m: SwitchMoments,
+): Promise<Partial<Record<Point, number>>> {
   const [scheduler, child] = await Promise.all([
     client.workflow.getHandle(workflowIds.hostScheduler(hostId)).fetchHistory(),
     client.workflow.getHandle(workflowIds.switch(m.switchId)).fetchHistory(),
@@ -42,7 +46,9 @@ export async function switchTimeline(client: Client, hostId: string, m: SwitchMo
   const events = child.events ?? [];
   const scheduled = new Map<string, string>();
   const points: Partial<Record<Point, number>> = { 'request sent': m.sentAtMs };
-  const demand = (scheduler.events ?? []).find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'demand' && eventMs(e) >= m.sentAtMs - 5);
+  const demand = (scheduler.events ?? []).find(
+    (e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'demand' && eventMs(e) >= m.sentAtMs - 5,
+  );
   if (demand) points['demand signal recorded by the scheduler'] = eventMs(demand);
   points['switch workflow started (scheduler decided)'] = eventMs(events[0]!);
   const firstTask = events.find((e) => e.workflowTaskStartedEventAttributes);
@@ -50,7 +56,10 @@ export async function switchTimeline(client: Client, hostId: string, m: SwitchMo
   const at: Record<string, Point[]> = {
     closeAdmission: ['window step scheduled', 'window closed'],
     awaitDrain: ['drain step scheduled (only when requests ran as the window closed)', 'gateway drained'],
-    parkEngine: ['park scheduled (release begun, parking row written)', 'park done (the engine finished its requests, then parked)'],
+    parkEngine: [
+      'park scheduled (release begun, parking row written)',
+      'park done (the engine finished its requests, then parked)',
+    ],
     wakeEngine: ['wake scheduled (parked and waking rows written)', 'wake and check done'],
   };
   for (const e of events) {

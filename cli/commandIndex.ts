@@ -7,12 +7,27 @@ import type { Command } from './command.js';
 export const commandIndex: ReadonlyArray<{ words: readonly string[]; load: () => Promise<Command> }> = [
   { words: ['deploy', 'model'], load: async () => (await import('./commands/deployModel.js')).deployModel },
   { words: ['start', 'deployment'], load: async () => (await import('./commands/startDeployment.js')).startDeployment },
-  { words: ['park', 'deployment'], load: async () => (await import('./commands/deploymentCommands.js')).parkDeployment },
-  { words: ['stop', 'deployment'], load: async () => (await import('./commands/deploymentCommands.js')).stopDeployment },
-  { words: ['preinitialize', 'deployment'], load: async () => (await import('./commands/deploymentCommands.js')).preinitializeDeployment },
-  { words: ['delete', 'deployment'], load: async () => (await import('./commands/deploymentCommands.js')).deleteDeployment },
+  {
+    words: ['park', 'deployment'],
+    load: async () => (await import('./commands/deploymentCommands.js')).parkDeployment,
+  },
+  {
+    words: ['stop', 'deployment'],
+    load: async () => (await import('./commands/deploymentCommands.js')).stopDeployment,
+  },
+  {
+    words: ['preinitialize', 'deployment'],
+    load: async () => (await import('./commands/deploymentCommands.js')).preinitializeDeployment,
+  },
+  {
+    words: ['delete', 'deployment'],
+    load: async () => (await import('./commands/deploymentCommands.js')).deleteDeployment,
+  },
   { words: ['list', 'deployments'], load: async () => (await import('./commands/listDeployments.js')).listDeployments },
-  { words: ['status', 'deployment'], load: async () => (await import('./commands/statusDeployment.js')).statusDeployment },
+  {
+    words: ['status', 'deployment'],
+    load: async () => (await import('./commands/statusDeployment.js')).statusDeployment,
+  },
   { words: ['list', 'hosts'], load: async () => (await import('./commands/listHosts.js')).listHosts },
   { words: ['drain', 'host'], load: async () => (await import('./commands/drainHost.js')).drainHost },
   { words: ['undrain', 'host'], load: async () => (await import('./commands/drainHost.js')).undrainHost },

@@ -5,14 +5,19 @@ import { exitCodes } from './command.js';
 async function help(): Promise<string> {
   const commands = await Promise.all(commandIndex.map((entry) => entry.load()));
   const lines = commands.map((c) => `  ${c.words.join(' ').padEnd(26)} ${c.summary}`);
-  return `capyctl: park, wake and switch language models on GPUs\n\ncommands:\n${lines.join('\n')}\n\nrun \`capyctl COMMAND --help\` for its usage and an example\n`;
+  return (
+    `capyctl: park, wake and switch language models on GPUs\n\ncommands:\n${lines.join('\n')}\n\nrun \`capyctl ` +
+    `COMMAND --help\` for its usage and an example\n`
+  );
 }
 
 async function main(argv: readonly string[]): Promise<number> {
   const entry = commandIndex.find((c) => c.words.every((w, i) => argv[i] === w));
   if (!entry) {
     const asked = argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help';
-    (asked ? process.stdout : process.stderr).write(asked ? await help() : `capyctl: unknown command "${argv.join(' ')}"\n\n${await help()}`);
+    (asked ? process.stdout : process.stderr).write(
+      asked ? await help() : `capyctl: unknown command "${argv.join(' ')}"\n\n${await help()}`,
+    );
     return asked ? exitCodes.ok : exitCodes.usage;
   }
   const command = await entry.load();

@@ -58,7 +58,8 @@ function adminToken(flags: ConnectionFlags, env: NodeJS.ProcessEnv): string {
     // Said below, with every way to give the token.
   }
   throw new ConnectionSetupError(
-    `no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file (CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${file} is missing or empty`,
+    `no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file ` +
+      `(CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${file} is missing or empty`,
   );
 }
 
@@ -67,7 +68,12 @@ function adminToken(flags: ConnectionFlags, env: NodeJS.ProcessEnv): string {
  * lifecycle takes (a drain waits for what it stops, a preinitialize for its park). Not undici:
  * loading it took longer than a whole `capyctl list`.
  */
-async function exchange(url: URL, method: string, headers: Record<string, string>, body: string | undefined): Promise<IncomingMessage> {
+async function exchange(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+): Promise<IncomingMessage> {
   const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
   return new Promise((resolve, reject) => {
     const sent = request(url, { method, headers }, resolve);
@@ -87,17 +93,30 @@ export function managementClient(flags: ConnectionFlags, env: NodeJS.ProcessEnv 
   return {
     url,
     async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
-      const headers = { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
+      const headers = {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      };
       const unreachable = (e: Error & { code?: string }) => {
         throw new ApiRefusal(0, 'unreachable', `the management API at ${url} did not answer: ${e.code ?? e.message}`);
       };
-      const reply = await exchange(new URL(`${url}/management/v1${path}`), method, headers, body === undefined ? undefined : JSON.stringify(body)).catch(unreachable);
+      const reply = await exchange(
+        new URL(`${url}/management/v1${path}`),
+        method,
+        headers,
+        body === undefined ? undefined : JSON.stringify(body),
+      ).catch(unreachable);
       const answer = await text(reply).catch(unreachable);
       const parsed = answer ? (JSON.parse(answer) as unknown) : undefined;
       const status = reply.statusCode ?? 0;
       if (status >= 400) {
         const error = parsed as { code?: string; message?: string; retryable?: boolean } | undefined;
-        throw new ApiRefusal(status, error?.code ?? `http_${status}`, error?.message ?? answer, error?.retryable === true);
+        throw new ApiRefusal(
+          status,
+          error?.code ?? `http_${status}`,
+          error?.message ?? answer,
+          error?.retryable === true,
+        );
       }
       return parsed as T;
     },

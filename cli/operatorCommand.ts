@@ -5,7 +5,13 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { type Command, exitCodes } from './command.js';
-import { ApiRefusal, connectionOptions, ConnectionSetupError, type ManagementClient, managementClient } from './managementClient.js';
+import {
+  ApiRefusal,
+  connectionOptions,
+  ConnectionSetupError,
+  type ManagementClient,
+  managementClient,
+} from './managementClient.js';
 
 export interface OperatorContext {
   api: ManagementClient;
@@ -34,7 +40,9 @@ const CONNECTION_USAGE = '[--json] [--server URL] [--admin-token TOKEN | --admin
 export const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
 export function operatorCommand(spec: OperatorCommandSpec): Command {
-  const usage = ['capyctl', ...spec.words, ...spec.positionals, spec.flagsUsage, CONNECTION_USAGE].filter(Boolean).join(' ');
+  const usage = ['capyctl', ...spec.words, ...spec.positionals, spec.flagsUsage, CONNECTION_USAGE]
+    .filter(Boolean)
+    .join(' ');
   return {
     words: spec.words,
     summary: spec.summary,

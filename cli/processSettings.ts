@@ -4,14 +4,21 @@
  */
 import { parseArgs } from 'node:util';
 import { type LogFormat, logFormats } from '../logging/logger.js';
-import { type BaseDocument, type DocumentKind, loadSettingsFile, SettingsError, type SettingsOf } from '../settings/load.js';
+import {
+  type BaseDocument,
+  type DocumentKind,
+  loadSettingsFile,
+  SettingsError,
+  type SettingsOf,
+} from '../settings/load.js';
 import { embeddedStandaloneDocument } from '../standalone/embeddedDocument.js';
 
 /**
  * What a kind's `--file` overrides field by field, and what runs without one: a standalone's embedded
  * defaults (a file that leaves out `host.engines` keeps the simulator). The other kinds have none.
  */
-export const baseDocument = (kind: DocumentKind): BaseDocument | undefined => (kind === 'standalone' ? embeddedStandaloneDocument() : undefined);
+export const baseDocument = (kind: DocumentKind): BaseDocument | undefined =>
+  kind === 'standalone' ? embeddedStandaloneDocument() : undefined;
 
 export interface ProcessOptions<K extends DocumentKind> {
   settings: SettingsOf<K>;
@@ -20,8 +27,14 @@ export interface ProcessOptions<K extends DocumentKind> {
 }
 
 /** The settings and the log format, or undefined once the reason they are invalid has been printed. */
-export function processSettings<K extends DocumentKind>(kind: K, args: readonly string[]): ProcessOptions<K> | undefined {
-  const { values } = parseArgs({ args: [...args], options: { file: { type: 'string' }, set: { type: 'string', multiple: true }, 'log-format': { type: 'string' } } });
+export function processSettings<K extends DocumentKind>(
+  kind: K,
+  args: readonly string[],
+): ProcessOptions<K> | undefined {
+  const { values } = parseArgs({
+    args: [...args],
+    options: { file: { type: 'string' }, set: { type: 'string', multiple: true }, 'log-format': { type: 'string' } },
+  });
   const asked = values['log-format'];
   const logFormat = asked === undefined ? undefined : logFormats.safeParse(asked).data;
   if (asked !== undefined && logFormat === undefined) {
@@ -49,7 +62,10 @@ export const untilStopSignal = () =>
  * Starts the process; a start refused for a reason its operator fixes (an error of one of `refusals`:
  * a port taken, a token refused) is one line on stderr and undefined, not a stack.
  */
-export async function startedOrRefused<T>(start: () => Promise<T>, refusals: ReadonlyArray<abstract new (...args: never[]) => Error>): Promise<T | undefined> {
+export async function startedOrRefused<T>(
+  start: () => Promise<T>,
+  refusals: ReadonlyArray<abstract new (...args: never[]) => Error>,
+): Promise<T | undefined> {
   try {
     return await start();
   } catch (e) {

@@ -5,6 +5,7 @@ import type { ReceiptBody } from '../api/deployments.js';
 export function receiptText(r: ReceiptBody, outcome: string = r.state): string {
   const lines = [`${r.name}: ${outcome}`];
   if (r.switch_id) lines.push(`switch_id: ${r.switch_id} (workflow switch/${r.switch_id} in the Temporal Web UI)`);
-  for (const v of r.victims) lines.push(`victim: ${v.name} (deployment ${v.deployment_id}, instance ${v.instance_index}) ${v.released}`);
+  for (const v of r.victims)
+    lines.push(`victim: ${v.name} (deployment ${v.deployment_id}, instance ${v.instance_index}) ${v.released}`);
   return `${lines.join('\n')}\n`;
 }

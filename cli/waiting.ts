@@ -36,7 +36,8 @@ export async function waitingFor<T>(what: string, work: (update: (what: string) 
 }
 
 /** A command refused while other models hold the memory it needs: it may go once they free it. */
-const memoryHeld = (e: unknown): e is ApiRefusal => e instanceof ApiRefusal && e.code === 'insufficient_capacity' && e.retryable;
+const memoryHeld = (e: unknown): e is ApiRefusal =>
+  e instanceof ApiRefusal && e.code === 'insufficient_capacity' && e.retryable;
 
 /** What a refusal says is held, and by whom: its first clause (`deployment … needs GPU memory held by …`). */
 const heldBy = (name: string, e: ApiRefusal) => `GPU memory for ${name} (${e.apiMessage.split(';')[0]})`;
@@ -46,7 +47,11 @@ const heldBy = (name: string, e: ApiRefusal) => `GPU memory for ${name} (${e.api
  * hold it, each refusal's holders told to `update`. The server never queues it, so nothing acts
  * once the command is ended.
  */
-export async function takenWhenMemoryFree<T>(name: string, command: () => Promise<T>, update: (what: string) => void): Promise<T> {
+export async function takenWhenMemoryFree<T>(
+  name: string,
+  command: () => Promise<T>,
+  update: (what: string) => void,
+): Promise<T> {
   for (;;) {
     try {
       return await command();

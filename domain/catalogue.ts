@@ -48,7 +48,10 @@ export interface KeptHolder {
   keptBy: 'explicit' | 'warm';
 }
 
-const keptBySetting: Record<KeptHolder['keptBy'], string> = { explicit: 'activation: explicit', warm: 'lifecycle.warm: true' };
+const keptBySetting: Record<KeptHolder['keptBy'], string> = {
+  explicit: 'activation: explicit',
+  warm: 'lifecycle.warm: true',
+};
 
 /** "a, b, which activation: explicit keeps loaded, and c, which lifecycle.warm: true keeps loaded". */
 function keptHolders(holders: readonly KeptHolder[]): string {
@@ -64,13 +67,19 @@ export type Missing = 'deployment' | 'model' | 'host' | 'instance' | 'switch' | 
 export const apiErrors = {
   // The spec's "Errors while waiting" table, row by row.
   queueDeadline: (deploymentId: string) =>
-    error(503, 'unavailable', true, `deployment ${deploymentId} did not become servable within the queue deadline; retry shortly`),
+    error(
+      503,
+      'unavailable',
+      true,
+      `deployment ${deploymentId} did not become servable within the queue deadline; retry shortly`,
+    ),
   drainTimeout: (targetId: string, drainTimeoutMs: number, requestsStillRunning: number) =>
     error(
       503,
       'unavailable',
       true,
-      `switch to ${targetId} failed: drain timeout after ${drainTimeoutMs} ms with ${requestsStillRunning} request(s) still charged; the victims serve again; retry shortly`,
+      `switch to ${targetId} failed: drain timeout after ${drainTimeoutMs} ms with ${requestsStillRunning} ` +
+        `request(s) still charged; the victims serve again; retry shortly`,
     ),
   dispatchClosed: (deploymentId: string) =>
     error(503, 'unavailable', true, `dispatch to deployment ${deploymentId} is closed; retry shortly`),
@@ -80,9 +89,19 @@ export const apiErrors = {
   inFlightDeadline: (deploymentId: string) =>
     error(429, 'queue_full', true, `deployment ${deploymentId} stayed at its in-flight bound for the queue deadline`),
   inFlightNoWait: (deploymentId: string) =>
-    error(429, 'queue_full', true, `deployment ${deploymentId} is at its in-flight bound and lets no request wait; retry shortly`),
+    error(
+      429,
+      'queue_full',
+      true,
+      `deployment ${deploymentId} is at its in-flight bound and lets no request wait; retry shortly`,
+    ),
   notServableNoWait: (deploymentId: string) =>
-    error(429, 'queue_full', true, `deployment ${deploymentId} is not servable now and lets no request wait; retry shortly`),
+    error(
+      429,
+      'queue_full',
+      true,
+      `deployment ${deploymentId} is not servable now and lets no request wait; retry shortly`,
+    ),
 
   // Models a request does not start or wake.
   deploymentInactive: (deploymentId: string) =>
@@ -90,14 +109,16 @@ export const apiErrors = {
       409,
       'deployment_inactive',
       false,
-      `deployment ${deploymentId} is not running and its activation is explicit (lifecycle.activation: explicit); inference does not start or wake it; start it with \`capyctl start deployment ${deploymentId}\``,
+      `deployment ${deploymentId} is not running and its activation is explicit (lifecycle.activation: explicit); ` +
+        `inference does not start or wake it; start it with \`capyctl start deployment ${deploymentId}\``,
     ),
   deploymentStopped: (deploymentId: string) =>
     error(
       409,
       'deployment_stopped',
       false,
-      `deployment ${deploymentId} was stopped by an operator; inference does not start it; start it with \`capyctl start deployment ${deploymentId}\``,
+      `deployment ${deploymentId} was stopped by an operator; inference does not start it; start it with \`capyctl ` +
+        `start deployment ${deploymentId}\``,
     ),
 
   // Parking and waking.
@@ -113,28 +134,36 @@ export const apiErrors = {
       503,
       'wake_mismatch',
       true,
-      `wake of deployment ${deploymentId} failed: its answer to the wake check differs from its first answer; the model was stopped and the next request loads it fresh`,
+      `wake of deployment ${deploymentId} failed: its answer to the wake check differs from its first answer; the ` +
+        `model was stopped and the next request loads it fresh`,
     ),
   wakeReloadFailed: (deploymentId: string) =>
     error(
       503,
       'wake_reload_failed',
       true,
-      `wake of deployment ${deploymentId} failed: its weights did not reload; the model was stopped and the next request loads it fresh`,
+      `wake of deployment ${deploymentId} failed: its weights did not reload; the model was stopped and the next ` +
+        `request loads it fresh`,
     ),
   wakeUncertain: (deploymentId: string, wakeWindowMs: number) =>
     error(
       503,
       'wake_uncertain',
       true,
-      `wake of deployment ${deploymentId} failed: it did not finish within the wake window of ${wakeWindowMs} ms; the model was stopped and the next request loads it fresh`,
+      `wake of deployment ${deploymentId} failed: it did not finish within the wake window of ${wakeWindowMs} ms; ` +
+        `the model was stopped and the next request loads it fresh`,
     ),
   /**
    * A wake that failed for a reason none of the three above names (an engine that refused a step,
    * exited or stopped answering): what really happened, under the code of a wake whose outcome is unknown.
    */
   wakeFailed: (deploymentId: string, what: string) =>
-    error(503, 'wake_uncertain', true, `wake of deployment ${deploymentId} failed: ${what}; the model was stopped and the next request loads it fresh`),
+    error(
+      503,
+      'wake_uncertain',
+      true,
+      `wake of deployment ${deploymentId} failed: ${what}; the model was stopped and the next request loads it fresh`,
+    ),
   /** A start the switch could not finish (the engine ran out of memory, exited, or never became ready). */
   startFailed: (deploymentId: string, reason: string) =>
     error(503, 'unavailable', true, `deployment ${deploymentId} failed to start: ${reason}; retry shortly`),
@@ -144,25 +173,33 @@ export const apiErrors = {
       503,
       'unavailable',
       true,
-      `deployment ${deploymentId} failed to start: its engine exited (${how}); retry shortly. Its last lines of stderr:\n${stderr.map((l) => `  ${l}`).join('\n')}`,
+      `deployment ${deploymentId} failed to start: its engine exited (${how}); retry shortly. Its last lines of ` +
+        `stderr:\n${stderr.map((l) => `  ${l}`).join('\n')}`,
     ),
   parkedCapacity: (deploymentId: string) =>
     error(
       409,
       'parked_capacity',
       false,
-      `deployment ${deploymentId} cannot be parked: the parked set has no room and its activation is explicit, so nothing is stopped to make room; it serves again`,
+      `deployment ${deploymentId} cannot be parked: the parked set has no room and its activation is explicit, so ` +
+        `nothing is stopped to make room; it serves again`,
     ),
   /** Only models kept loaded hold the memory: a start --evict and a request are refused alike. */
   insufficientCapacity: (deploymentId: string, holders: readonly KeptHolder[]) =>
-    error(409, 'insufficient_capacity', false, `deployment ${deploymentId} needs memory held by ${keptHolders(holders)}; stop one of them first`),
+    error(
+      409,
+      'insufficient_capacity',
+      false,
+      `deployment ${deploymentId} needs memory held by ${keptHolders(holders)}; stop one of them first`,
+    ),
   /** A start without --evict while other models hold the memory it needs: nothing was started, nothing waits. */
   memoryHeld: (deploymentId: string, holders: readonly string[]) =>
     error(
       409,
       'insufficient_capacity',
       true,
-      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}; nothing was started: start it with --evict to park them, or with --wait to wait until the memory is free`,
+      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}; nothing was started: start it ` +
+        `with --evict to park them, or with --wait to wait until the memory is free`,
     ),
   /** A preinitialize while other models hold the memory it needs: nothing was started, nothing waits. */
   memoryHeldToPreinitialize: (deploymentId: string, holders: readonly string[]) =>
@@ -170,7 +207,8 @@ export const apiErrors = {
       409,
       'insufficient_capacity',
       true,
-      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}; nothing was started: park or stop them, or preinitialize it again once the memory is free`,
+      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}; nothing was started: park or ` +
+        `stop them, or preinitialize it again once the memory is free`,
     ),
   /** A start with --evict whose memory is held by models that may not yield it now (requests wait for them). */
   memoryBusy: (deploymentId: string, holders: readonly string[]) =>
@@ -178,7 +216,8 @@ export const apiErrors = {
       409,
       'insufficient_capacity',
       true,
-      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}, which requests are waiting for; nothing was started: start it again shortly, or with --wait to wait until the memory is free`,
+      `deployment ${deploymentId} needs GPU memory held by ${holders.join(', ')}, which requests are waiting for; ` +
+        `nothing was started: start it again shortly, or with --wait to wait until the memory is free`,
     ),
   /** `failure`: why its measurement failed, when it did; a start cannot help until it is measured again. */
   checkpointUnmeasured: (deploymentName: string, failure: string | null) =>
@@ -187,51 +226,76 @@ export const apiErrors = {
           409,
           'checkpoint_unmeasured',
           true,
-          `the checkpoint of deployment ${deploymentName} is still being measured; start it again once it is measured, or use --wait`,
+          `the checkpoint of deployment ${deploymentName} is still being measured; start it again once it is ` +
+            `measured, or use --wait`,
         )
       : error(
           409,
           'checkpoint_unmeasured',
           false,
-          `the checkpoint of deployment ${deploymentName} could not be measured: ${failure}; make it readable on its host, then deploy the document again`,
+          `the checkpoint of deployment ${deploymentName} could not be measured: ${failure}; make it readable on ` +
+            `its host, then deploy the document again`,
         ),
 
   // The API's own.
   noHost: (deploymentName: string) =>
-    error(503, 'unavailable', true, `no registered host may run deployment ${deploymentName}; start a host agent (capyctl start host) or retry shortly`),
+    error(
+      503,
+      'unavailable',
+      true,
+      `no registered host may run deployment ${deploymentName}; start a host agent (capyctl start host) or retry ` +
+        `shortly`,
+    ),
   notFound: (what: Missing, ref: string) => error(404, 'not_found', false, `${what} ${ref} not found`),
-  unauthorized: (token: 'admin token' | 'host token' | 'inference token' | 'admin token or metrics token' | 'metrics token') =>
-    error(401, 'unauthorized', false, `a valid ${token} is required: send Authorization: Bearer <${token}>`),
+  unauthorized: (
+    token: 'admin token' | 'host token' | 'inference token' | 'admin token or metrics token' | 'metrics token',
+  ) => error(401, 'unauthorized', false, `a valid ${token} is required: send Authorization: Bearer <${token}>`),
   /** A host's ingress takes requests from the server alone, which it knows by the secret it gave at registration. */
   ingressUnauthorized: () =>
-    error(401, 'unauthorized', false, `a valid ingress secret is required: send ${INGRESS_SECRET_HEADER}: <the secret the server gave this host when it registered>`),
+    error(
+      401,
+      'unauthorized',
+      false,
+      `a valid ingress secret is required: send ${INGRESS_SECRET_HEADER}: <the secret the server gave this host ` +
+        `when it registered>`,
+    ),
   /** Another token registering a host ID that is bound to its first token: the take-over the binding stops. */
   hostBoundToAnotherToken: (hostId: string) =>
     error(
       401,
       'unauthorized',
       false,
-      `host ${hostId} is registered with another host token; to register it with a new one, an operator revokes the old one first (capyctl revoke host-token ${hostId})`,
+      `host ${hostId} is registered with another host token; to register it with a new one, an operator revokes ` +
+        `the old one first (capyctl revoke host-token ${hostId})`,
     ),
   tokenBoundToAnotherHost: (hostId: string) =>
     error(
       401,
       'unauthorized',
       false,
-      `this host token is bound to another host, not ${hostId}; register ${hostId} with a token of its own (capyctl create host-token)`,
+      `this host token is bound to another host, not ${hostId}; register ${hostId} with a token of its own ` +
+        `(capyctl create host-token)`,
     ),
   /** A host reporting on an instance the catalogue places on another host (or on none). */
   notHostsInstance: (hostId: string, instance: string) =>
-    error(403, 'forbidden', false, `host ${hostId} may report only its own instances; instance ${instance} does not run on it`),
+    error(
+      403,
+      'forbidden',
+      false,
+      `host ${hostId} may report only its own instances; instance ${instance} does not run on it`,
+    ),
   invalidRequest: (detail: string) => error(400, 'invalid_request', false, detail),
   /** `where`: as a validation failure names it, e.g. `params.ref`. */
-  controlCharacter: (where: string) => error(400, 'invalid_request', false, `${where}: must not contain control characters`),
+  controlCharacter: (where: string) =>
+    error(400, 'invalid_request', false, `${where}: must not contain control characters`),
   /** Postgres keeps no NUL in text: a document that holds one could not be stored as sent. */
-  nulInBody: (where: string) => error(400, 'invalid_request', false, `${where}: must not contain NUL (\\u0000) characters`),
+  nulInBody: (where: string) =>
+    error(400, 'invalid_request', false, `${where}: must not contain NUL (\\u0000) characters`),
   /** A lone UTF-16 surrogate has no UTF-8 form: Postgres refuses the document that holds one. */
   loneSurrogateInBody: (where: string) =>
     error(400, 'invalid_request', false, `${where}: must not contain a lone surrogate (\\ud800-\\udfff) character`),
-  paramTooLong: (maxLength: number) => error(414, 'invalid_request', false, `a name or ID in the path is longer than ${maxLength} characters`),
+  paramTooLong: (maxLength: number) =>
+    error(414, 'invalid_request', false, `a name or ID in the path is longer than ${maxLength} characters`),
   badUrl: (path: string) => error(400, 'invalid_request', false, `${path} is not a valid URL path`),
   repeatedHeader: (header: string) => error(400, 'invalid_request', false, `the ${header} header must be sent once`),
   payloadTooLarge: (limitBytes: number) =>
@@ -243,7 +307,10 @@ export const apiErrors = {
 } as const;
 
 /** How a person reads where a parked instance's weights are: the words of the release lines below. */
-export const parkTierWords = { host_ram: 'host RAM', deep: 'deep', kv_only: 'weights kept' } as const satisfies Record<ParkTier, string>;
+export const parkTierWords = { host_ram: 'host RAM', deep: 'deep', kv_only: 'weights kept' } as const satisfies Record<
+  ParkTier,
+  string
+>;
 
 /** The line a receipt prints for each way a victim was released. */
 export const releasedLines = {

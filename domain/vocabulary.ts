@@ -61,7 +61,14 @@ export const maxRunningSources = z.enum([
 export type MaxRunningSource = z.infer<typeof maxRunningSources>;
 
 /** How a switch ended; a search attribute on every switch workflow. */
-export const switchOutcomes = z.enum(['running', 'released', 'drain_timeout', 'wake_failed', 'park_failed', 'start_failed']);
+export const switchOutcomes = z.enum([
+  'running',
+  'released',
+  'drain_timeout',
+  'wake_failed',
+  'park_failed',
+  'start_failed',
+]);
 export type SwitchOutcome = z.infer<typeof switchOutcomes>;
 
 /**

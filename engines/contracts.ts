@@ -100,11 +100,41 @@ const empty = { status: 200, text: '' } as const;
 const vllmRoutes = {
   health: { method: 'GET', path: '/health', answer: empty },
   version: { method: 'GET', path: '/version', optional: true, answer: { status: 200, json: { version: '0.10.1' } } },
-  metrics: { method: 'GET', path: '/metrics', answer: { status: 200, text: 'vllm:num_requests_running{engine="0",model_name="M"} 0.0\n' } },
-  sleep: { method: 'POST', path: '/sleep', devMode: true, flag: '--enable-sleep-mode', probedByGet: true, answer: empty },
-  wakeUp: { method: 'POST', path: '/wake_up', devMode: true, flag: '--enable-sleep-mode', probedByGet: true, answer: empty },
-  isSleeping: { method: 'GET', path: '/is_sleeping', devMode: true, flag: '--enable-sleep-mode', answer: { status: 200, json: { is_sleeping: true } } },
-  collectiveRpc: { method: 'POST', path: '/collective_rpc', devMode: true, probedByGet: true, answer: { status: 200, json: { results: [null] } } },
+  metrics: {
+    method: 'GET',
+    path: '/metrics',
+    answer: { status: 200, text: 'vllm:num_requests_running{engine="0",model_name="M"} 0.0\n' },
+  },
+  sleep: {
+    method: 'POST',
+    path: '/sleep',
+    devMode: true,
+    flag: '--enable-sleep-mode',
+    probedByGet: true,
+    answer: empty,
+  },
+  wakeUp: {
+    method: 'POST',
+    path: '/wake_up',
+    devMode: true,
+    flag: '--enable-sleep-mode',
+    probedByGet: true,
+    answer: empty,
+  },
+  isSleeping: {
+    method: 'GET',
+    path: '/is_sleeping',
+    devMode: true,
+    flag: '--enable-sleep-mode',
+    answer: { status: 200, json: { is_sleeping: true } },
+  },
+  collectiveRpc: {
+    method: 'POST',
+    path: '/collective_rpc',
+    devMode: true,
+    probedByGet: true,
+    answer: { status: 200, json: { results: [null] } },
+  },
   resetPrefixCache: { method: 'POST', path: '/reset_prefix_cache', devMode: true, optional: true, answer: empty },
 } as const satisfies Record<string, RouteContract>;
 
@@ -127,8 +157,14 @@ const vllm: EngineContract<keyof typeof vllmRoutes> = {
   },
   routes: vllmRoutes,
   park: {
-    host_ram: [{ route: vllmRoutes.sleep, query: 'level=1' }, { route: vllmRoutes.isSleeping, role: 'expect_asleep' }],
-    deep: [{ route: vllmRoutes.sleep, query: 'level=2' }, { route: vllmRoutes.isSleeping, role: 'expect_asleep' }],
+    host_ram: [
+      { route: vllmRoutes.sleep, query: 'level=1' },
+      { route: vllmRoutes.isSleeping, role: 'expect_asleep' },
+    ],
+    deep: [
+      { route: vllmRoutes.sleep, query: 'level=2' },
+      { route: vllmRoutes.isSleeping, role: 'expect_asleep' },
+    ],
   },
   wake: {
     // The prefix cache still points at KV blocks the sleep dropped: stale entries answer wrongly (#16234, #17103).
@@ -159,9 +195,23 @@ const nothing = { status: 200, json: null } as const;
 
 const sglangRoutes = {
   health: { method: 'GET', path: '/health', answer: empty },
-  serverInfo: { method: 'GET', path: '/get_server_info', optional: true, answer: { status: 200, json: { version: '0.5.4', max_running_requests: null } } },
-  modelInfo: { method: 'GET', path: '/get_model_info', answer: { status: 200, json: { model_path: 'Qwen/Qwen3-4B', is_generation: true } } },
-  metrics: { method: 'GET', path: '/metrics', flag: '--enable-metrics', answer: { status: 200, text: 'sglang:num_running_reqs{model_name="M"} 0.0\n' } },
+  serverInfo: {
+    method: 'GET',
+    path: '/get_server_info',
+    optional: true,
+    answer: { status: 200, json: { version: '0.5.4', max_running_requests: null } },
+  },
+  modelInfo: {
+    method: 'GET',
+    path: '/get_model_info',
+    answer: { status: 200, json: { model_path: 'Qwen/Qwen3-4B', is_generation: true } },
+  },
+  metrics: {
+    method: 'GET',
+    path: '/metrics',
+    flag: '--enable-metrics',
+    answer: { status: 200, text: 'sglang:num_running_reqs{model_name="M"} 0.0\n' },
+  },
   pause: { method: 'POST', path: '/pause_generation', answer: idle },
   continue: { method: 'POST', path: '/continue_generation', answer: idle },
   release: { method: 'POST', path: '/release_memory_occupation', answer: nothing },
@@ -169,7 +219,10 @@ const sglangRoutes = {
   updateWeightsFromDisk: {
     method: 'POST',
     path: '/update_weights_from_disk',
-    answer: { status: 200, json: { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 } },
+    answer: {
+      status: 200,
+      json: { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 },
+    },
   },
   flushCache: { method: 'POST', path: '/flush_cache', answer: { status: 200, text: 'Cache flushed.\n' } },
   abort: { method: 'POST', path: '/abort_request', answer: empty },
@@ -194,7 +247,11 @@ const sglangWake = (tier: ParkTier): Step[] => [
   ...(tier === 'deep'
     ? [
         { route: sglangRoutes.modelInfo, role: 'read_model_path' as const },
-        { route: sglangRoutes.updateWeightsFromDisk, json: (facts: StepFacts) => ({ model_path: facts.modelPath }), role: 'reload' as const },
+        {
+          route: sglangRoutes.updateWeightsFromDisk,
+          json: (facts: StepFacts) => ({ model_path: facts.modelPath }),
+          role: 'reload' as const,
+        },
       ]
     : []),
   // The radix cache must not point at KV memory that was given back.

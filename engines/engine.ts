@@ -59,10 +59,12 @@ export interface MaxRunningContext {
 }
 
 /** What the wake check asks: a fixed greedy prompt, or a decision model's fixed decision. */
-export type Probe = { kind: 'prompt'; prompt: string; maxTokens: number } | { kind: 'decision'; prompt: string; options: string[] };
+export type Probe =
+  { kind: 'prompt'; prompt: string; maxTokens: number } | { kind: 'decision'; prompt: string; options: string[] };
 
 /** The answer compared after a wake. */
-export type ProbeAnswer = { kind: 'prompt'; text: string } | { kind: 'decision'; option: string; probabilities: Record<string, number> };
+export type ProbeAnswer =
+  { kind: 'prompt'; text: string } | { kind: 'decision'; option: string; probabilities: Record<string, number> };
 
 /**
  * A failure the lifecycle maps to a spec code. `reload_failed` → wake_reload_failed;
@@ -101,7 +103,10 @@ export interface EngineAdapter {
   readonly defaultMaxRunning: number | undefined;
 
   launch(ctx: LaunchContext): LaunchPlan;
-  /** Resolves once the engine answers its readiness route (200 on `GET /health`); the caller retries with a deadline. */
+  /**
+   * Resolves once the engine answers its readiness route (200 on `GET /health`); the caller retries with
+   * a deadline.
+   */
   isReady(endpoint: EngineEndpoint, options?: CallOptions): Promise<boolean>;
   /**
    * Gives back GPU memory at `tier`, one of `parkTiers` and, for SGLang, the tier it was launched for

@@ -32,7 +32,8 @@ const shareOf = (bytes: number, gpuBytes: number): string => String(Math.min(1, 
 export function memoryBoundArgs(spec: DeploymentSpec, command: readonly string[], memory: LaunchMemory): string[] {
   const bound = engineContracts[spec.engine].memoryBound;
   if (bound === null || setShare(spec, command) !== undefined) return [];
-  const filled = bound.rule === 'static_share_of_total' ? memory.othersBytes + memory.reservedBytes : memory.reservedBytes;
+  const filled =
+    bound.rule === 'static_share_of_total' ? memory.othersBytes + memory.reservedBytes : memory.reservedBytes;
   return [bound.option, shareOf(filled, memory.gpuBytes)];
 }
 
@@ -41,7 +42,10 @@ export function memoryBoundArgs(spec: DeploymentSpec, command: readonly string[]
  * after the host's command on the engine's line and so win, else by the host's command. The launch
  * then adds no bound, and the ledger counts this figure.
  */
-export function setShare(spec: DeploymentSpec, command: readonly string[]): { share: number; setBy: 'its extra_args set' | "the host's command sets" } | undefined {
+export function setShare(
+  spec: DeploymentSpec,
+  command: readonly string[],
+): { share: number; setBy: 'its extra_args set' | "the host's command sets" } | undefined {
   const bound = engineContracts[spec.engine].memoryBound;
   if (bound === null) return undefined;
   const declared = findOption(spec.extra_args, bound.option);

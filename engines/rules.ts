@@ -27,7 +27,8 @@ export const cannotParkReasons = {
   gptOss: 'vLLM and SGLang do not wake gpt-oss correctly',
   nvfp4OnSglang: 'SGLang does not wake NVFP4 (ModelOpt) checkpoints correctly unless it keeps their weights in memory',
   nemotronVlOnVllm:
-    'vLLM 0.31.0 answers Nemotron 3.5 Super VL wrongly after a park and a wake (the engine is that version, or its version is not known)',
+    'vLLM 0.31.0 answers Nemotron 3.5 Super VL wrongly after a park and a wake (the engine is that version, or its ' +
+    'version is not known)',
   /** An engine that does not park at all, asked to by `residency`. */
   engine: (engine: EngineName) => `${engine} does not park (capyctl engine list shows DEEP PARK disabled)`,
 } as const;
@@ -74,13 +75,16 @@ export function parkRefusal(spec: DeploymentSpec, engineVersion?: string): ApiEr
 /** Why `residency: host_backed` is refused where it cannot hold. */
 export const hostBackedRefusals = {
   unifiedMemory: (name: string) =>
-    `deployment ${name}: residency: host_backed needs a discrete card, and this host's GPU has unified memory; use residency: deep`,
+    `deployment ${name}: residency: host_backed needs a discrete card, and this host's GPU has unified memory; use ` +
+    `residency: deep`,
   /** At deploy, naming a host the deployment may run on. */
   unifiedMemoryOn: (name: string, hostId: string) =>
-    `deployment ${name}: residency: host_backed needs a discrete card, and host ${hostId}, which it may run on, has unified memory; ` +
+    `deployment ${name}: residency: host_backed needs a discrete card, and host ${hostId}, which it may run on, ` +
+    `has unified memory; ` +
     'use residency: deep, or name only hosts with discrete cards in hosts',
   keepsWeights: (name: string) =>
-    `deployment ${name}: residency: host_backed is refused for SGLang with speculative decoding (--speculative-algorithm), ` +
+    `deployment ${name}: residency: host_backed is refused for SGLang with speculative decoding ` +
+    `(--speculative-algorithm), ` +
     'which parks with its weights in memory',
 } as const;
 
@@ -102,7 +106,8 @@ function hostBackedRefusal(spec: DeploymentSpec, memoryKind: MemoryKind | undefi
  */
 export function documentRefusal(spec: DeploymentSpec): ApiError | null {
   if (spec.residency !== 'deep' && spec.residency !== 'host_backed') return null;
-  if (engineTraits[spec.engine].parkTiers.length === 0) return apiErrors.capabilityMissingDeepPark(spec.name, cannotParkReasons.engine(spec.engine));
+  if (engineTraits[spec.engine].parkTiers.length === 0)
+    return apiErrors.capabilityMissingDeepPark(spec.name, cannotParkReasons.engine(spec.engine));
   return parkRefusal(spec) ?? hostBackedRefusal(spec, undefined);
 }
 
@@ -143,9 +148,11 @@ export interface ParkSituation {
 }
 
 /** Why a model stops where another would park. Only `no_room` is said in the receipt (spec). */
-export type StopReason = 'restart_only' | 'engine_cannot_park' | 'decision_model' | 'launched_unable_to_park' | 'no_room';
+export type StopReason =
+  'restart_only' | 'engine_cannot_park' | 'decision_model' | 'launched_unable_to_park' | 'no_room';
 
-export type ParkPlan = { kind: 'park'; tier: ParkTier } | { kind: 'stop'; reason: StopReason } | { kind: 'refused'; error: ApiError };
+export type ParkPlan =
+  { kind: 'park'; tier: ParkTier } | { kind: 'stop'; reason: StopReason } | { kind: 'refused'; error: ApiError };
 
 const park = (tier: ParkTier): ParkPlan => ({ kind: 'park', tier });
 const stop = (reason: StopReason): ParkPlan => ({ kind: 'stop', reason });
@@ -193,14 +200,22 @@ export function parkPlan(s: ParkSituation): ParkPlan {
 /** The receipt's line for a victim released by `plan`. */
 export function releasedLine(plan: Exclude<ParkPlan, { kind: 'refused' }>): string {
   if (plan.kind === 'stop') return plan.reason === 'no_room' ? releasedLines.stoppedNoRoom : releasedLines.stopped;
-  const lines = { host_ram: releasedLines.parkedHostRam, deep: releasedLines.parkedDeep, kv_only: releasedLines.parkedKvOnly };
+  const lines = {
+    host_ram: releasedLines.parkedHostRam,
+    deep: releasedLines.parkedDeep,
+    kv_only: releasedLines.parkedKvOnly,
+  };
   return lines[plan.tier];
 }
 
 /** The line of a victim whose release has begun: a start's receipt answers before it ends. */
 export function releasingLine(plan: { kind: 'park'; tier: ParkTier } | { kind: 'stop'; reason: string }): string {
   if (plan.kind === 'stop') return plan.reason === 'no_room' ? releasingLines.stoppingNoRoom : releasingLines.stopping;
-  const lines = { host_ram: releasingLines.parkingHostRam, deep: releasingLines.parkingDeep, kv_only: releasingLines.parkingKvOnly };
+  const lines = {
+    host_ram: releasingLines.parkingHostRam,
+    deep: releasingLines.parkingDeep,
+    kv_only: releasingLines.parkingKvOnly,
+  };
   return lines[plan.tier];
 }
 
@@ -221,8 +236,10 @@ const figure = (source: MaxRunning['source'], count: number | undefined): MaxRun
 export function expectedMaxRunning({ spec, command }: MaxRunningContext): MaxRunning {
   const { option } = engineContracts[spec.engine].maxRunning;
   const { defaultMaxRunning } = engineTraits[spec.engine];
-  if (findOption(spec.extra_args, option) !== undefined) return figure('extra_args', findCount(spec.extra_args, option));
-  if (command !== undefined && findOption(command, option) !== undefined) return figure('host_fixed', findCount(command, option));
+  if (findOption(spec.extra_args, option) !== undefined)
+    return figure('extra_args', findCount(spec.extra_args, option));
+  if (command !== undefined && findOption(command, option) !== undefined)
+    return figure('host_fixed', findCount(command, option));
   if (spec.max_concurrent_requests !== undefined) return figure('declared', spec.max_concurrent_requests);
   if (command === undefined) return { source: 'on_host' };
   return defaultMaxRunning === undefined ? { source: 'engine_default' } : figure('default', defaultMaxRunning);

@@ -87,7 +87,13 @@ const engineFlags: Record<DialectName, Record<string, FlagKind>> = {
     'served-model-name': 'string',
   },
   // The contract did not name --served-model-name for TensorFold; capyctl's adapters pass it to every engine.
-  tensorfold: { model: 'string', port: 'string', host: 'string', 'max-running': 'string', 'served-model-name': 'string' },
+  tensorfold: {
+    model: 'string',
+    port: 'string',
+    host: 'string',
+    'max-running': 'string',
+    'served-model-name': 'string',
+  },
 };
 
 for (const dialect of dialectNames) {
@@ -136,7 +142,8 @@ function scan(argv: readonly string[], known: Record<string, FlagKind>): Scanned
     const next = argv[i + 1];
     const nextIsValue = next !== undefined && !next.startsWith('-');
     if (kind === 'boolean') {
-      if (inline !== undefined && inline !== 'true' && inline !== 'false') throw new SimArgsError(`--${name} takes no value`);
+      if (inline !== undefined && inline !== 'true' && inline !== 'false')
+        throw new SimArgsError(`--${name} takes no value`);
       if (inline !== 'false') values.set(name, true);
     } else if (kind === 'string') {
       const value = inline ?? (nextIsValue ? next : undefined);
@@ -185,7 +192,8 @@ function share(values: Scanned['values'], name: string | undefined): number | un
   const raw = name === undefined ? undefined : text(values, name);
   if (raw === undefined) return undefined;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0 || n > 1) throw new SimArgsError(`--${name} ${raw}: expected a share of the GPU above 0 and at most 1`);
+  if (!Number.isFinite(n) || n <= 0 || n > 1)
+    throw new SimArgsError(`--${name} ${raw}: expected a share of the GPU above 0 and at most 1`);
   return n;
 }
 
@@ -208,16 +216,33 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
   const name = dialect as DialectName;
   const { values, positionals } = scan(rest, { ...engineFlags[name], ...simFlags });
 
-  const model = name === 'vllm' ? (positionals[0] ?? text(values, 'model')) : (text(values, 'model-path') ?? text(values, 'model'));
-  if (!model) throw new SimArgsError(name === 'vllm' ? 'the model is missing: vllm MODEL [--port P …]' : `--${name === 'sglang' ? 'model-path' : 'model'} is missing`);
+  const model =
+    name === 'vllm' ? (positionals[0] ?? text(values, 'model')) : (text(values, 'model-path') ?? text(values, 'model'));
+  if (!model)
+    throw new SimArgsError(
+      name === 'vllm'
+        ? 'the model is missing: vllm MODEL [--port P …]'
+        : `--${name === 'sglang' ? 'model-path' : 'model'} is missing`,
+    );
 
   const maxRunningFlag =
-    name === 'vllm' ? count(values, 'max-num-seqs', 1) : name === 'sglang' ? count(values, 'max-running-requests', 1) : count(values, 'max-running', 1);
+    name === 'vllm'
+      ? count(values, 'max-num-seqs', 1)
+      : name === 'sglang'
+        ? count(values, 'max-running-requests', 1)
+        : count(values, 'max-running', 1);
   const port = count(values, 'port', 0) ?? defaultPorts[name];
   if (port > 65535) throw new SimArgsError(`--port ${port}: not a TCP port`);
   const decision = text(values, 'sim-decision');
-  const decisionOptions = decision === undefined ? undefined : decision.split(',').map((o) => o.trim()).filter((o) => o !== '');
-  if (decisionOptions !== undefined && decisionOptions.length === 0) throw new SimArgsError('--sim-decision needs at least one option');
+  const decisionOptions =
+    decision === undefined
+      ? undefined
+      : decision
+          .split(',')
+          .map((o) => o.trim())
+          .filter((o) => o !== '');
+  if (decisionOptions !== undefined && decisionOptions.length === 0)
+    throw new SimArgsError('--sim-decision needs at least one option');
 
   return {
     dialect: name,

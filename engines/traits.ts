@@ -35,7 +35,9 @@ export const engineTraits: Readonly<Record<EngineName, EngineTraits>> = {
 };
 
 /** The adapter's fields that are facts, not behaviour. */
-export function adapterFacts(name: EngineName): Pick<EngineAdapter, 'name' | 'canPark' | 'parkTiers' | 'defaultMaxRunning'> {
+export function adapterFacts(
+  name: EngineName,
+): Pick<EngineAdapter, 'name' | 'canPark' | 'parkTiers' | 'defaultMaxRunning'> {
   const { parkTiers, defaultMaxRunning } = engineTraits[name];
   return { name, canPark: parkTiers.length > 0, parkTiers, defaultMaxRunning };
 }

@@ -31,7 +31,11 @@ function drainOutcome(queue: RequestQueue, victims: readonly string[]): DrainOut
   return { drained: requestsStillRunning === 0, requestsStillRunning, cutBeforeOutput: queue.cutBeforeOutput(victims) };
 }
 
-export function createGatewayActivities({ queue, pollMs = POLL_MS, serverTaskQueue }: GatewayActivityDeps): GatewaySteps {
+export function createGatewayActivities({
+  queue,
+  pollMs = POLL_MS,
+  serverTaskQueue,
+}: GatewayActivityDeps): GatewaySteps {
   const ranOn: RanOn = { ranOn: serverTaskQueue };
   return {
     async closeAdmission({ victims, startedAtMs, windowMs }) {

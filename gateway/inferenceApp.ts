@@ -59,9 +59,18 @@ export async function buildInferenceApp(deps: InferenceDeps) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
-  if (deps.token !== undefined) await app.register(bearerAuth, { tokens: [deps.token], refusal: apiErrors.unauthorized('inference token') });
+  if (deps.token !== undefined)
+    await app.register(bearerAuth, { tokens: [deps.token], refusal: apiErrors.unauthorized('inference token') });
   await app.register(rawJsonBody);
-  await app.register(completionRoutes({ table: deps.table, queue: deps.queue, metrics: deps.metrics ?? UNOBSERVED, routeTo: deps.routeTo, dispatcher }));
+  await app.register(
+    completionRoutes({
+      table: deps.table,
+      queue: deps.queue,
+      metrics: deps.metrics ?? UNOBSERVED,
+      routeTo: deps.routeTo,
+      dispatcher,
+    }),
+  );
   await app.register(modelRoutes({ table: deps.table }));
   return app;
 }

@@ -4,7 +4,12 @@
  * demands are signals, sent with signal-with-start for the same reason. A refused command comes back
  * as a CapyError carrying the catalogue's error.
  */
-import { type Client, WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import {
+  type Client,
+  WithStartWorkflowOperation,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
 import type { SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import { CapyError } from '../domain/catalogue.js';
 import { signals, updates, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../workflows/definitions.js';
@@ -49,14 +54,23 @@ const schedulerStart = (ref: SchedulerRef) =>
 
 export type Commands = typeof updates;
 export type CommandArgs<K extends keyof Commands> = Commands[K] extends UpdateDefinition<unknown, infer A> ? A : never;
-export type CommandResult<K extends keyof Commands> = Commands[K] extends UpdateDefinition<infer R, infer _Args> ? R : never;
+export type CommandResult<K extends keyof Commands> =
+  Commands[K] extends UpdateDefinition<infer R, infer _Args> ? R : never;
 
 /** Sends a command to the host's scheduler and returns its receipt; a refusal throws CapyError. */
-export async function sendCommand<K extends keyof Commands>(client: Client, ref: SchedulerRef, update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>> {
+export async function sendCommand<K extends keyof Commands>(
+  client: Client,
+  ref: SchedulerRef,
+  update: K,
+  ...args: CommandArgs<K>
+): Promise<CommandResult<K>> {
   try {
     // TypeScript does not narrow `updates[update]` by K; the mapped types above say what it is.
     const definition = updates[update] as unknown as UpdateDefinition<CommandResult<K>, CommandArgs<K>>;
-    return await client.workflow.executeUpdateWithStart(definition, { args, startWorkflowOperation: schedulerStart(ref) });
+    return await client.workflow.executeUpdateWithStart(definition, {
+      args,
+      startWorkflowOperation: schedulerStart(ref),
+    });
   } catch (e) {
     const refused = e instanceof WorkflowUpdateFailedError ? refusedWith(e) : undefined;
     throw refused ? new CapyError(refused) : e;
@@ -76,7 +90,12 @@ export async function reportDemand(client: Client, ref: SchedulerRef, demand: De
 }
 
 /** Signals the host's scheduler if it runs: one not running yet has nothing to be told. */
-async function signalIfRunning<Args extends unknown[]>(client: Client, hostId: string, signal: SignalDefinition<Args>, ...args: Args): Promise<void> {
+async function signalIfRunning<Args extends unknown[]>(
+  client: Client,
+  hostId: string,
+  signal: SignalDefinition<Args>,
+  ...args: Args
+): Promise<void> {
   try {
     await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signal, ...args);
   } catch (e) {

@@ -35,7 +35,11 @@ export class LoadBoard {
       const key = keyOf(s.deploymentId, s.instanceIndex);
       if (s.generation <= (this.gone.get(key) ?? -1)) continue;
       const held = this.samples.get(key);
-      if (!held || held.generation < s.generation || (held.generation === s.generation && held.sampledAtMs <= s.sampledAtMs)) {
+      if (
+        !held ||
+        held.generation < s.generation ||
+        (held.generation === s.generation && held.sampledAtMs <= s.sampledAtMs)
+      ) {
         this.samples.set(key, s);
       }
     }

@@ -57,15 +57,29 @@ function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
 }
 
 export async function buildManagementApp(deps: ManagementDeps) {
-  const app = Fastify({ loggerInstance: deps.logger, bodyLimit: 1024 * 1024, routerOptions: { maxParamLength: MAX_PARAM_LENGTH }, frameworkErrors });
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    bodyLimit: 1024 * 1024,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors,
+  });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
   await app.register(storableTextPlugin);
-  await app.register(hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents, metricsToken: deps.metricsToken }));
+  await app.register(
+    hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents, metricsToken: deps.metricsToken }),
+  );
   if (deps.admin) {
     await app.register(statusPageRoute());
-    if (deps.admin.metrics) await app.register(metricsRoute({ registry: deps.admin.metrics, adminToken: deps.admin.adminToken, metricsToken: deps.metricsToken }));
+    if (deps.admin.metrics)
+      await app.register(
+        metricsRoute({
+          registry: deps.admin.metrics,
+          adminToken: deps.admin.adminToken,
+          metricsToken: deps.metricsToken,
+        }),
+      );
     await app.register(adminRoutes({ ...deps.admin, board: deps.board, db: deps.db }));
   }
   return app;

@@ -37,7 +37,8 @@ export interface HostLoad {
   keptBytes: number;
 }
 
-export const mayRunOn = (deployment: Pick<Placed, 'spec'>, hostId: string): boolean => deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
+export const mayRunOn = (deployment: Pick<Placed, 'spec'>, hostId: string): boolean =>
+  deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
 
 /** The host among `hosts` that holds an instance of the deployment, which stays there. */
 export function heldOn(deployment: Placed, hosts: readonly string[]): string | undefined {
@@ -50,7 +51,12 @@ export function heldOn(deployment: Placed, hosts: readonly string[]): string | u
  * where evicting can make room. The store does not say which of a host's GPUs an instance holds, so
  * everything the host holds counts against each of its GPUs.
  */
-export function leastLoaded(deployment: Placed, needBytes: number, loads: readonly HostLoad[], servableOnly = false): string | undefined {
+export function leastLoaded(
+  deployment: Placed,
+  needBytes: number,
+  loads: readonly HostLoad[],
+  servableOnly = false,
+): string | undefined {
   const free = (l: HostLoad) => l.gpuMemoryBytes.reduce((sum, m) => sum + m, 0) - l.heldBytes;
   const fits = (l: HostLoad) => l.gpuMemoryBytes.some((m) => m - l.heldBytes >= needBytes);
   const servable = (l: HostLoad) => l.gpuMemoryBytes.some((m) => m - l.keptBytes >= needBytes);
@@ -79,7 +85,11 @@ export async function placeByLoad(
   sent: ReadonlyMap<string, string>,
   servableOnly = false,
 ): Promise<string | undefined> {
-  const [registered, instances, deployments] = await Promise.all([listHosts(db), listInstances(db), listDeployments(db)]);
+  const [registered, instances, deployments] = await Promise.all([
+    listHosts(db),
+    listInstances(db),
+    listDeployments(db),
+  ]);
   const needOf = (id: string) => {
     const checkpoint = checkpointOf(deployments.find((d) => d.id === id));
     return checkpoint ? gpuNeed(checkpoint) : 0;

@@ -1,4 +1,7 @@
-/** What the inference route tells about each request, by deployment name; the server's metrics (server/metrics.ts) count it. */
+/**
+ * What the inference route tells about each request, by deployment name; the server's metrics
+ * (server/metrics.ts) count it.
+ */
 export interface RequestMetrics {
   /**
    * The request ended: `status` the HTTP status the client got (0 when none went out), `code` the

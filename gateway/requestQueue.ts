@@ -174,9 +174,13 @@ export class RequestQueue implements RouterFigures {
     const limits = this.options.limits();
     const slotFree = m.running.size < RUNNING_PER_MODEL && m.waiters.length === 0;
 
-    if (m.dispatch === 'open' && slotFree) return Promise.resolve({ kind: 'dispatch', ticket: this.run(m, new DeadlineTimer(limits.request_deadline)) });
+    if (m.dispatch === 'open' && slotFree)
+      return Promise.resolve({ kind: 'dispatch', ticket: this.run(m, new DeadlineTimer(limits.request_deadline)) });
     if (m.dispatch === 'closed' || this.stopping) return refused(apiErrors.dispatchClosed(id));
-    if (m.dispatch === 'waiting' && startBlockedBy) return refused(startBlockedBy === 'explicit' ? apiErrors.deploymentInactive(id) : apiErrors.deploymentStopped(id));
+    if (m.dispatch === 'waiting' && startBlockedBy)
+      return refused(
+        startBlockedBy === 'explicit' ? apiErrors.deploymentInactive(id) : apiErrors.deploymentStopped(id),
+      );
     if (limits.max_pending_per_deployment === 0) {
       if (m.dispatch === 'open') return refused(apiErrors.inFlightNoWait(id));
       if (m.askedSinceMs === null) {
@@ -224,7 +228,8 @@ export class RequestQueue implements RouterFigures {
       };
       // While it waits, the deadline refuses it: after 32 running requests kept it out the whole
       // time, with the in-flight error; otherwise its model did not become servable in time.
-      timer.onExpiry = () => waiter.refuse(waiter.forSlot ? apiErrors.inFlightDeadline(m.id) : apiErrors.queueDeadline(m.id));
+      timer.onExpiry = () =>
+        waiter.refuse(waiter.forSlot ? apiErrors.inFlightDeadline(m.id) : apiErrors.queueDeadline(m.id));
       arrival.signal.addEventListener('abort', onHangUp, { once: true });
       m.waiters.push(waiter);
       this.waitingTotal++;
@@ -235,7 +240,11 @@ export class RequestQueue implements RouterFigures {
 
   /** Only a serving model runs requests, and a serving model always has its instance. */
   private run(m: Model, timer: DeadlineTimer): RunningRequest {
-    const request = new RunningRequest(m.instance!, (r, cutBeforeOutput) => this.finished(m, r, cutBeforeOutput), timer);
+    const request = new RunningRequest(
+      m.instance!,
+      (r, cutBeforeOutput) => this.finished(m, r, cutBeforeOutput),
+      timer,
+    );
     timer.onExpiry = () => request.expire(apiErrors.queueDeadline(m.id));
     m.running.add(request);
     m.lastChangeMs = this.now();
@@ -282,7 +291,10 @@ export class RequestQueue implements RouterFigures {
     for (const id of deploymentIds) this.setDispatch(this.model(id), 'close');
   }
 
-  /** The victims begin parking or stopping: dispatched to no more, their new requests wait and become the next switch. */
+  /**
+   * The victims begin parking or stopping: dispatched to no more, their new requests wait and become the
+   * next switch.
+   */
   withdrawVictims(deploymentIds: readonly string[]): void {
     for (const id of deploymentIds) {
       const m = this.model(id);
@@ -300,7 +312,8 @@ export class RequestQueue implements RouterFigures {
    */
   withdraw(instance: InstanceRef): void {
     const serving = this.models.get(instance.deploymentId)?.instance;
-    if (serving && serving.instanceIndex === instance.instanceIndex && serving.generation === instance.generation) this.withdrawVictims([instance.deploymentId]);
+    if (serving && serving.instanceIndex === instance.instanceIndex && serving.generation === instance.generation)
+      this.withdrawVictims([instance.deploymentId]);
   }
 
   /** The victims serve again (a drain that did not finish). */
@@ -417,7 +430,11 @@ export class RequestQueue implements RouterFigures {
   private demandOf(m: Model): Demand {
     const asked = m.askedSinceMs === null ? [] : [m.askedSinceMs];
     const since = [...m.waiters.map((w) => w.sinceMs), ...asked];
-    return { deploymentId: m.id, waiting: Math.max(m.waiters.length, asked.length), oldestSinceMs: since.length > 0 ? Math.min(...since) : 0 };
+    return {
+      deploymentId: m.id,
+      waiting: Math.max(m.waiters.length, asked.length),
+      oldestSinceMs: since.length > 0 ? Math.min(...since) : 0,
+    };
   }
 
   /**

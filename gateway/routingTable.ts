@@ -46,7 +46,8 @@ export class RoutingTable {
     this.byId.clear();
     this.idByName.clear();
     this.explicitHosts.clear();
-    for (const host of hosts) this.setHostActivation(host.id, host.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
+    for (const host of hosts)
+      this.setHostActivation(host.id, host.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
     for (const deployment of deployments) this.putDeployment(deployment);
     for (const instance of instances) this.setInstance(instance);
   }
@@ -56,7 +57,10 @@ export class RoutingTable {
     const { id, name, revision, spec, operatorStopped } = facts;
     const held = this.byId.get(id);
     if (held && held.facts.name !== name) this.idByName.delete(held.facts.name);
-    this.byId.set(id, { facts: { id, name, revision, spec, operatorStopped }, instances: held?.instances ?? new Map() });
+    this.byId.set(id, {
+      facts: { id, name, revision, spec, operatorStopped },
+      instances: held?.instances ?? new Map(),
+    });
     this.idByName.set(name, id);
   }
 
@@ -114,7 +118,9 @@ export class RoutingTable {
 
   /** Every deployment, by name. */
   list(): RoutedDeployment[] {
-    return [...this.byId.values()].map((e) => this.routed(e)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return [...this.byId.values()]
+      .map((e) => this.routed(e))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** The deployment as requests route to it: its facts, its activation and its instances by index. */

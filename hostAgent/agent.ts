@@ -53,10 +53,20 @@ const STOP_POLL_MS = 50;
 
 /** The host's ID: declared, or the machine's name made a DNS label. */
 export const hostIdOf = (settings: Pick<HostSettings, 'id'>) =>
-  settings.id ?? (hostname().toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63) || 'host');
+  settings.id ??
+  (hostname()
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 63) ||
+    'host');
 
 /** Registers; returns the ingress secret and the metrics token the server gave. */
-async function registerUntilAccepted(server: ServerClient, body: Parameters<ServerClient['register']>[0], logger: Logger): Promise<Registration> {
+async function registerUntilAccepted(
+  server: ServerClient,
+  body: Parameters<ServerClient['register']>[0],
+  logger: Logger,
+): Promise<Registration> {
   for (;;) {
     try {
       return await server.register(body);
@@ -68,7 +78,11 @@ async function registerUntilAccepted(server: ServerClient, body: Parameters<Serv
   }
 }
 
-export async function startHostAgent(settings: HostSettings, logger: Logger, options: HostAgentOptions = {}): Promise<RunningHostAgent> {
+export async function startHostAgent(
+  settings: HostSettings,
+  logger: Logger,
+  options: HostAgentOptions = {},
+): Promise<RunningHostAgent> {
   const hostId = hostIdOf(settings);
   const log = logger.child({ hostId });
   const dataDir = resolve(settings.data_dir);
@@ -102,7 +116,9 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
   const ingressUrl = settings.ingress.url ?? `http://${urlHost(ingressAt.host)}:${port}`;
 
   const sampler = new LoadSampler({ supervisor, inFlightOf, server, logger: log });
-  const gpuSource: GpuSource = simulated ? { kind: 'simulated', dir: engineEnv.CAPYCTL_SIM_GPU_DIR!, indexes: gpus.map((g) => g.index) } : { kind: 'nvidia' };
+  const gpuSource: GpuSource = simulated
+    ? { kind: 'simulated', dir: engineEnv.CAPYCTL_SIM_GPU_DIR!, indexes: gpus.map((g) => g.index) }
+    : { kind: 'nvidia' };
   ingress.serveMetrics(hostMetrics({ hostId, supervisor, sampler, gpus: gpuSource }));
 
   const registration = await registerUntilAccepted(
@@ -152,7 +168,12 @@ export async function startHostAgent(settings: HostSettings, logger: Logger, opt
       // taken for down while its answers finish.
       await server
         .reportStopping()
-        .catch((e: unknown) => log.info({ err: (e as Error).message }, 'the server did not hear that this host stops; it will see the reports stop'));
+        .catch((e: unknown) =>
+          log.info(
+            { err: (e as Error).message },
+            'the server did not hear that this host stops; it will see the reports stop',
+          ),
+        );
       const drainedBy = Date.now() + settings.shutdown_grace;
       while (ingress.inFlightTotal() > 0 && Date.now() < drainedBy) await sleep(STOP_POLL_MS);
       const cut = ingress.inFlightTotal();

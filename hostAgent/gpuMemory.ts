@@ -20,10 +20,14 @@ async function bytesByProcess(source: GpuSource): Promise<Map<number, number>> {
   const held = new Map<number, number>();
   const add = (pid: number, bytes: number) => held.set(pid, (held.get(pid) ?? 0) + bytes);
   if (source.kind === 'simulated') {
-    for (const index of source.indexes) for (const o of (await gpuUsage(source.dir, index)).owners) add(o.pid, o.gpuBytes);
+    for (const index of source.indexes)
+      for (const o of (await gpuUsage(source.dir, index)).owners) add(o.pid, o.gpuBytes);
     return held;
   }
-  const { stdout } = await promisify(execFile)('nvidia-smi', ['--query-compute-apps=pid,used_memory', '--format=csv,noheader,nounits']);
+  const { stdout } = await promisify(execFile)('nvidia-smi', [
+    '--query-compute-apps=pid,used_memory',
+    '--format=csv,noheader,nounits',
+  ]);
   for (const line of stdout.split('\n')) {
     const [pid, mib] = line.split(',').map((f) => Number(f.trim()));
     if (Number.isInteger(pid) && Number.isFinite(mib)) add(pid!, mib! * MiB);
@@ -43,11 +47,18 @@ async function parentOf(pid: number): Promise<number | undefined> {
  * GPU bytes held by each of `owners` (process IDs the agent started), counting their descendants;
  * what no owner started is under `null`.
  */
-export async function gpuBytesByOwner<T>(source: GpuSource, owners: ReadonlyMap<number, T>): Promise<Map<T | null, number>> {
+export async function gpuBytesByOwner<T>(
+  source: GpuSource,
+  owners: ReadonlyMap<number, T>,
+): Promise<Map<T | null, number>> {
   const held = new Map<T | null, number>();
   for (const [pid, bytes] of await bytesByProcess(source)) {
     let owner: T | null = null;
-    for (let at: number | undefined = pid, depth = 0; at !== undefined && depth <= MAX_ANCESTORS; at = await parentOf(at), depth++) {
+    for (
+      let at: number | undefined = pid, depth = 0;
+      at !== undefined && depth <= MAX_ANCESTORS;
+      at = await parentOf(at), depth++
+    ) {
       const found = owners.get(at);
       if (found !== undefined) {
         owner = found;

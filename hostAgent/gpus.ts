@@ -33,7 +33,12 @@ function nvidiaGpus(): HostGpu[] | undefined {
       const [index, name, memoryMiB] = line.split(',').map((f) => f.trim());
       // Grace Hopper / Blackwell superchips share memory between CPU and GPU.
       const unified = /GH200|GB200|GB10/i.test(name ?? '');
-      return { index: Number(index), name: name ?? 'gpu', memoryBytes: Number(memoryMiB) * MiB, memoryKind: unified ? 'unified' : 'discrete' };
+      return {
+        index: Number(index),
+        name: name ?? 'gpu',
+        memoryBytes: Number(memoryMiB) * MiB,
+        memoryKind: unified ? 'unified' : 'discrete',
+      };
     });
 }
 
@@ -41,7 +46,12 @@ export function discoverGpus(settings: Pick<HostSettings, 'gpus'>): DiscoveredGp
   const real = nvidiaGpus();
   if (real && real.length > 0) return { gpus: real, simulated: false };
   return {
-    gpus: settings.gpus.map((g, index) => ({ index, name: `sim-${index}`, memoryBytes: g.memory, memoryKind: g.memory_kind })),
+    gpus: settings.gpus.map((g, index) => ({
+      index,
+      name: `sim-${index}`,
+      memoryBytes: g.memory,
+      memoryKind: g.memory_kind,
+    })),
     simulated: true,
   };
 }

@@ -89,12 +89,14 @@ export class Ingress {
     const [path = ''] = url.split('?', 1);
     if (path === METRICS_PATH && req.method === 'GET' && this.metrics) {
       const bearer = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1];
-      if (!hasSecret && !this.isMetricsToken(bearer)) return answerError(req, res, apiErrors.unauthorized('metrics token'));
+      if (!hasSecret && !this.isMetricsToken(bearer))
+        return answerError(req, res, apiErrors.unauthorized('metrics token'));
       return this.answerMetrics(this.metrics, req, res);
     }
     if (!hasSecret) return answerError(req, res, apiErrors.ingressUnauthorized());
     const match = ROUTE.exec(path);
-    if (!match || req.method !== 'POST' || !INGRESS_PATHS.has(match[3]!)) return answerError(req, res, apiErrors.notFound('route', `${req.method} ${path}`));
+    if (!match || req.method !== 'POST' || !INGRESS_PATHS.has(match[3]!))
+      return answerError(req, res, apiErrors.notFound('route', `${req.method} ${path}`));
     const engine = this.supervisor.live({ deploymentId: match[1]!, instanceIndex: Number(match[2]) });
     const key = `${match[1]}/${match[2]}`;
     if (!engine) return answerError(req, res, apiErrors.notFound('instance', key));

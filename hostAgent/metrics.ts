@@ -12,17 +12,34 @@ import type { EngineSupervisor, SupervisedEngine } from '../activities/superviso
 /** GPU memory no engine of this agent holds (another process on the machine). */
 const NOT_AN_ENGINE = 'other';
 
-export function hostMetrics(deps: { hostId: string; supervisor: EngineSupervisor; sampler: LoadSampler; gpus: GpuSource }): Registry {
+export function hostMetrics(deps: {
+  hostId: string;
+  supervisor: EngineSupervisor;
+  sampler: LoadSampler;
+  gpus: GpuSource;
+}): Registry {
   const { hostId, supervisor, sampler } = deps;
   const registry = new Registry();
   engineGauges(registry, () =>
     (sampler.latest?.instances ?? []).flatMap((i) =>
-      i.engine ? [{ host: hostId, deployment: supervisor.get({ deploymentId: i.deployment_id, instanceIndex: i.instance_index })?.spec.name ?? i.deployment_id, instance: i.instance_index, load: i.engine }] : [],
+      i.engine
+        ? [
+            {
+              host: hostId,
+              deployment:
+                supervisor.get({ deploymentId: i.deployment_id, instanceIndex: i.instance_index })?.spec.name ??
+                i.deployment_id,
+              instance: i.instance_index,
+              load: i.engine,
+            },
+          ]
+        : [],
     ),
   );
   gpuMemoryGauge(registry, async () => {
     const engines = new Map<number, SupervisedEngine>();
-    for (const e of supervisor.list()) if (e.process.pid !== undefined && e.exit === undefined) engines.set(e.process.pid, e);
+    for (const e of supervisor.list())
+      if (e.process.pid !== undefined && e.exit === undefined) engines.set(e.process.pid, e);
     const held = await gpuBytesByOwner(deps.gpus, engines);
     return [...held].map(([e, bytes]) => ({
       host: hostId,

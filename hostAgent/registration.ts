@@ -1,4 +1,7 @@
-/** What a host agent tells the server about itself when it registers: its GPUs, its host RAM and the settings the server applies. */
+/**
+ * What a host agent tells the server about itself when it registers: its GPUs, its host RAM and the
+ * settings the server applies.
+ */
 import type { RegistrationBody } from '../api/hosts.js';
 import type { HostSettings } from '../settings/hostDocument.js';
 import type { HostGpu } from '../store/hosts.js';

@@ -28,12 +28,16 @@ export class ServerClient {
       bodyTimeout: 5_000,
     });
     const text = await response.body.text();
-    if (response.statusCode === 401) throw new RegistrationRefused(`the server at ${this.serverUrl} refused the host token: ${text}`);
+    if (response.statusCode === 401)
+      throw new RegistrationRefused(`the server at ${this.serverUrl} refused the host token: ${text}`);
     if (response.statusCode >= 300) throw new Error(`POST ${path} answered ${response.statusCode}: ${text}`);
     return text;
   }
 
-  /** Registers the host; returns the secret the server will send with its requests to the ingress, and its metrics token. */
+  /**
+   * Registers the host; returns the secret the server will send with its requests to the ingress, and
+   * its metrics token.
+   */
   async register(body: RegistrationBody): Promise<Registration> {
     const reply = registrationReply.parse(JSON.parse(await this.post('/management/v1/hosts/register', body)));
     return { ingressSecret: reply.ingress_secret, metricsToken: reply.metrics_token };

@@ -130,7 +130,12 @@ export class GpuHolding {
   }
 
   private async write(): Promise<void> {
-    const owner: GpuOwner = { pid: this.pid, gpuBytes: this.gpuBytes, hostRamBytes: this.hostRamBytes, label: this.label };
+    const owner: GpuOwner = {
+      pid: this.pid,
+      gpuBytes: this.gpuBytes,
+      hostRamBytes: this.hostRamBytes,
+      label: this.label,
+    };
     await writeAtomically(ownerFile(this.dir, this.index, this.pid), JSON.stringify(owner));
   }
 }
@@ -183,7 +188,10 @@ async function withLock<T>(dir: string, index: number, critical: () => Promise<T
       break;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      const age = await stat(lock).then((s) => Date.now() - s.mtimeMs, () => 0);
+      const age = await stat(lock).then(
+        (s) => Date.now() - s.mtimeMs,
+        () => 0,
+      );
       if (age > STALE_LOCK_MS) await rmdir(lock).catch(() => {});
       else await sleep(2);
     }

@@ -24,18 +24,31 @@ export interface LogDestination {
   jsonFile?: string;
 }
 
-export function logDestination(options: LogOptions, stdoutIsTTY: boolean, env: NodeJS.ProcessEnv = process.env): LogDestination {
+export function logDestination(
+  options: LogOptions,
+  stdoutIsTTY: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+): LogDestination {
   const asked = options.format ?? logFormats.safeParse(env.CAPYCTL_LOG_FORMAT).data;
   const stdout = asked ?? (stdoutIsTTY ? 'pretty' : 'json');
   return stdout === 'pretty' && options.jsonFile !== undefined ? { stdout, jsonFile: options.jsonFile } : { stdout };
 }
 
-export function createLogger(name: string, options: LogOptions = {}, level = process.env.CAPYCTL_LOG_LEVEL ?? 'info'): Logger {
+export function createLogger(
+  name: string,
+  options: LogOptions = {},
+  level = process.env.CAPYCTL_LOG_LEVEL ?? 'info',
+): Logger {
   const destination = logDestination(options, process.stdout.isTTY === true);
   if (destination.stdout === 'json') return pino({ name, level });
   const { jsonFile } = destination;
   // With the whole log kept in the file, the terminal shows one short line per event (errors still in full).
-  const pretty = { destination: 1, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', hideObject: jsonFile !== undefined };
+  const pretty = {
+    destination: 1,
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'pid,hostname',
+    hideObject: jsonFile !== undefined,
+  };
   const targets: TransportTargetOptions[] = [
     { target: 'pino-pretty', level, options: pretty },
     ...(jsonFile ? [{ target: 'pino/file', level, options: { destination: jsonFile, mkdir: true } }] : []),

@@ -13,7 +13,9 @@ export function installTemporalRuntime(logger: Logger): void {
   const log = (level: LogLevel, message: string, meta?: LogMetadata) => {
     // The workflow bundler's report of every module it packed is for debugging the bundle only.
     const bundlerReport = level === 'INFO' && message.startsWith('asset workflow-bundle');
-    const method = bundlerReport ? 'debug' : ({ TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const)[level];
+    const method = bundlerReport
+      ? 'debug'
+      : ({ TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const)[level];
     logger[method](meta ?? {}, message);
   };
   Runtime.install({

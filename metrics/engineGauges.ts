@@ -36,12 +36,21 @@ export function engineGauges(registry: Registry, read: () => EngineReading[]): v
       registers: [registry],
       collect() {
         this.reset();
-        for (const r of read()) this.set({ host: r.host, deployment: r.deployment, instance: String(r.instance) }, value(r.load));
+        for (const r of read())
+          this.set({ host: r.host, deployment: r.deployment, instance: String(r.instance) }, value(r.load));
       },
     });
   gauge('capyctl_engine_requests_running', 'Requests the engine runs, as its latest sample says.', (l) => l.running);
-  gauge('capyctl_engine_requests_waiting', 'Requests queued inside the engine, as its latest sample says.', (l) => l.waiting);
-  gauge('capyctl_engine_kv_cache_usage_ratio', 'Share of the engine’s KV cache in use (0 to 1), as its latest sample says.', (l) => l.kv_usage_ppm / PPM);
+  gauge(
+    'capyctl_engine_requests_waiting',
+    'Requests queued inside the engine, as its latest sample says.',
+    (l) => l.waiting,
+  );
+  gauge(
+    'capyctl_engine_kv_cache_usage_ratio',
+    'Share of the engine’s KV cache in use (0 to 1), as its latest sample says.',
+    (l) => l.kv_usage_ppm / PPM,
+  );
 }
 
 /** `capyctl_gpu_memory_bytes`: GPU memory held on each host, by the state of what holds it. */

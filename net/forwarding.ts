@@ -6,7 +6,16 @@ import type { IncomingHttpHeaders } from 'node:http';
 
 // Hop-by-hop headers are the connection's own, not the message's (RFC 9110 §7.6.1); `host` names the
 // listener the client reached, not the one the proxy reaches.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer', 'host']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'host',
+]);
 
 /** The headers without the hop-by-hop ones and those named in `drop` (lower case). */
 export function forwardableHeaders(

@@ -19,7 +19,8 @@ export class EngineExits {
     const exits = new EngineExits();
     for (const d of deployments) {
       for (const i of d.instances) {
-        if (i.observedState === 'stopped') exits.record(i.hostId, { deploymentId: d.id, instanceIndex: i.index, generation: i.generation });
+        if (i.observedState === 'stopped')
+          exits.record(i.hostId, { deploymentId: d.id, instanceIndex: i.index, generation: i.generation });
       }
     }
     return exits;

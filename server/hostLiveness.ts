@@ -110,8 +110,15 @@ export class HostLiveness {
       }
       if (!this.down.has(hostId)) {
         this.down.add(hostId);
-        this.deps.logger.warn({ hostId, silentMs: now - since }, 'host stopped reporting: shown down, nothing is routed to it');
-        await this.deps.onDown(hostId).catch((e: unknown) => this.deps.logger.error({ err: e, hostId }, 'could not take a down host out of service'));
+        this.deps.logger.warn(
+          { hostId, silentMs: now - since },
+          'host stopped reporting: shown down, nothing is routed to it',
+        );
+        await this.deps
+          .onDown(hostId)
+          .catch((e: unknown) =>
+            this.deps.logger.error({ err: e, hostId }, 'could not take a down host out of service'),
+          );
       }
     }
     for (const [hostId, heard] of this.heardMs) {
@@ -120,7 +127,11 @@ export class HostLiveness {
       const every = Math.min(PERSIST_MS, this.deps.downAfterMs / 3);
       if (heard === persisted || (heard - persisted < every && !this.down.has(hostId))) continue;
       this.persistedMs.set(hostId, heard);
-      await this.deps.persistSeen(hostId, new Date(heard)).catch((e: unknown) => this.deps.logger.warn({ err: e, hostId }, 'could not record when the host was last seen'));
+      await this.deps
+        .persistSeen(hostId, new Date(heard))
+        .catch((e: unknown) =>
+          this.deps.logger.warn({ err: e, hostId }, 'could not record when the host was last seen'),
+        );
     }
   }
 }

@@ -54,7 +54,12 @@ export class ServerMetrics implements RequestMetrics {
       buckets: WAIT_BUCKETS,
       registers,
     });
-    this.switches = new Counter({ name: 'capyctl_switches_total', help: 'Switches ended, by outcome.', labelNames: ['outcome'], registers });
+    this.switches = new Counter({
+      name: 'capyctl_switches_total',
+      help: 'Switches ended, by outcome.',
+      labelNames: ['outcome'],
+      registers,
+    });
     this.phases = new Histogram({
       name: 'capyctl_switch_phase_seconds',
       help:
@@ -65,7 +70,11 @@ export class ServerMetrics implements RequestMetrics {
       registers,
     });
     const { table, queue, board, db } = sources;
-    const queueGauge = (name: string, help: string, value: (figures: ReturnType<RequestQueue['deployment']>) => number) =>
+    const queueGauge = (
+      name: string,
+      help: string,
+      value: (figures: ReturnType<RequestQueue['deployment']>) => number,
+    ) =>
       new Gauge({
         name,
         help,
@@ -76,17 +85,36 @@ export class ServerMetrics implements RequestMetrics {
           for (const d of table.list()) this.set({ deployment: d.name }, value(queue.deployment(d.id)));
         },
       });
-    queueGauge('capyctl_queue_requests_waiting', 'Requests waiting in the gateway’s queue for the deployment.', (f) => f.waiting);
-    queueGauge('capyctl_queue_requests_in_flight', 'Requests the gateway runs on the deployment now.', (f) => f.inFlight);
+    queueGauge(
+      'capyctl_queue_requests_waiting',
+      'Requests waiting in the gateway’s queue for the deployment.',
+      (f) => f.waiting,
+    );
+    queueGauge(
+      'capyctl_queue_requests_in_flight',
+      'Requests the gateway runs on the deployment now.',
+      (f) => f.inFlight,
+    );
     // Fresh samples only: a host reports its ready engines, so a parked one's last sample goes stale.
     engineGauges(this.registry, () =>
       board.list(now()).flatMap((s) =>
-        s.fresh && s.engine ? [{ host: s.hostId, deployment: table.get(s.deploymentId)?.name ?? s.deploymentId, instance: s.instanceIndex, load: s.engine }] : [],
+        s.fresh && s.engine
+          ? [
+              {
+                host: s.hostId,
+                deployment: table.get(s.deploymentId)?.name ?? s.deploymentId,
+                instance: s.instanceIndex,
+                load: s.engine,
+              },
+            ]
+          : [],
       ),
     );
     // The catalogue's record of what each instance holds, written as each step of a switch begins.
     gpuMemoryGauge(this.registry, async () =>
-      (await listInstances(db)).filter((i) => i.gpuBytes > 0).map((i) => ({ host: i.hostId, state: i.observedState, parkTier: i.parkTier, bytes: i.gpuBytes })),
+      (await listInstances(db))
+        .filter((i) => i.gpuBytes > 0)
+        .map((i) => ({ host: i.hostId, state: i.observedState, parkTier: i.parkTier, bytes: i.gpuBytes })),
     );
   }
 

@@ -120,7 +120,15 @@ async function closeWithin(app: FastifyInstance, ms: number): Promise<void> {
   }
 }
 
-export async function startServer({ settings, serverId, adminToken, db, logger, localEngines, inferenceToken }: ServerDeps): Promise<RunningServer> {
+export async function startServer({
+  settings,
+  serverId,
+  adminToken,
+  db,
+  logger,
+  localEngines,
+  inferenceToken,
+}: ServerDeps): Promise<RunningServer> {
   await migrate(db);
   const table = new RoutingTable();
   await table.loadFrom(db);
@@ -142,7 +150,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   /** A host as the store records it (registered with this server's previous run, or with another server). */
   const knowHost = (host: Host, secret: string | undefined) => {
     hostQueues.set(host.id, (host.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
-    if (typeof host.settings.ingress_url === 'string' && secret !== undefined) hostIngress.set(host.id, ingressOf(host.settings.ingress_url, secret));
+    if (typeof host.settings.ingress_url === 'string' && secret !== undefined)
+      hostIngress.set(host.id, ingressOf(host.settings.ingress_url, secret));
     if (host.draining) drainingHosts.add(host.id);
   };
   const secrets = await ingressSecrets(db);
@@ -202,7 +211,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       const deployment = table.get(demand.deploymentId);
       const hostId = deployment && (await placeDemand(deployment, demand));
       if (!hostId) {
-        logger.warn({ deploymentId: demand.deploymentId }, 'no registered host may run this deployment; its requests wait');
+        logger.warn(
+          { deploymentId: demand.deploymentId },
+          'no registered host may run this deployment; its requests wait',
+        );
         return;
       }
       await reportDemand(client, schedulerRef(hostId), { ...demand, serverTaskQueue });
@@ -214,7 +226,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   let demandsOpen = false;
   const queue = new RequestQueue({
     // Only the hosts that serve set them: one that stopped or went down no longer does, until it registers again.
-    limits: () => tightestOfHosts([...hostQueues].filter(([hostId]) => liveness.serves(hostId)).map(([, q]) => q), HOST_QUEUE_DEFAULTS),
+    limits: () =>
+      tightestOfHosts(
+        [...hostQueues].filter(([hostId]) => liveness.serves(hostId)).map(([, q]) => q),
+        HOST_QUEUE_DEFAULTS,
+      ),
     onDemand: (demand) => demandsOpen && deliverDemand(demand),
   });
   const metrics = new ServerMetrics({ table, queue, board, db });
@@ -270,7 +286,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
    * wait for a start on a host that serves. By default the ready and parked: a switch in flight
    * settles its own instances.
    */
-  async function enginesGoneOn(hostId: string, gone: (state: InstanceState) => boolean = (state) => state === 'ready' || state === 'parked') {
+  async function enginesGoneOn(
+    hostId: string,
+    gone: (state: InstanceState) => boolean = (state) => state === 'ready' || state === 'parked',
+  ) {
     for (const d of table.list()) {
       for (const i of d.instances) {
         if (i.hostId === hostId && gone(i.observedState)) {
@@ -286,7 +305,8 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     table.putDeployment(saved.deployment);
     const { id, revision } = saved.deployment;
     const hostId = await placement(table.get(id)!);
-    if (saved.measure && hostId) await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue: workflowTaskQueue });
+    if (saved.measure && hostId)
+      await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue: workflowTaskQueue });
     return saved;
   }
 
@@ -298,7 +318,12 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     for (const d of await listDeployments(db)) {
       if (d.checkpoint === null && (await placement(table.get(d.id)!)) === hostId) {
         if (d.measureFailure !== null) await recordMeasureFailure(db, d.id, d.revision, null);
-        await startMeasurement(client, { deploymentId: d.id, revision: d.revision, hostId, serverTaskQueue: workflowTaskQueue });
+        await startMeasurement(client, {
+          deploymentId: d.id,
+          revision: d.revision,
+          hostId,
+          serverTaskQueue: workflowTaskQueue,
+        });
       }
     }
   }
@@ -318,7 +343,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       await measurePendingOn(hostId);
     },
     switchResult: (switchId) => switchResult(client, switchId),
-    hostLiveness: (host) => ({ state: liveness.stateOf(host.id, host.draining), lastSeenAt: liveness.lastSeenAt(host.id, host.lastSeenAt) }),
+    hostLiveness: (host) => ({
+      state: liveness.stateOf(host.id, host.draining),
+      lastSeenAt: liveness.lastSeenAt(host.id, host.lastSeenAt),
+    }),
   };
 
   const management: FastifyInstance = await buildManagementApp({
@@ -343,7 +371,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       },
       runsOn: (hostId, deploymentId, instanceIndex) => table.hostOf(deploymentId, instanceIndex) === hostId,
       async engineExited(hostId, exit) {
-        await engineGone(hostId, { deploymentId: exit.deployment_id, instanceIndex: exit.instance_index, generation: exit.generation });
+        await engineGone(hostId, {
+          deploymentId: exit.deployment_id,
+          instanceIndex: exit.instance_index,
+          generation: exit.generation,
+        });
       },
       heard: (hostId) => liveness.heard(hostId),
       async stopping(hostId) {
@@ -378,7 +410,11 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       if (local !== undefined) return { url: local, streamIdleMs };
       const ingress = hostId && hostIngress.get(hostId);
       if (!ingress) throw new Error(`no host is known to run instance ${deploymentId}/${instanceIndex}`);
-      return { url: `${ingress.url}/instances/${deploymentId}/${instanceIndex}`, streamIdleMs, headers: ingress.headers };
+      return {
+        url: `${ingress.url}/instances/${deploymentId}/${instanceIndex}`,
+        streamIdleMs,
+        headers: ingress.headers,
+      };
     },
   });
 
@@ -406,12 +442,13 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       const saved = await listDeployments(db);
       for (const d of saved) {
         const known = table.get(d.id);
-        if (!known || known.revision !== d.revision || known.operatorStopped !== d.operatorStopped) table.putDeployment(d);
+        if (!known || known.revision !== d.revision || known.operatorStopped !== d.operatorStopped)
+          table.putDeployment(d);
       }
       const ids = new Set(saved.map((d) => d.id));
       for (const d of table.list()) if (!ids.has(d.id)) table.removeDeployment(d.id);
     } catch (e) {
-      logger.warn({ err: e }, 'the store did not take this server\'s heartbeat');
+      logger.warn({ err: e }, "the store did not take this server's heartbeat");
     }
   }
 
@@ -423,7 +460,10 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
     managementUrl = await listen(management, settings.listen.management);
     inferenceUrl = await listen(inference, settings.listen.inference);
     if (inferenceToken === undefined && !isLoopback(listenAddress(settings.listen.inference).host)) {
-      logger.warn({ inferenceUrl }, 'the inference listener is reachable beyond this machine and asks for no token: set CAPYCTL_INFERENCE_TOKEN');
+      logger.warn(
+        { inferenceUrl },
+        'the inference listener is reachable beyond this machine and asks for no token: set CAPYCTL_INFERENCE_TOKEN',
+      );
     }
   } catch (e) {
     await Promise.all([management.close(), inference.close()]);
@@ -448,7 +488,12 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
   // activities, on the queue every server of the store polls; and this gateway's steps on its own
   // queue, where a switch run by any server reaches its requests (workflows/everyGateway.ts).
   const workers = [
-    await Worker.create({ ...workerOptions, taskQueue: workflowTaskQueue, workflowBundle: await workflowBundle(), stickyQueueScheduleToStartTimeout: STICKY_QUEUE_TIMEOUT_MS }),
+    await Worker.create({
+      ...workerOptions,
+      taskQueue: workflowTaskQueue,
+      workflowBundle: await workflowBundle(),
+      stickyQueueScheduleToStartTimeout: STICKY_QUEUE_TIMEOUT_MS,
+    }),
     await Worker.create({ ...workerOptions, taskQueue: serverTaskQueue }),
   ];
   const running = Promise.all(workers.map((w) => w.run()));
@@ -496,8 +541,12 @@ export async function startServer({ settings, serverId, adminToken, db, logger, 
       clearInterval(beat);
       await beating;
       for (const w of workers) w.shutdown();
-      await running.catch((e: unknown) => logger.warn({ err: e }, 'the worker stopped with tasks unfinished; the next start takes them up'));
-      await forgetServer(db, serverId).catch((e: unknown) => logger.warn({ err: e }, 'could not take this server out of the store; it is gone once unseen'));
+      await running.catch((e: unknown) =>
+        logger.warn({ err: e }, 'the worker stopped with tasks unfinished; the next start takes them up'),
+      );
+      await forgetServer(db, serverId).catch((e: unknown) =>
+        logger.warn({ err: e }, 'could not take this server out of the store; it is gone once unseen'),
+      );
       await workerConnection.close();
       await client.connection.close();
     },

@@ -37,11 +37,23 @@ export interface ServerActivityDeps {
  * model they bring up), and when a switch records its target ready after it started the waiters in the process
  * before this one (a restart in between; otherwise they would wait out their deadline).
  */
-export function serveRecorded(queue: RequestQueue, { deploymentId, index, generation, observedState }: { deploymentId: string } & RoutedInstance): void {
-  if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting') queue.startWaiters({ deploymentId, instanceIndex: index, generation });
+export function serveRecorded(
+  queue: RequestQueue,
+  { deploymentId, index, generation, observedState }: { deploymentId: string } & RoutedInstance,
+): void {
+  if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting')
+    queue.startWaiters({ deploymentId, instanceIndex: index, generation });
 }
 
-export function createServerActivities({ db, serverTaskQueue, queue, table, exits, sendElsewhere, switchEnded }: ServerActivityDeps) {
+export function createServerActivities({
+  db,
+  serverTaskQueue,
+  queue,
+  table,
+  exits,
+  sendElsewhere,
+  switchEnded,
+}: ServerActivityDeps) {
   const store = createStoreActivities(db);
   const gateway: GatewaySteps = createGatewayActivities({ queue, serverTaskQueue });
   return {
@@ -51,7 +63,14 @@ export function createServerActivities({ db, serverTaskQueue, queue, table, exit
       const { deploymentId, instanceIndex: index, generation } = input.instance;
       // Its engine is gone: the waiters stay, and ask the scheduler for a fresh start.
       if (exits.isGone(input.hostId, deploymentId, generation)) return { started: 0, ranOn: serverTaskQueue };
-      table.setInstance({ deploymentId, index, hostId: input.hostId, generation, observedState: 'ready', parkTier: null });
+      table.setInstance({
+        deploymentId,
+        index,
+        hostId: input.hostId,
+        generation,
+        observedState: 'ready',
+        parkTier: null,
+      });
       return gateway.startWaiters(input);
     },
     async capacityRefused(input: Parameters<GatewaySteps['capacityRefused']>[0]) {
@@ -59,8 +78,11 @@ export function createServerActivities({ db, serverTaskQueue, queue, table, exit
       return gateway.capacityRefused(input);
     },
     async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
-      const gone = update.observedState !== 'stopped' && exits.isGone(update.hostId, update.deploymentId, update.generation);
-      const row = gone ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 } : update;
+      const gone =
+        update.observedState !== 'stopped' && exits.isGone(update.hostId, update.deploymentId, update.generation);
+      const row = gone
+        ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 }
+        : update;
       await store.saveInstance(row);
       const { deploymentId, index, hostId, generation, observedState, parkTier } = row;
       table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier });

@@ -41,7 +41,10 @@ function checkRange(kind: Kind, min: number, max: number, value: unknown, ctx: z
     return z.NEVER;
   }
   if (n < min || n > max) {
-    ctx.addIssue({ code: 'custom', message: `${show(value)} is out of range: allowed ${kind.format(min)} to ${kind.format(max)}` });
+    ctx.addIssue({
+      code: 'custom',
+      message: `${show(value)} is out of range: allowed ${kind.format(min)} to ${kind.format(max)}`,
+    });
     return z.NEVER;
   }
   return n;

@@ -48,11 +48,10 @@ export const hostSection = (requestDeadlineDefaultMs: number) =>
   });
 
 export const hostDocument = hostSection(REQUEST_DEADLINE_DEFAULT_MS.server).extend({
-  server: z
-    .strictObject({
-      url: z.url().default('http://127.0.0.1:7443'),
-      token: z.string().min(1, 'is required: the host token the server issued'),
-    }),
+  server: z.strictObject({
+    url: z.url().default('http://127.0.0.1:7443'),
+    token: z.string().min(1, 'is required: the host token the server issued'),
+  }),
   temporal: temporalSettings('127.0.0.1:7233').prefault({}),
   /**
    * Where the server's requests come in, forwarded to the local engines. Loopback unless set: a

@@ -13,7 +13,10 @@ export interface ListenAddress {
 export function listenAddress(address: string): ListenAddress {
   const colon = address.lastIndexOf(':');
   const host = address.slice(0, colon);
-  return { host: host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host, port: Number(address.slice(colon + 1)) };
+  return {
+    host: host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host,
+    port: Number(address.slice(colon + 1)),
+  };
 }
 
 /** Only this machine can reach a listener on it. */

@@ -80,7 +80,9 @@ function flowNesting(text: string): number {
 function parseYaml(text: string, problems: string[]): Document {
   const nesting = flowNesting(text);
   if (nesting > MAX_FLOW_NESTING) {
-    problems.push(`malformed YAML: lists and mappings nest ${nesting} levels deep; settings nest at most ${MAX_FLOW_NESTING}`);
+    problems.push(
+      `malformed YAML: lists and mappings nest ${nesting} levels deep; settings nest at most ${MAX_FLOW_NESTING}`,
+    );
     return {};
   }
   const parsed = YAML.parseDocument(text, { uniqueKeys: true });
@@ -96,7 +98,10 @@ function parseYaml(text: string, problems: string[]): Document {
 }
 
 const valueAt = (doc: unknown, path: readonly PropertyKey[]): unknown =>
-  path.reduce<unknown>((v, key) => (typeof v === 'object' && v !== null ? (v as Record<PropertyKey, unknown>)[key] : undefined), doc);
+  path.reduce<unknown>(
+    (v, key) => (typeof v === 'object' && v !== null ? (v as Record<PropertyKey, unknown>)[key] : undefined),
+    doc,
+  );
 
 /** One line per zod issue: `path: what is wrong (from --set …)`. */
 function describeIssue(issue: z.core.$ZodIssue, doc: Document, sources: Map<string, string>): string[] {
@@ -117,8 +122,10 @@ function describeIssue(issue: z.core.$ZodIssue, doc: Document, sources: Map<stri
   let what: string;
   if (value === undefined) what = issue.code === 'custom' ? issue.message : 'is required';
   else if (issue.code === 'invalid_value') what = `${show(value)} is not one of ${issue.values.map(String).join(', ')}`;
-  else if (issue.code === 'invalid_type') what = `${show(value)} is not ${issue.expected === 'array' ? 'a list' : `a ${issue.expected}`}`;
-  else if (issue.code === 'invalid_format' || (issue.code === 'too_small' && typeof value === 'string')) what = `${show(value)} ${issue.message}`;
+  else if (issue.code === 'invalid_type')
+    what = `${show(value)} is not ${issue.expected === 'array' ? 'a list' : `a ${issue.expected}`}`;
+  else if (issue.code === 'invalid_format' || (issue.code === 'too_small' && typeof value === 'string'))
+    what = `${show(value)} ${issue.message}`;
   else what = issue.message;
   return [`${where(issue.path)}: ${what}${from(issue.path)}`];
 }
@@ -148,13 +155,21 @@ export function loadSettings<K extends DocumentKind>(kind: K, input: SettingsInp
 
   const result = documentSchemas[kind].safeParse(doc);
   if (!result.success) {
-    throw new SettingsError(kind, origin, result.error.issues.flatMap((issue) => describeIssue(issue, doc, sources)));
+    throw new SettingsError(
+      kind,
+      origin,
+      result.error.issues.flatMap((issue) => describeIssue(issue, doc, sources)),
+    );
   }
   return result.data as SettingsOf<K>;
 }
 
 /** `loadSettings` for a document on disk (`--file F`); no file means every default. */
-export function loadSettingsFile<K extends DocumentKind>(kind: K, file: string | undefined, input: Omit<SettingsInput, 'text' | 'origin'> = {}): SettingsOf<K> {
+export function loadSettingsFile<K extends DocumentKind>(
+  kind: K,
+  file: string | undefined,
+  input: Omit<SettingsInput, 'text' | 'origin'> = {},
+): SettingsOf<K> {
   if (file === undefined) return loadSettings(kind, input);
   let text: string;
   try {

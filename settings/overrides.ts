@@ -55,7 +55,12 @@ export function overridesFromEnv(env: NodeJS.ProcessEnv): Override[] {
 export const isSection = (v: unknown): v is Document => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Writes each override into `doc` (a copy is not made) and records where each path came from. */
-export function applyOverrides(doc: Document, overrides: readonly Override[], sources: Map<string, string>, problems: string[]): void {
+export function applyOverrides(
+  doc: Document,
+  overrides: readonly Override[],
+  sources: Map<string, string>,
+  problems: string[],
+): void {
   for (const { path, value, source } of overrides) {
     let section = doc;
     const parents = path.slice(0, -1);
@@ -67,7 +72,9 @@ export function applyOverrides(doc: Document, overrides: readonly Override[], so
       return false;
     });
     if (blocked >= 0) {
-      problems.push(`${path.slice(0, blocked + 1).join('.')}: is a value, not a section, so ${source} cannot set ${path.join('.')}`);
+      problems.push(
+        `${path.slice(0, blocked + 1).join('.')}: is a value, not a section, so ${source} cannot set ${path.join('.')}`,
+      );
       continue;
     }
     section[path[path.length - 1]!] = value;

@@ -11,13 +11,11 @@ const METRICS_TOKEN_MIN_LENGTH = 16;
  * A scraper's one static credential: it reads `GET /metrics` on the management listener and on
  * every host's ingress, and nothing else. The problem is said without the value: it is a secret.
  */
-export const metricsToken = z
-  .string()
-  .refine((t) => t.length >= METRICS_TOKEN_MIN_LENGTH && /^\S+$/.test(t), {
-    message:
-      `must be at least ${METRICS_TOKEN_MIN_LENGTH} characters, without spaces ` +
-      '(the value is not shown: it is a secret)',
-  });
+export const metricsToken = z.string().refine((t) => t.length >= METRICS_TOKEN_MIN_LENGTH && /^\S+$/.test(t), {
+  message:
+    `must be at least ${METRICS_TOKEN_MIN_LENGTH} characters, without spaces ` +
+    '(the value is not shown: it is a secret)',
+});
 const DAY = 86_400 * SECOND;
 /** The shortest idle timer a document may set. */
 export const IDLE_TIMEOUT_MIN_MS = 1 * SECOND;

@@ -76,7 +76,13 @@ export function garbageText(maxTokens: number): Answer {
  * alternatives. A non-empty salt shifts the probabilities one option along, so the chosen option
  * changes whenever there are two or more.
  */
-export function decide(model: string, prompt: string, salt: string, options: readonly string[], maxTokens: number): Answer {
+export function decide(
+  model: string,
+  prompt: string,
+  salt: string,
+  options: readonly string[],
+  maxTokens: number,
+): Answer {
   const next = sequence(model, prompt);
   const scores = options.map(() => Math.exp(3 * next()));
   const total = scores.reduce((sum, s) => sum + s, 0);

@@ -72,7 +72,15 @@ export class SimEngine {
   readonly memory: EngineMemory;
   readonly slots: Slots;
   readonly violations: string[] = [];
-  readonly faults: Faults = { wrong_answer_after_wake: false, reload_fails: false, wake_hangs: false, requests_never_finish: false, streams_go_silent: false, missing_routes: [], ignores_temperature: false };
+  readonly faults: Faults = {
+    wrong_answer_after_wake: false,
+    reload_fails: false,
+    wake_hangs: false,
+    requests_never_finish: false,
+    streams_go_silent: false,
+    missing_routes: [],
+    ignores_temperature: false,
+  };
   readonly inFlight = new Set<InFlightRequest>();
   parkedLevel: 1 | 2 | null = null;
   parkedTier: ParkTier | null = null;
@@ -90,7 +98,13 @@ export class SimEngine {
     readonly config: SimConfig,
     placement: GpuPlacement | undefined,
   ) {
-    this.memory = new EngineMemory(config.weightsBytes, config.kvBytes, placement, `${config.dialect} ${config.model}`, startSizing(config));
+    this.memory = new EngineMemory(
+      config.weightsBytes,
+      config.kvBytes,
+      placement,
+      `${config.dialect} ${config.model}`,
+      startSizing(config),
+    );
     this.slots = new Slots(config.maxRunning);
   }
 
@@ -164,7 +178,8 @@ export class SimEngine {
       if (triedBytes === 0) return { ok: true };
       this.state = 'waking';
       await sleep(this.config.timings.wakeMs);
-      if (this.settle() === 'ready' && before !== 'ready' && this.faults.wrong_answer_after_wake) this.answerSalt = 'woken-wrong';
+      if (this.settle() === 'ready' && before !== 'ready' && this.faults.wrong_answer_after_wake)
+        this.answerSalt = 'woken-wrong';
       return { ok: true };
     });
   }

@@ -30,7 +30,6 @@ export type StartSizing = { rule: MemoryBoundContract['rule']; share: number } |
 /** The start's outcome: the line an engine that cannot start dies with. */
 export type StartOutcome = { ok: true } | { ok: false; line: string };
 
-
 /** Reads the device from the environment, as a real engine reads CUDA_VISIBLE_DEVICES. */
 export function gpuPlacementFromEnv(env: NodeJS.ProcessEnv): GpuPlacement | undefined {
   const dir = env.CAPYCTL_SIM_GPU_DIR;
@@ -38,7 +37,8 @@ export function gpuPlacementFromEnv(env: NodeJS.ProcessEnv): GpuPlacement | unde
   // An engine uses the first visible device; tensor parallelism is not simulated.
   const first = (env.CUDA_VISIBLE_DEVICES ?? '0').split(',')[0]!.trim();
   const index = Number(first);
-  if (!Number.isInteger(index) || index < 0) throw new SimArgsError(`CUDA_VISIBLE_DEVICES=${env.CUDA_VISIBLE_DEVICES}: expected a device index`);
+  if (!Number.isInteger(index) || index < 0)
+    throw new SimArgsError(`CUDA_VISIBLE_DEVICES=${env.CUDA_VISIBLE_DEVICES}: expected a device index`);
   return { dir, index };
 }
 
@@ -85,12 +85,17 @@ export class EngineMemory {
     if (this.holding === undefined || this.sizing.rule === 'declared') {
       const { allocation, triedBytes } = await this.restore({ weights: true, kv: true });
       this.weightsGarbage = false;
-      return allocation.ok ? { ok: true } : { ok: false, line: `torch.OutOfMemoryError: ${this.outOfMemoryMessage(triedBytes, allocation)}` };
+      return allocation.ok
+        ? { ok: true }
+        : { ok: false, line: `torch.OutOfMemoryError: ${this.outOfMemoryMessage(triedBytes, allocation)}` };
     }
     const sized = this.sizing;
     const allocation = await this.holding.allocate((room) => this.startSize(sized, room));
     if (!allocation.ok) {
-      return { ok: false, line: allocation.refusal ?? `torch.OutOfMemoryError: ${this.outOfMemoryMessage(this.weightsBytes, allocation)}` };
+      return {
+        ok: false,
+        line: allocation.refusal ?? `torch.OutOfMemoryError: ${this.outOfMemoryMessage(this.weightsBytes, allocation)}`,
+      };
     }
     this.kvBytes = allocation.bytes! - this.weightsBytes;
     // Read from disk: good weights, unlike a wake into dropped ones.
@@ -111,18 +116,28 @@ export class EngineMemory {
       if (freeBytes < take) {
         return {
           refusal:
-            `ValueError: Free memory on device (${gibibytes(freeBytes)}/${gibibytes(capacityBytes)} GiB) on startup is less than desired GPU memory ` +
-            `utilization (${share}, ${gibibytes(take)} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.`,
+            `ValueError: Free memory on device (${gibibytes(freeBytes)}/${gibibytes(capacityBytes)} GiB) on ` +
+            `startup is less than desired GPU memory ` +
+            `utilization (${share}, ${gibibytes(take)} GiB). Decrease GPU memory utilization or reduce GPU memory ` +
+            `used by other processes.`,
         };
       }
       if (take <= this.weightsBytes) {
-        return { refusal: 'ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.' };
+        return {
+          refusal:
+            'ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when ' +
+            'initializing the engine.',
+        };
       }
       return { bytes: take };
     }
     // SGLang: weights first, then a KV pool of what is free less (1 − share) of the whole device.
     if (this.weightsBytes > freeBytes) {
-      return { refusal: `torch.OutOfMemoryError: ${this.outOfMemoryMessage(this.weightsBytes, { ok: false, capacityBytes, freeBytes })}` };
+      return {
+        refusal:
+          `torch.OutOfMemoryError: ` +
+          `${this.outOfMemoryMessage(this.weightsBytes, { ok: false, capacityBytes, freeBytes })}`,
+      };
     }
     const kv = Math.floor(freeBytes - this.weightsBytes - (1 - share) * capacityBytes);
     if (kv <= 0) return { refusal: 'RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.' };
@@ -180,7 +195,8 @@ export class EngineMemory {
   /** PyTorch's wording, so logs and error bodies read like the real thing. */
   outOfMemoryMessage(triedBytes: number, refusal: Extract<Allocation, { ok: false }>): string {
     return (
-      `CUDA out of memory. Tried to allocate ${gibibytes(triedBytes)} GiB. GPU ${this.placement?.index ?? 0} has a total capacity of ` +
+      `CUDA out of memory. Tried to allocate ${gibibytes(triedBytes)} GiB. GPU ${this.placement?.index ?? 0} has a ` +
+      `total capacity of ` +
       `${gibibytes(refusal.capacityBytes)} GiB of which ${gibibytes(refusal.freeBytes)} GiB is free.`
     );
   }

@@ -22,6 +22,10 @@ function renderLabels(labels: Record<string, string>): string {
 
 export function sendGauges(res: ServerResponse, gauges: readonly Gauge[], labels: Record<string, string>): void {
   const rendered = renderLabels(labels);
-  const lines = gauges.flatMap((g) => [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`, `${g.name}${rendered} ${pythonFloat(g.value)}`]);
+  const lines = gauges.flatMap((g) => [
+    `# HELP ${g.name} ${g.help}`,
+    `# TYPE ${g.name} gauge`,
+    `${g.name}${rendered} ${pythonFloat(g.value)}`,
+  ]);
   sendText(res, 200, `${lines.join('\n')}\n`, 'text/plain; version=0.0.4; charset=utf-8');
 }

@@ -45,7 +45,11 @@ type Body = Record<string, unknown>;
 function messageText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
-    return content.map((part: { type?: unknown; text?: unknown }) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : '')).join('');
+    return content
+      .map((part: { type?: unknown; text?: unknown }) =>
+        part?.type === 'text' && typeof part.text === 'string' ? part.text : '',
+      )
+      .join('');
   }
   throw new Refusal(400, 'each message needs a content string or a list of text parts');
 }
@@ -53,8 +57,11 @@ function messageText(content: unknown): string {
 function promptOf(kind: Kind, body: Body): string {
   if (kind === 'chat') {
     const messages = body.messages;
-    if (!Array.isArray(messages) || messages.length === 0) throw new Refusal(400, '`messages` must be a non-empty list');
-    return messages.map((m: { role?: unknown; content?: unknown }) => `${String(m?.role)}: ${messageText(m?.content)}`).join('\n');
+    if (!Array.isArray(messages) || messages.length === 0)
+      throw new Refusal(400, '`messages` must be a non-empty list');
+    return messages
+      .map((m: { role?: unknown; content?: unknown }) => `${String(m?.role)}: ${messageText(m?.content)}`)
+      .join('\n');
   }
   const prompt = body.prompt;
   if (typeof prompt === 'string') return prompt;
@@ -65,29 +72,39 @@ function promptOf(kind: Kind, body: Body): string {
 function positiveInteger(body: Body, key: string): number | undefined {
   const value = body[key];
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new Refusal(400, `\`${key}\` must be a positive integer`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
+    throw new Refusal(400, `\`${key}\` must be a positive integer`);
   return value;
 }
 
 function parseGeneration(kind: Kind, body: unknown, engine: SimEngine): Generation {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new Refusal(400, 'the body must be a JSON object');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new Refusal(400, 'the body must be a JSON object');
   const b = body as Body;
   const served = engine.config.servedModelName;
   const model = b.model === undefined ? served : b.model;
   if (model !== served) throw new Refusal(404, `The model \`${String(model)}\` does not exist.`);
   const streamOptions = b.stream_options as { include_usage?: unknown } | undefined;
   const topLogprobs = b.top_logprobs ?? 0;
-  if (typeof topLogprobs !== 'number' || !Number.isInteger(topLogprobs) || topLogprobs < 0 || topLogprobs > MAX_TOP_LOGPROBS) {
+  if (
+    typeof topLogprobs !== 'number' ||
+    !Number.isInteger(topLogprobs) ||
+    topLogprobs < 0 ||
+    topLogprobs > MAX_TOP_LOGPROBS
+  ) {
     throw new Refusal(400, `\`top_logprobs\` must be an integer from 0 to ${MAX_TOP_LOGPROBS}`);
   }
   const prompt = promptOf(kind, b);
-  const maxTokens = positiveInteger(b, 'max_completion_tokens') ?? positiveInteger(b, 'max_tokens') ?? DEFAULT_MAX_TOKENS;
+  const maxTokens =
+    positiveInteger(b, 'max_completion_tokens') ?? positiveInteger(b, 'max_tokens') ?? DEFAULT_MAX_TOKENS;
   const promptTokens = countPromptTokens(prompt);
   if (promptTokens + maxTokens > MAX_MODEL_LEN) {
     throw new Refusal(
       400,
-      `This model's maximum context length is ${MAX_MODEL_LEN} tokens. However, you requested ${promptTokens + maxTokens} tokens ` +
-        `(${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+      `This model's maximum context length is ${MAX_MODEL_LEN} tokens. However, you requested ` +
+        `${promptTokens + maxTokens} tokens ` +
+        `(${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the ` +
+        `messages or completion.`,
     );
   }
   return {
@@ -174,7 +191,8 @@ async function generate(engine: SimEngine, dialect: Dialect, res: ServerResponse
       produced = to;
       if (!stream) return;
       let frames = opening && !stream.isOpen ? frame(opening) : '';
-      for (let i = from; i < to; i++) frames += shapes.tokenFrame(a.tokens[i]!, i === a.tokens.length - 1 ? a.finishReason : null);
+      for (let i = from; i < to; i++)
+        frames += shapes.tokenFrame(a.tokens[i]!, i === a.tokens.length - 1 ? a.finishReason : null);
       await stream.write(frames);
     });
     finish(a.tokens, a.finishReason);
@@ -237,21 +255,23 @@ function modelList(engine: SimEngine, dialect: Dialect): unknown {
 }
 
 export function addOpenAiRoutes(router: Router, engine: SimEngine, dialect: Dialect): void {
-  const inference = (kind: Kind) => async ({ res, body }: Exchange) => {
-    let g: Generation;
-    try {
-      g = parseGeneration(kind, body, engine);
-      if (engine.state !== 'ready') {
-        // A request to a parked engine has crashed real ones: refuse it loudly and record it.
-        engine.violation(`a request reached the engine while it was ${engine.state}`);
-        throw new Refusal(500, `the engine cannot serve while it is ${engine.state}`);
+  const inference =
+    (kind: Kind) =>
+    async ({ res, body }: Exchange) => {
+      let g: Generation;
+      try {
+        g = parseGeneration(kind, body, engine);
+        if (engine.state !== 'ready') {
+          // A request to a parked engine has crashed real ones: refuse it loudly and record it.
+          engine.violation(`a request reached the engine while it was ${engine.state}`);
+          throw new Refusal(500, `the engine cannot serve while it is ${engine.state}`);
+        }
+      } catch (e) {
+        if (!(e instanceof Refusal)) throw e;
+        return sendJson(res, e.status, dialect.errorBody(e.status, e.message));
       }
-    } catch (e) {
-      if (!(e instanceof Refusal)) throw e;
-      return sendJson(res, e.status, dialect.errorBody(e.status, e.message));
-    }
-    await generate(engine, dialect, res, g);
-  };
+      await generate(engine, dialect, res, g);
+    };
   router
     .on('POST', '/v1/chat/completions', inference('chat'))
     .on('POST', '/v1/completions', inference('text'))

@@ -24,7 +24,10 @@ const dialects: Record<DialectName, (engine: SimEngine, env: NodeJS.ProcessEnv) 
 
 /** A Python traceback as an engine dies with at start: more frames than a log tail shows, then `last`. */
 function startTraceback(last: string): string {
-  const frames = Array.from({ length: 12 }, (_, i) => `  File "/opt/engine/launch.py", line ${100 + i}, in step_${i}\n    step_${i + 1}()`);
+  const frames = Array.from(
+    { length: 12 },
+    (_, i) => `  File "/opt/engine/launch.py", line ${100 + i}, in step_${i}\n    step_${i + 1}()`,
+  );
   return `Traceback (most recent call last):\n${frames.join('\n')}\n${last}\n`;
 }
 
@@ -34,7 +37,9 @@ const simExitCodes = { usage: 2, failed: 1 } as const;
 function buildRouter(engine: SimEngine, dialect: Dialect): Router {
   const router = new Router();
   // 503 while loading (only SGLang and TensorFold are reachable then); 200 after, parked or not.
-  router.on('GET', '/health', ({ res }) => sendEmpty(res, engine.state === 'loading' ? 503 : 200), { whileLoading: true });
+  router.on('GET', '/health', ({ res }) => sendEmpty(res, engine.state === 'loading' ? 503 : 200), {
+    whileLoading: true,
+  });
   addOpenAiRoutes(router, engine, dialect);
   addSimRoutes(router, engine, dialect);
   dialect.addRoutes(router);
@@ -51,7 +56,8 @@ function serve(router: Router, engine: SimEngine, dialect: Dialect): Server {
     // FastAPI's answers, which all three engines give for routes they do not have.
     if (route === 404) return sendJson(res, 404, { detail: 'Not Found' });
     if (route === 405) return sendJson(res, 405, { detail: 'Method Not Allowed' });
-    if (engine.state === 'loading' && !route.whileLoading) return sendJson(res, 503, dialect.errorBody(503, 'the engine is still loading'));
+    if (engine.state === 'loading' && !route.whileLoading)
+      return sendJson(res, 503, dialect.errorBody(503, 'the engine is still loading'));
     const text = await readBody(req);
     let body: unknown;
     try {
@@ -63,7 +69,9 @@ function serve(router: Router, engine: SimEngine, dialect: Dialect): Server {
   }
   return createServer((req, res) => {
     handle(req, res).catch((e: unknown) => {
-      process.stderr.write(`[sim] ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+      process.stderr.write(
+        `[sim] ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`,
+      );
       if (res.headersSent) res.destroy();
       else sendJson(res, 500, dialect.errorBody(500, String(e)));
     });
@@ -127,9 +135,12 @@ export async function runSimulator(argv: readonly string[], env: NodeJS.ProcessE
     if (!dialect.listensWhileLoading) await listen(server, config.port, config.host);
   } catch (e) {
     engine.memory.dropSync();
-    process.stderr.write(`capyctl sim: cannot listen on ${config.host}:${config.port}: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.stderr.write(
+      `capyctl sim: cannot listen on ${config.host}:${config.port}: ${e instanceof Error ? e.message : String(e)}\n`,
+    );
     return simExitCodes.failed;
   }
-  process.stdout.write(`${[...dialect.readyLines, `[sim] ${config.dialect} serving ${config.servedModelName} on http://${config.host}:${config.port}`].join('\n')}\n`);
+  const serving = `[sim] ${config.dialect} serving ${config.servedModelName} on http://${config.host}:${config.port}`;
+  process.stdout.write(`${[...dialect.readyLines, serving].join('\n')}\n`);
   return new Promise<never>(() => {});
 }

@@ -46,7 +46,9 @@ export class Shapes {
   tokenFrame(token: Token, finishReason: string | null): string {
     if (finishReason !== null || this.g.logprobs) return frame(this.tokenChunk(token, finishReason));
     if (!this.tokenTemplate) {
-      const [before, after] = frame(this.tokenChunk({ token: TEXT_MARK, logprob: 0, alternatives: [] }, null)).split(JSON.stringify(TEXT_MARK));
+      const [before, after] = frame(this.tokenChunk({ token: TEXT_MARK, logprob: 0, alternatives: [] }, null)).split(
+        JSON.stringify(TEXT_MARK),
+      );
       this.tokenTemplate = [before!, after!];
     }
     return this.tokenTemplate[0] + JSON.stringify(token.token) + this.tokenTemplate[1];
@@ -55,14 +57,19 @@ export class Shapes {
   /** One token's chunk; the last one carries the finish reason. */
   tokenChunk(token: Token | undefined, finishReason: string | null): unknown {
     if (this.g.kind === 'text') {
-      return this.envelope('text_completion', [{ index: 0, text: token?.token ?? '', logprobs: null, finish_reason: finishReason, stop_reason: null }]);
+      return this.envelope('text_completion', [
+        { index: 0, text: token?.token ?? '', logprobs: null, finish_reason: finishReason, stop_reason: null },
+      ]);
     }
     return this.chunk({ content: token?.token ?? '' }, this.logprobs(token ? [token] : []), finishReason);
   }
 
   /** With `stream_options.include_usage`: a chunk with no choices, before `[DONE]`. */
   usageChunk(usage: Usage): unknown {
-    return { ...(this.envelope(this.g.kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', []) as object), usage };
+    return {
+      ...(this.envelope(this.g.kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', []) as object),
+      usage,
+    };
   }
 
   /** A whole non-streamed reply. */
@@ -70,15 +77,26 @@ export class Shapes {
     const text = tokens.map((t) => t.token).join('');
     const choice =
       this.g.kind === 'chat'
-        ? { index: 0, message: { role: 'assistant', content: text, tool_calls: [] }, logprobs: this.logprobs(tokens), finish_reason: finishReason, stop_reason: null }
+        ? {
+            index: 0,
+            message: { role: 'assistant', content: text, tool_calls: [] },
+            logprobs: this.logprobs(tokens),
+            finish_reason: finishReason,
+            stop_reason: null,
+          }
         : { index: 0, text, logprobs: null, finish_reason: finishReason, stop_reason: null };
-    return { ...(this.envelope(this.g.kind === 'chat' ? 'chat.completion' : 'text_completion', [choice]) as object), usage };
+    return {
+      ...(this.envelope(this.g.kind === 'chat' ? 'chat.completion' : 'text_completion', [choice]) as object),
+      usage,
+    };
   }
 
   /** The chunk that ends a choice also says which stop string ended it, as vLLM's does: none here. */
   private chunk(delta: unknown, logprobs: unknown, finishReason: string | null): unknown {
     const ending = finishReason === null ? {} : { stop_reason: null };
-    return this.envelope('chat.completion.chunk', [{ index: 0, delta, logprobs, finish_reason: finishReason, ...ending }]);
+    return this.envelope('chat.completion.chunk', [
+      { index: 0, delta, logprobs, finish_reason: finishReason, ...ending },
+    ]);
   }
 
   private envelope(object: string, choices: unknown[]): unknown {
@@ -88,7 +106,11 @@ export class Shapes {
   /** Chat logprobs as OpenAI writes them; null unless asked for. */
   private logprobs(tokens: readonly Token[]): unknown {
     if (!this.g.logprobs) return null;
-    const entry = (t: { token: string; logprob: number }) => ({ token: t.token, logprob: t.logprob, bytes: [...Buffer.from(t.token)] });
+    const entry = (t: { token: string; logprob: number }) => ({
+      token: t.token,
+      logprob: t.logprob,
+      bytes: [...Buffer.from(t.token)],
+    });
     return {
       content: tokens.map((t) => ({
         ...entry(t),

@@ -10,7 +10,9 @@ import { engineNames } from '../domain/vocabulary.js';
 const CAPYCTL = fileURLToPath(new URL('../bin/capyctl.js', import.meta.url));
 
 export function embeddedStandaloneDocument(): { text: string; origin: string } {
-  const engines = Object.fromEntries(engineNames.options.map((engine) => [engine, { command: [process.execPath, CAPYCTL, 'sim', engine] }]));
+  const engines = Object.fromEntries(
+    engineNames.options.map((engine) => [engine, { command: [process.execPath, CAPYCTL, 'sim', engine] }]),
+  );
   const document = { examples: true, host: { gpus: [{ memory: '8GiB' }], engines } };
   return { text: YAML.stringify(document), origin: 'the embedded standalone defaults' };
 }

@@ -60,7 +60,12 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
     let devServer: DevServer | undefined;
     let temporalAddress = settings.server.temporal.address;
     if (temporalAddress === undefined) {
-      devServer = await startDevServer({ dbFile: join(dataDir, 'temporal.db'), logFile: join(dataDir, 'temporal.log'), namespace, ...DEV_SERVER });
+      devServer = await startDevServer({
+        dbFile: join(dataDir, 'temporal.db'),
+        logFile: join(dataDir, 'temporal.log'),
+        namespace,
+        ...DEV_SERVER,
+      });
       started.push(() => devServer!.stop());
       temporalAddress = devServer.address;
     }
@@ -104,7 +109,9 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
     started.push(() => host.stop());
 
     if (settings.examples && (await listDeployments(db)).length === 0) {
-      for (const file of readdirSync(EXAMPLES_DIR).filter((f) => f.endsWith('.yaml')).sort()) {
+      for (const file of readdirSync(EXAMPLES_DIR)
+        .filter((f) => f.endsWith('.yaml'))
+        .sort()) {
         const { deployment } = await server.deploy(loadSettingsFile('deployment', join(EXAMPLES_DIR, file)));
         logger.info({ deploymentId: deployment.id, name: deployment.name }, `deployed the example ${deployment.name}`);
       }

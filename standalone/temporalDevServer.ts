@@ -32,7 +32,10 @@ export const DYNAMIC_CONFIG_FILE = fileURLToPath(new URL('../deploy/temporal/dyn
 function lowLatencyArgs(): string[] {
   const dynamic = parseYaml(readFileSync(DYNAMIC_CONFIG_FILE, 'utf8')) as Record<string, Array<{ value: unknown }>>;
   return [
-    ...Object.entries(dynamic).flatMap(([key, values]) => ['--dynamic-config-value', `${key}=${JSON.stringify(values[0]!.value)}`]),
+    ...Object.entries(dynamic).flatMap(([key, values]) => [
+      '--dynamic-config-value',
+      `${key}=${JSON.stringify(values[0]!.value)}`,
+    ]),
     ...['journal_mode=wal', 'synchronous=normal'].flatMap((pragma) => ['--sqlite-pragma', pragma]),
   ];
 }
@@ -94,9 +97,21 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
 async function startOn(port: number, options: DevServerOptions): Promise<DevServer> {
   const ip = options.ip ?? '127.0.0.1';
   const namespace = options.namespace ?? 'default';
-  const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--db-filename', options.dbFile, '--namespace', namespace];
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    ip,
+    '--port',
+    String(port),
+    '--db-filename',
+    options.dbFile,
+    '--namespace',
+    namespace,
+  ];
   args.push(...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]));
-  for (const key of Object.values(searchAttributes)) args.push('--search-attribute', `${key.name}=${cliTypeNames[key.type]}`);
+  for (const key of Object.values(searchAttributes))
+    args.push('--search-attribute', `${key.name}=${cliTypeNames[key.type]}`);
   args.push('--log-level', 'warn', ...(options.temporalDefaults ? [] : lowLatencyArgs()));
 
   const logStart = options.logFile && existsSync(options.logFile) ? statSync(options.logFile).size : 0;
@@ -133,7 +148,12 @@ function lastLines(file: string, from: number): string {
   return lines.slice(-5).join(' | ') || '(it wrote nothing)';
 }
 
-async function awaitReady(address: string, namespace: string, timeoutMs: number, hasExited: () => boolean): Promise<void> {
+async function awaitReady(
+  address: string,
+  namespace: string,
+  timeoutMs: number,
+  hasExited: () => boolean,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const wanted = Object.values(searchAttributes).map((k) => k.name);
   let last: unknown;

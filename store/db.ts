@@ -70,7 +70,11 @@ export async function embeddedDb(dataDir?: string): Promise<Db> {
     pglite,
     (work) =>
       pglite.transaction(async (t) => {
-        const tx: Db = over(t, (inner) => inner(tx), async () => {});
+        const tx: Db = over(
+          t,
+          (inner) => inner(tx),
+          async () => {},
+        );
         return work(tx);
       }),
     () => pglite.close(),

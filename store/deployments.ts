@@ -89,9 +89,15 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
       const id = newId();
       // Another deploy of the name may have created it since the look above: then this one waits
       // for it, and is deployed over it.
-      const [created] = await tx.query('INSERT INTO deployments (id, name, revision) VALUES ($1, $2, 1) ON CONFLICT (name) DO NOTHING RETURNING id', [id, spec.name]);
+      const [created] = await tx.query(
+        'INSERT INTO deployments (id, name, revision) VALUES ($1, $2, 1) ON CONFLICT (name) DO NOTHING RETURNING id',
+        [id, spec.name],
+      );
       if (created) {
-        await tx.query('INSERT INTO deployment_revisions (deployment_id, revision, spec) VALUES ($1, 1, $2::jsonb)', [id, JSON.stringify(spec)]);
+        await tx.query('INSERT INTO deployment_revisions (deployment_id, revision, spec) VALUES ($1, 1, $2::jsonb)', [
+          id,
+          JSON.stringify(spec),
+        ]);
         return { deployment: (await findDeployment(tx, id))!, outcome: 'created', measure: true };
       }
       current = (await currentRevision(tx, spec))!;
@@ -119,7 +125,9 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
 }
 
 /** What a deployment's measured checkpoint brings to a GPU; null while it is not measured. */
-export function checkpointOf(d: Pick<Deployment, 'checkpoint'> | undefined): { weightBytes: number; kvBytes: number } | null {
+export function checkpointOf(
+  d: Pick<Deployment, 'checkpoint'> | undefined,
+): { weightBytes: number; kvBytes: number } | null {
   const checkpoint = d?.checkpoint as { weightBytes?: number; kvBytes?: number } | null | undefined;
   return checkpoint ? { weightBytes: checkpoint.weightBytes ?? 0, kvBytes: checkpoint.kvBytes ?? 0 } : null;
 }
@@ -140,7 +148,12 @@ export async function setOperatorStopped(db: Db, id: string, stopped: boolean): 
 }
 
 /** Records the checkpoint measurement of one revision; idempotent. */
-export async function recordCheckpoint(db: Db, id: string, revision: number, checkpoint: Record<string, unknown>): Promise<void> {
+export async function recordCheckpoint(
+  db: Db,
+  id: string,
+  revision: number,
+  checkpoint: Record<string, unknown>,
+): Promise<void> {
   await db.query(
     `UPDATE deployment_revisions
      SET checkpoint = $3::jsonb, measured_at = COALESCE(measured_at, now()), measure_failure = NULL

@@ -56,7 +56,8 @@ export type Registration = Omit<Host, 'draining' | 'registeredAt' | 'lastSeenAt'
  * How a registration went: a token is bound to the first host ID that registers with it, and a host
  * ID to the first token that registers it, so no other token can take a registered host over.
  */
-export type RegistrationOutcome = 'registered' | 'unknown_token' | 'token_bound_to_another_host' | 'host_bound_to_another_token';
+export type RegistrationOutcome =
+  'registered' | 'unknown_token' | 'token_bound_to_another_host' | 'host_bound_to_another_token';
 
 const UNIQUE_VIOLATION = '23505';
 
@@ -68,7 +69,12 @@ export const newIngressSecret = () => randomBytes(32).toString('base64url');
  * host's in the same write: a host agent gets a new one at each registration (kept apart from
  * `Host`, which workflows read, so that no Temporal history holds it).
  */
-export async function registerHost(db: Db, token: string, host: Registration, ingressSecret?: string): Promise<RegistrationOutcome> {
+export async function registerHost(
+  db: Db,
+  token: string,
+  host: Registration,
+  ingressSecret?: string,
+): Promise<RegistrationOutcome> {
   try {
     return await db.transaction(async (tx) => {
       const [bound] = await tx.query<{ host_id: string | null }>(
@@ -109,7 +115,9 @@ export async function revokeHostToken(db: Db, hostId: string): Promise<number> {
 
 /** Each host's ingress secret, by host ID; a host that has not registered since secrets came has none. */
 export async function ingressSecrets(db: Db): Promise<Map<string, string>> {
-  const rows = await db.query<{ id: string; ingress_secret: string }>('SELECT id, ingress_secret FROM hosts WHERE ingress_secret IS NOT NULL');
+  const rows = await db.query<{ id: string; ingress_secret: string }>(
+    'SELECT id, ingress_secret FROM hosts WHERE ingress_secret IS NOT NULL',
+  );
   return new Map(rows.map((r) => [r.id, r.ingress_secret]));
 }
 

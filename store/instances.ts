@@ -67,7 +67,10 @@ export async function saveInstance(db: Db, i: InstanceUpdate): Promise<void> {
   );
 }
 
-export async function listInstances(db: Db, filter: { deploymentId?: string; hostId?: string } = {}): Promise<Instance[]> {
+export async function listInstances(
+  db: Db,
+  filter: { deploymentId?: string; hostId?: string } = {},
+): Promise<Instance[]> {
   const rows = await db.query<Row>(
     `SELECT * FROM instances
      WHERE ($1::text IS NULL OR deployment_id = $1) AND ($2::text IS NULL OR host_id = $2)

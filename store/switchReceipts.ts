@@ -83,7 +83,10 @@ export async function findSwitchReceipt(db: Db, switchId: string): Promise<Switc
 }
 
 /** The newest receipts first, optionally only those whose target is one deployment. */
-export async function listSwitchReceipts(db: Db, filter: { targetDeploymentId?: string; limit?: number } = {}): Promise<SwitchReceipt[]> {
+export async function listSwitchReceipts(
+  db: Db,
+  filter: { targetDeploymentId?: string; limit?: number } = {},
+): Promise<SwitchReceipt[]> {
   const rows = await db.query<Row>(
     `SELECT * FROM switch_receipts WHERE ($1::text IS NULL OR target_deployment_id = $1)
      ORDER BY started_at DESC LIMIT $2`,

@@ -33,11 +33,22 @@ export async function recordWakeReference(db: Db, ref: Omit<WakeReference, 'reco
        revision = EXCLUDED.revision, generation = EXCLUDED.generation, probe = EXCLUDED.probe,
        answer = EXCLUDED.answer, recorded_at = now()
      WHERE wake_references.generation < EXCLUDED.generation`,
-    [ref.deploymentId, ref.instanceIndex, ref.revision, ref.generation, JSON.stringify(ref.probe), JSON.stringify(ref.answer)],
+    [
+      ref.deploymentId,
+      ref.instanceIndex,
+      ref.revision,
+      ref.generation,
+      JSON.stringify(ref.probe),
+      JSON.stringify(ref.answer),
+    ],
   );
 }
 
-export async function findWakeReference(db: Db, deploymentId: string, instanceIndex: number): Promise<WakeReference | undefined> {
+export async function findWakeReference(
+  db: Db,
+  deploymentId: string,
+  instanceIndex: number,
+): Promise<WakeReference | undefined> {
   const [r] = await db.query<Row>('SELECT * FROM wake_references WHERE deployment_id = $1 AND instance_index = $2', [
     deploymentId,
     instanceIndex,

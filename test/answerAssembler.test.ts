@@ -8,7 +8,11 @@ import { describe, expect, it } from 'vitest';
 import { AnswerAssembler } from '../gateway/inference/answerAssembler.js';
 
 const envelope = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1790000000, model: 'chat-a' };
-const chunk = (choice: Record<string, unknown>, more: Record<string, unknown> = {}) => ({ ...envelope, choices: [{ index: 0, logprobs: null, finish_reason: null, ...choice }], ...more });
+const chunk = (choice: Record<string, unknown>, more: Record<string, unknown> = {}) => ({
+  ...envelope,
+  choices: [{ index: 0, logprobs: null, finish_reason: null, ...choice }],
+  ...more,
+});
 const usage = { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 };
 
 function assemble(chunks: unknown[], end = '\n\n'): ReturnType<AnswerAssembler['whole']> {
@@ -31,7 +35,15 @@ describe('the answer assembler', () => {
     body: {
       ...envelope,
       object: 'chat.completion',
-      choices: [{ index: 0, message: { role: 'assistant', content: `${tokens.join('')}.`, tool_calls: [] }, logprobs: null, finish_reason: 'stop', stop_reason: null }],
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: `${tokens.join('')}.`, tool_calls: [] },
+          logprobs: null,
+          finish_reason: 'stop',
+          stop_reason: null,
+        },
+      ],
       usage,
     },
   };
@@ -44,15 +56,40 @@ describe('the answer assembler', () => {
   });
 
   it('joins a completion’s text, its logprobs and a tool call’s arguments', () => {
-    const text = (t: string, at: number) => ({ ...envelope, object: 'text_completion', choices: [{ index: 0, text: t, logprobs: { tokens: [t], text_offset: [at] }, finish_reason: null }] });
+    const text = (t: string, at: number) => ({
+      ...envelope,
+      object: 'text_completion',
+      choices: [{ index: 0, text: t, logprobs: { tokens: [t], text_offset: [at] }, finish_reason: null }],
+    });
     expect(assemble([text('Capy', 0), text('baras', 4)]).body).toMatchObject({
       object: 'text_completion',
-      choices: [{ index: 0, text: 'Capybaras', logprobs: { tokens: ['Capy', 'baras'], text_offset: [0, 4] }, finish_reason: null }],
+      choices: [
+        {
+          index: 0,
+          text: 'Capybaras',
+          logprobs: { tokens: ['Capy', 'baras'], text_offset: [0, 4] },
+          finish_reason: null,
+        },
+      ],
     });
-    const call = (fn: Record<string, unknown>, more: Record<string, unknown> = {}) => chunk({ delta: { tool_calls: [{ index: 0, ...more, function: fn }] } });
-    const tools = assemble([call({ name: 'weather', arguments: '' }, { id: 'call_1', type: 'function' }), call({ arguments: '{"city":' }), call({ arguments: '"Lima"}' })]);
+    const call = (fn: Record<string, unknown>, more: Record<string, unknown> = {}) =>
+      chunk({ delta: { tool_calls: [{ index: 0, ...more, function: fn }] } });
+    const tools = assemble([
+      call({ name: 'weather', arguments: '' }, { id: 'call_1', type: 'function' }),
+      call({ arguments: '{"city":' }),
+      call({ arguments: '"Lima"}' }),
+    ]);
     expect(tools.body.choices).toEqual([
-      { index: 0, message: { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'weather', arguments: '{"city":"Lima"}' } }] }, logprobs: null, finish_reason: null },
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'weather', arguments: '{"city":"Lima"}' } }],
+        },
+        logprobs: null,
+        finish_reason: null,
+      },
     ]);
   });
 
@@ -63,7 +100,11 @@ describe('the answer assembler', () => {
       return assembler.output;
     };
     // The second empty text is read by the template of a token's chunk the first one made.
-    expect([stream[0], chunk({ delta: { content: '' } }), chunk({ delta: { content: '' } })].map(push)).toEqual([false, false, false]);
+    expect([stream[0], chunk({ delta: { content: '' } }), chunk({ delta: { content: '' } })].map(push)).toEqual([
+      false,
+      false,
+      false,
+    ]);
     expect(push(stream[1])).toBe(true);
   });
 

@@ -8,7 +8,12 @@ const ID = '01M3R7A6YJW402N962HH17A66W';
  * <deployment id> = ID, the drain bound 30000 ms and <n> = 2.
  */
 const table = [
-  [apiErrors.queueDeadline(ID), 503, 'unavailable', `deployment ${ID} did not become servable within the queue deadline; retry shortly`],
+  [
+    apiErrors.queueDeadline(ID),
+    503,
+    'unavailable',
+    `deployment ${ID} did not become servable within the queue deadline; retry shortly`,
+  ],
   [
     apiErrors.drainTimeout(ID, 30_000, 2),
     503,
@@ -18,7 +23,12 @@ const table = [
   [apiErrors.dispatchClosed(ID), 503, 'unavailable', `dispatch to deployment ${ID} is closed; retry shortly`],
   [apiErrors.waitingLimit(ID), 429, 'queue_full', `too many requests are waiting for deployment ${ID}`],
   [apiErrors.bufferedBytes(), 429, 'queue_full', 'waiting requests exceed the buffered-bytes bound'],
-  [apiErrors.inFlightDeadline(ID), 429, 'queue_full', `deployment ${ID} stayed at its in-flight bound for the queue deadline`],
+  [
+    apiErrors.inFlightDeadline(ID),
+    429,
+    'queue_full',
+    `deployment ${ID} stayed at its in-flight bound for the queue deadline`,
+  ],
   [
     apiErrors.inFlightNoWait(ID),
     429,
@@ -72,7 +82,12 @@ describe('409s for models a request does not start', () => {
 
 describe('the other codes the spec names', () => {
   it.each([
-    [apiErrors.capabilityMissingDeepPark('chat-a', 'gpt-oss on vLLM does not wake correctly'), 409, 'capability_missing:deep_park', false],
+    [
+      apiErrors.capabilityMissingDeepPark('chat-a', 'gpt-oss on vLLM does not wake correctly'),
+      409,
+      'capability_missing:deep_park',
+      false,
+    ],
     [apiErrors.wakeMismatch(ID), 503, 'wake_mismatch', true],
     [apiErrors.wakeReloadFailed(ID), 503, 'wake_reload_failed', true],
     [apiErrors.wakeUncertain(ID, 300_000), 503, 'wake_uncertain', true],
@@ -98,7 +113,9 @@ describe('the other codes the spec names', () => {
     expect(apiErrors.insufficientCapacity(ID, [explicit]).message).toBe(
       `deployment ${ID} needs memory held by ex1, which activation: explicit keeps loaded; stop one of them first`,
     );
-    expect(apiErrors.insufficientCapacity(ID, [warm]).message).toBe(`deployment ${ID} needs memory held by w1, which lifecycle.warm: true keeps loaded; stop one of them first`);
+    expect(apiErrors.insufficientCapacity(ID, [warm]).message).toBe(
+      `deployment ${ID} needs memory held by w1, which lifecycle.warm: true keeps loaded; stop one of them first`,
+    );
     expect(apiErrors.insufficientCapacity(ID, [warm, explicit, { name: 'ex2', keptBy: 'explicit' }]).message).toBe(
       `deployment ${ID} needs memory held by ex1, ex2, which activation: explicit keeps loaded, and w1, which lifecycle.warm: true keeps loaded; stop one of them first`,
     );

@@ -23,7 +23,11 @@ describe('measuring a checkpoint', () => {
     file(join(model, 'model-00001-of-00002.safetensors'), 3_000);
     file(join(model, 'model-00002-of-00002.safetensors'), 2_000);
     file(join(model, 'config.json'), 500);
-    expect(measureCheckpoint(model, ['vllm', 'serve'])).toEqual({ weightBytes: 5_000, kvBytes: 1_250, source: 'files' });
+    expect(measureCheckpoint(model, ['vllm', 'serve'])).toEqual({
+      weightBytes: 5_000,
+      kvBytes: 1_250,
+      source: 'files',
+    });
   });
 
   it('finds a Hugging Face ID in the cache, following its symlinks to the blobs', () => {
@@ -44,7 +48,9 @@ describe('measuring a checkpoint', () => {
   });
 
   it('takes what a simulated checkpoint declares', () => {
-    expect(measureCheckpoint('sim/chat-a', ['capyctl', 'sim', 'vllm', '--sim-weights=8GiB', '--sim-kv', '1GiB'])).toEqual({
+    expect(
+      measureCheckpoint('sim/chat-a', ['capyctl', 'sim', 'vllm', '--sim-weights=8GiB', '--sim-kv', '1GiB']),
+    ).toEqual({
       weightBytes: 8 * 2 ** 30,
       kvBytes: 2 ** 30,
       source: 'simulator',
@@ -61,18 +67,37 @@ describe('measuring a checkpoint', () => {
   it("reserves what a deployment's own memory bound leaves after its weights, and refuses a bound with no room", () => {
     const GiB = 2 ** 30;
     const spec = (extra: string[]) =>
-      deploymentDocument.parse({ name: 'm', engine: 'vllm', model: 'sim/m', extra_args: ['--sim-weights', '6GiB', ...extra] });
+      deploymentDocument.parse({
+        name: 'm',
+        engine: 'vllm',
+        model: 'sim/m',
+        extra_args: ['--sim-weights', '6GiB', ...extra],
+      });
     const sim = ['capyctl', 'sim', 'vllm'];
     expect(reservedCheckpoint(spec([]), sim, 24 * GiB)).toMatchObject({ weightBytes: 6 * GiB, kvBytes: 2 * GiB });
-    expect(reservedCheckpoint(spec(['--gpu-memory-utilization', '0.5']), sim, 24 * GiB)).toMatchObject({ weightBytes: 6 * GiB, kvBytes: 6 * GiB });
+    expect(reservedCheckpoint(spec(['--gpu-memory-utilization', '0.5']), sim, 24 * GiB)).toMatchObject({
+      weightBytes: 6 * GiB,
+      kvBytes: 6 * GiB,
+    });
     expect(() => reservedCheckpoint(spec(['--gpu-memory-utilization=0.2']), sim, 24 * GiB)).toThrow(
       "its extra_args set --gpu-memory-utilization 0.2, which gives the engine 4.80 GiB of this host's largest GPU (24.00 GiB): " +
         'no room for a KV cache beside its 6.00 GiB of weights',
     );
     // The host's command may set it too: the engine then runs at that share, and the ledger counts it.
-    expect(reservedCheckpoint(spec([]), [...sim, '--gpu-memory-utilization', '0.5'], 24 * GiB)).toMatchObject({ weightBytes: 6 * GiB, kvBytes: 6 * GiB });
-    expect(() => reservedCheckpoint(spec([]), [...sim, '--gpu-memory-utilization', '0.2'], 24 * GiB)).toThrow("the host's command sets --gpu-memory-utilization 0.2");
+    expect(reservedCheckpoint(spec([]), [...sim, '--gpu-memory-utilization', '0.5'], 24 * GiB)).toMatchObject({
+      weightBytes: 6 * GiB,
+      kvBytes: 6 * GiB,
+    });
+    expect(() => reservedCheckpoint(spec([]), [...sim, '--gpu-memory-utilization', '0.2'], 24 * GiB)).toThrow(
+      "the host's command sets --gpu-memory-utilization 0.2",
+    );
     // The deployment's own figure comes after the host's on the engine's line, and wins.
-    expect(reservedCheckpoint(spec(['--gpu-memory-utilization', '0.5']), [...sim, '--gpu-memory-utilization', '0.2'], 24 * GiB)).toMatchObject({ kvBytes: 6 * GiB });
+    expect(
+      reservedCheckpoint(
+        spec(['--gpu-memory-utilization', '0.5']),
+        [...sim, '--gpu-memory-utilization', '0.2'],
+        24 * GiB,
+      ),
+    ).toMatchObject({ kvBytes: 6 * GiB });
   });
 });

@@ -49,8 +49,10 @@ describe('capyctl over the management API', () => {
   };
   const list = async () => ok(await cli('list', 'deployments'));
   /** `capyctl list deployments`, run again until it shows `expected`. */
-  const listUntil = (expected: string) => until(`the list to show\n${expected}`, async () => ((await list()) === expected ? true : undefined), 30_000);
-  const idOf = async (name: string) => (JSON.parse(ok(await cli('status', 'deployment', name, '--json'))) as { deployment_id: string }).deployment_id;
+  const listUntil = (expected: string) =>
+    until(`the list to show\n${expected}`, async () => ((await list()) === expected ? true : undefined), 30_000);
+  const idOf = async (name: string) =>
+    (JSON.parse(ok(await cli('status', 'deployment', name, '--json'))) as { deployment_id: string }).deployment_id;
 
   /** A request for `model`, as a client sends it (spec, "Make a request"). */
   async function ask(model: string) {
@@ -69,7 +71,10 @@ describe('capyctl over the management API', () => {
       hostId: `gpu-box-${randomUUID().slice(0, 8)}`,
       // One 5 GiB model at a time (the embedded 8 GiB card); parked copies go to host RAM. The file
       // says nothing of host.engines or host.gpus: the embedded defaults' simulator and card stay.
-      file: file('standalone.yaml', 'examples: false\nhost:\n  host_ram: 64GiB\n  resource_policy: { queue: { admission_window: 100ms } }\n'),
+      file: file(
+        'standalone.yaml',
+        'examples: false\nhost:\n  host_ram: 64GiB\n  resource_policy: { queue: { admission_window: 100ms } }\n',
+      ),
     });
     host = standalone.hostId;
     temporal = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
@@ -87,16 +92,34 @@ describe('capyctl over the management API', () => {
     expect(r.stdout).toBe('');
     const lines = r.stderr.split('\n');
     expect(lines[0]).toBe(`invalid deployment settings in ${bad}:`);
-    expect(lines.filter((l) => l.startsWith('  - ')).map((l) => l.split(':')[0])).toEqual(['  - engine', '  - residency', '  - colour']);
+    expect(lines.filter((l) => l.startsWith('  - ')).map((l) => l.split(':')[0])).toEqual([
+      '  - engine',
+      '  - residency',
+      '  - colour',
+    ]);
   });
 
   it('deploys a model; a start before its checkpoint is measured is refused and names --wait', async () => {
-    const r = await cli('deploy', 'model', '--file', file('my-model.yaml', simDeployment('my-model', 'vllm', ['--sim-park-ms', '3000'])));
+    const r = await cli(
+      'deploy',
+      'model',
+      '--file',
+      file('my-model.yaml', simDeployment('my-model', 'vllm', ['--sim-park-ms', '3000'])),
+    );
     expect(r).toMatchObject({ code: 0, stderr: '' });
-    expect(r.stdout).toMatch(new RegExp(`^my-model: created, revision 1 \\(deployment ${ULID}\\); its checkpoint is being measured\\n$`));
+    expect(r.stdout).toMatch(
+      new RegExp(`^my-model: created, revision 1 \\(deployment ${ULID}\\); its checkpoint is being measured\\n$`),
+    );
 
     // Only a host that has not registered yet may run it: its checkpoint waits for that host.
-    ok(await cli('deploy', 'model', '--file', file('later.yaml', simDeployment('later-model', 'vllm', [], 'hosts: [gpu-later]'))));
+    ok(
+      await cli(
+        'deploy',
+        'model',
+        '--file',
+        file('later.yaml', simDeployment('later-model', 'vllm', [], 'hosts: [gpu-later]')),
+      ),
+    );
     refused(await cli('start', 'deployment', 'later-model'), apiErrors.checkpointUnmeasured('later-model', null));
     expect(ok(await cli('delete', 'deployment', 'later-model'))).toBe('later-model: deleted\n');
   });
@@ -104,7 +127,9 @@ describe('capyctl over the management API', () => {
   it('starts with --wait, saying what it waits for, and lists it ready', async () => {
     const r = await cli('start', 'deployment', 'my-model', '--wait');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^my-model: ready\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\n$`));
+    expect(r.stdout).toMatch(
+      new RegExp(`^my-model: ready\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\n$`),
+    );
     // Not a terminal: plain lines, the last saying how long.
     expect(r.stderr).toMatch(/(^|\n)waiting for my-model to be ready\nwaited \d+\.\ds for my-model to be ready\n$/);
     expect(await list()).toBe(
@@ -121,11 +146,19 @@ describe('capyctl over the management API', () => {
       ),
     );
     // The park takes 3 s on this engine: the list shows it parking first.
-    await listUntil(['NAME       STATE     READY   REVISION   HOSTS', `my-model   parking   0/1     1          ${host}`, ''].join('\n'));
-    await listUntil(['NAME       STATE    READY   REVISION   HOSTS', `my-model   parked   0/1     1          ${host}`, ''].join('\n'));
+    await listUntil(
+      ['NAME       STATE     READY   REVISION   HOSTS', `my-model   parking   0/1     1          ${host}`, ''].join(
+        '\n',
+      ),
+    );
+    await listUntil(
+      ['NAME       STATE    READY   REVISION   HOSTS', `my-model   parked   0/1     1          ${host}`, ''].join('\n'),
+    );
 
     expect((await ask('my-model')).status).toBe(200);
-    expect(await list()).toBe(['NAME       STATE   READY   REVISION   HOSTS', `my-model   ready   1/1     1          ${host}`, ''].join('\n'));
+    expect(await list()).toBe(
+      ['NAME       STATE   READY   REVISION   HOSTS', `my-model   ready   1/1     1          ${host}`, ''].join('\n'),
+    );
   });
 
   it('switches with start --evict --wait: the receipt names the victim and the switch (spec, "Switch between models")', async () => {
@@ -141,12 +174,18 @@ describe('capyctl over the management API', () => {
     const described = await temporal.workflow.getHandle(`switch/${match![1]}`).describe();
     expect(described.status.name).toBe('COMPLETED');
     // Where the parked one is: its status says host RAM, as the victim's line did.
-    expect(ok(await cli('status', 'deployment', 'my-model')).split('\n').slice(-3)).toEqual([
+    expect(
+      ok(await cli('status', 'deployment', 'my-model'))
+        .split('\n')
+        .slice(-3),
+    ).toEqual([
       expect.stringMatching(/^INSTANCE +HOST +GENERATION +STATE +PARKED IN$/),
       expect.stringMatching(new RegExp(`^0 +${host} +1 +parked +host RAM$`)),
       '',
     ]);
-    expect(JSON.parse(ok(await cli('status', 'deployment', 'my-model', '--json'))).instances).toEqual([{ index: 0, host_id: host, generation: 1, state: 'parked', park_tier: 'host_ram' }]);
+    expect(JSON.parse(ok(await cli('status', 'deployment', 'my-model', '--json'))).instances).toEqual([
+      { index: 0, host_id: host, generation: 1, state: 'parked', park_tier: 'host_ram' },
+    ]);
 
     expect(await list()).toBe(
       [
@@ -189,19 +228,41 @@ describe('capyctl over the management API', () => {
       ['other-model', 'parked'],
     ]);
     const hosts = JSON.parse(ok(await cli('list', 'hosts', '--json')));
-    expect(hosts).toMatchObject([{ host_id: host, gpus: [{ memory_bytes: 8 * 2 ** 30, memory_kind: 'discrete' }], host_ram_bytes: 64 * 2 ** 30, draining: false }]);
+    expect(hosts).toMatchObject([
+      {
+        host_id: host,
+        gpus: [{ memory_bytes: 8 * 2 ** 30, memory_kind: 'discrete' }],
+        host_ram_bytes: 64 * 2 ** 30,
+        draining: false,
+      },
+    ]);
   });
 
   it('under explicit activation: shows it, refuses requests, and keeps its memory against --evict (capacity)', async () => {
-    ok(await cli('deploy', 'model', '--file', file('pinned.yaml', simDeployment('pinned-model', 'vllm', [], 'lifecycle: { activation: explicit }'))));
+    ok(
+      await cli(
+        'deploy',
+        'model',
+        '--file',
+        file('pinned.yaml', simDeployment('pinned-model', 'vllm', [], 'lifecycle: { activation: explicit }')),
+      ),
+    );
     const pinnedId = await idOf('pinned-model');
-    expect(JSON.parse(ok(await cli('status', 'deployment', 'pinned-model', '--json')))).toMatchObject({ activation: 'explicit', state: 'stopped' });
+    expect(JSON.parse(ok(await cli('status', 'deployment', 'pinned-model', '--json')))).toMatchObject({
+      activation: 'explicit',
+      state: 'stopped',
+    });
     await until('its checkpoint to be measured', async () =>
-      JSON.parse(ok(await cli('status', 'deployment', 'pinned-model', '--json'))).checkpoint === 'measured' ? true : undefined,
+      JSON.parse(ok(await cli('status', 'deployment', 'pinned-model', '--json'))).checkpoint === 'measured'
+        ? true
+        : undefined,
     );
 
     const inactive = apiErrors.deploymentInactive(pinnedId);
-    expect(await ask('pinned-model')).toEqual({ status: 409, body: { code: inactive.code, message: inactive.message, retryable: false } });
+    expect(await ask('pinned-model')).toEqual({
+      status: 409,
+      body: { code: inactive.code, message: inactive.message, retryable: false },
+    });
 
     const started = await cli('start', 'deployment', 'pinned-model', '--evict', '--wait', '--json');
     expect(started.code).toBe(0);
@@ -210,13 +271,25 @@ describe('capyctl over the management API', () => {
       deployment_id: pinnedId,
       name: 'pinned-model',
       switch_id: expect.stringMatching(new RegExp(`^${UUID}$`)),
-      victims: [{ deployment_id: await idOf('my-model'), name: 'my-model', instance_index: 0, released: 'released: parked (host RAM)' }],
+      victims: [
+        {
+          deployment_id: await idOf('my-model'),
+          name: 'my-model',
+          instance_index: 0,
+          released: 'released: parked (host RAM)',
+        },
+      ],
       state: 'ready',
     });
 
-    refused(await cli('start', 'deployment', 'other-model', '--evict'), apiErrors.insufficientCapacity(await idOf('other-model'), [{ name: 'pinned-model', keptBy: 'explicit' }]));
+    refused(
+      await cli('start', 'deployment', 'other-model', '--evict'),
+      apiErrors.insufficientCapacity(await idOf('other-model'), [{ name: 'pinned-model', keptBy: 'explicit' }]),
+    );
     // Deleted while it runs: the line says it was stopped first, by the switch it names.
-    expect(ok(await cli('delete', 'deployment', 'pinned-model'))).toMatch(new RegExp(`^pinned-model: stopped and deleted\\nswitch_id: ${UUID} `));
+    expect(ok(await cli('delete', 'deployment', 'pinned-model'))).toMatch(
+      new RegExp(`^pinned-model: stopped and deleted\\nswitch_id: ${UUID} `),
+    );
   });
 
   it('says why a checkpoint could not be measured, in its status, to start --wait and to a request; deployed again, it is measured again', async () => {
@@ -225,26 +298,47 @@ describe('capyctl over the management API', () => {
     ok(await cli('deploy', 'model', '--file', broken));
     const why = '--sim-weights lots: expected a size such as 8GiB or 512MiB';
     // --wait gives up once the measurement failed (it may have failed before the command began).
-    refusedAfterWaiting(await cli('start', 'deployment', 'broken-model', '--wait'), apiErrors.checkpointUnmeasured('broken-model', why));
-    expect(JSON.parse(ok(await cli('status', 'deployment', 'broken-model', '--json')))).toMatchObject({ revision: 1, checkpoint: 'failed', checkpoint_failure: why });
-    expect(ok(await cli('status', 'deployment', 'broken-model'))).toContain(`\ncheckpoint: failed\ncheckpoint_failure: ${why}\n`);
+    refusedAfterWaiting(
+      await cli('start', 'deployment', 'broken-model', '--wait'),
+      apiErrors.checkpointUnmeasured('broken-model', why),
+    );
+    expect(JSON.parse(ok(await cli('status', 'deployment', 'broken-model', '--json')))).toMatchObject({
+      revision: 1,
+      checkpoint: 'failed',
+      checkpoint_failure: why,
+    });
+    expect(ok(await cli('status', 'deployment', 'broken-model'))).toContain(
+      `\ncheckpoint: failed\ncheckpoint_failure: ${why}\n`,
+    );
 
     // A request is answered at once with why; it does not wait out the request deadline.
     const sentAt = Date.now();
     const id = await idOf('broken-model');
     expect(await ask('broken-model')).toEqual({
       status: 503,
-      body: { code: 'unavailable', message: apiErrors.startFailed(id, `its checkpoint could not be measured: ${why}`).message, retryable: true },
+      body: {
+        code: 'unavailable',
+        message: apiErrors.startFailed(id, `its checkpoint could not be measured: ${why}`).message,
+        retryable: true,
+      },
     });
     expect(Date.now() - sentAt).toBeLessThan(10_000);
 
     // The same document again is another try (as after copying the files in place): measured again, failed again.
-    expect(ok(await cli('deploy', 'model', '--file', broken))).toBe(`broken-model: unchanged, revision 1 (deployment ${id}); its checkpoint is being measured\n`);
-    refusedAfterWaiting(await cli('start', 'deployment', 'broken-model', '--wait'), apiErrors.checkpointUnmeasured('broken-model', why));
+    expect(ok(await cli('deploy', 'model', '--file', broken))).toBe(
+      `broken-model: unchanged, revision 1 (deployment ${id}); its checkpoint is being measured\n`,
+    );
+    refusedAfterWaiting(
+      await cli('start', 'deployment', 'broken-model', '--wait'),
+      apiErrors.checkpointUnmeasured('broken-model', why),
+    );
     // Corrected, it is a new revision, measured.
     ok(await cli('deploy', 'model', '--file', file('broken.yaml', simDeployment('broken-model'))));
     await until('the corrected revision to be measured', async () => {
-      const d = JSON.parse(ok(await cli('status', 'deployment', 'broken-model', '--json'))) as { revision: number; checkpoint: string };
+      const d = JSON.parse(ok(await cli('status', 'deployment', 'broken-model', '--json'))) as {
+        revision: number;
+        checkpoint: string;
+      };
       return d.revision === 2 && d.checkpoint === 'measured' ? true : undefined;
     });
     expect(ok(await cli('delete', 'deployment', 'broken-model'))).toBe('broken-model: deleted\n');
@@ -252,26 +346,44 @@ describe('capyctl over the management API', () => {
 
   it("says why a start failed: the engine's last lines of stderr, to start --wait, in its status and in its switch", async () => {
     const last = 'RuntimeError: unknown flag: --host';
-    const crashing = simDeployment('crashing-model', 'vllm', ['--sim-weights', '1GiB', '--sim-kv', '1GiB', '--sim-exit-at-start', last]);
+    const crashing = simDeployment('crashing-model', 'vllm', [
+      '--sim-weights',
+      '1GiB',
+      '--sim-kv',
+      '1GiB',
+      '--sim-exit-at-start',
+      last,
+    ]);
     ok(await cli('deploy', 'model', '--file', file('crashing.yaml', crashing)));
     const r = await cli('start', 'deployment', 'crashing-model', '--wait');
     const id = await idOf('crashing-model');
     const lines = r.stderr.split('\n');
-    const at = lines.findIndex((l) => l.startsWith(`capyctl: unavailable: deployment ${id} failed to start: its engine exited (code 1); retry shortly.`));
+    const at = lines.findIndex((l) =>
+      l.startsWith(
+        `capyctl: unavailable: deployment ${id} failed to start: its engine exited (code 1); retry shortly.`,
+      ),
+    );
     // About a screen of its traceback, ending with why.
     const tail = lines.slice(at + 1, -1);
     expect(tail).toHaveLength(20);
     expect(tail.at(-1)).toBe(`  ${last}`);
-    const error = apiErrors.startFailedEngineExited(id, 'code 1', tail.map((l) => l.slice(2)));
+    const error = apiErrors.startFailedEngineExited(
+      id,
+      'code 1',
+      tail.map((l) => l.slice(2)),
+    );
     expect(r).toMatchObject({ code: 1, stdout: '' });
     expect(r.stderr.endsWith(`capyctl: ${error.code}: ${error.message}\n`), r.stderr).toBe(true);
 
-    expect(JSON.parse(ok(await cli('status', 'deployment', 'crashing-model', '--json')))).toMatchObject({ start_failure: error.message });
+    expect(JSON.parse(ok(await cli('status', 'deployment', 'crashing-model', '--json')))).toMatchObject({
+      start_failure: error.message,
+    });
     expect(ok(await cli('status', 'deployment', 'crashing-model'))).toContain(`\nstart_failure: ${error.message}\n`);
     // The switch, as the Temporal Web UI finds it by its target, ended with the same words.
     const switches = await until('the switch to be listed', async () => {
       const ids: string[] = [];
-      for await (const run of temporal.workflow.list({ query: 'CapyTarget = "crashing-model"' })) ids.push(run.workflowId);
+      for await (const run of temporal.workflow.list({ query: 'CapyTarget = "crashing-model"' }))
+        ids.push(run.workflowId);
       return ids.length > 0 ? ids : undefined;
     });
     expect(switches).toHaveLength(1);
@@ -283,7 +395,11 @@ describe('capyctl over the management API', () => {
     ok(await cli('start', 'deployment', 'other-model'));
     expect(await cli('list', 'hosts')).toMatchObject({
       code: 0,
-      stdout: expect.stringMatching(new RegExp(`^ID {${host.length + 1}}GPUS {12}HOST RAM   STATE   LAST SEEN\\n${host}   8GiB discrete   64GiB      ready   \\d+s ago\\n$`)),
+      stdout: expect.stringMatching(
+        new RegExp(
+          `^ID {${host.length + 1}}GPUS {12}HOST RAM   STATE   LAST SEEN\\n${host}   8GiB discrete   64GiB      ready   \\d+s ago\\n$`,
+        ),
+      ),
     });
     const drained = await cli('drain', 'host', host);
     expect(drained.code).toBe(0);
@@ -304,7 +420,10 @@ describe('capyctl over the management API', () => {
 
   it('ends every refusal with one line and a non-zero exit', async () => {
     refused(await cli('status', 'deployment', 'nope'), apiErrors.notFound('deployment', 'nope'));
-    refused(await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: 'wrong' }, dir), apiErrors.unauthorized('admin token'));
+    refused(
+      await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: 'wrong' }, dir),
+      apiErrors.unauthorized('admin token'),
+    );
     const elsewhere = mkdtempSync(join(tmpdir(), 'capyctl-elsewhere-'));
     const missing = await capyctl(['list', 'deployments'], env(), elsewhere);
     expect(missing).toMatchObject({ code: 2, stdout: '' });
@@ -312,9 +431,14 @@ describe('capyctl over the management API', () => {
       `capyctl: no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file (CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${join(elsewhere, '.data', 'admin-token')} is missing or empty\n`,
     );
     // The file named, or the token itself, from anywhere.
-    ok(await capyctl(['list', 'deployments', '--admin-token-file', join(dir, '.data', 'admin-token')], env(), elsewhere));
+    ok(
+      await capyctl(['list', 'deployments', '--admin-token-file', join(dir, '.data', 'admin-token')], env(), elsewhere),
+    );
     ok(await capyctl(['list', 'deployments'], { ...env(), CAPYCTL_ADMIN_TOKEN: standalone.adminToken }, elsewhere));
-    expect(await cli('park', 'deployment')).toMatchObject({ code: 2, stderr: expect.stringMatching(/^capyctl: usage: capyctl park deployment NAME /) });
+    expect(await cli('park', 'deployment')).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^capyctl: usage: capyctl park deployment NAME /),
+    });
   });
 
   it('issues a host token a host agent registers with', async () => {
@@ -324,7 +448,13 @@ describe('capyctl over the management API', () => {
     const registered = await request(`${standalone.managementUrl}/management/v1/hosts/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${issued.stdout.trim()}` },
-      body: JSON.stringify({ host_id: 'spare-box', gpus: [], host_ram_bytes: 2 ** 30, settings: {}, ingress_url: 'http://127.0.0.1:9' }),
+      body: JSON.stringify({
+        host_id: 'spare-box',
+        gpus: [],
+        host_ram_bytes: 2 ** 30,
+        settings: {},
+        ingress_url: 'http://127.0.0.1:9',
+      }),
     });
     expect(registered.statusCode).toBe(200);
     expect(await registered.body.json()).toEqual({ host_id: 'spare-box', ingress_secret: expect.any(String) });

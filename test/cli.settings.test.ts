@@ -30,36 +30,56 @@ describe('capyctl settings check', () => {
     const embedded = await capyctl(['settings', 'check', 'standalone']);
     expect(embedded).toEqual({ code: 0, stdout: 'the embedded standalone defaults: valid\n', stderr: '' });
     const runs = JSON.parse((await capyctl(['settings', 'check', 'standalone', '--json'])).stdout);
-    expect(runs).toMatchObject({ examples: true, host: { gpus: [{ memory: 8 * 2 ** 30, memory_kind: 'discrete' }], engines: { vllm: { command: simulator('vllm') } } } });
+    expect(runs).toMatchObject({
+      examples: true,
+      host: {
+        gpus: [{ memory: 8 * 2 ** 30, memory_kind: 'discrete' }],
+        engines: { vllm: { command: simulator('vllm') } },
+      },
+    });
 
     // A file without host.engines or host.gpus keeps the simulator and the simulated card.
     const path = file('no-engines.yaml', 'examples: false\nhost:\n  host_ram: 64GiB\n');
     const merged = JSON.parse((await capyctl(['settings', 'check', 'standalone', '--file', path, '--json'])).stdout);
     expect(merged).toMatchObject({
       examples: false,
-      host: { host_ram: 64 * 2 ** 30, gpus: [{ memory: 8 * 2 ** 30 }], engines: { vllm: { command: simulator('vllm') }, sglang: { command: simulator('sglang') } } },
+      host: {
+        host_ram: 64 * 2 ** 30,
+        gpus: [{ memory: 8 * 2 ** 30 }],
+        engines: { vllm: { command: simulator('vllm') }, sglang: { command: simulator('sglang') } },
+      },
     });
 
-    const overridden = await capyctl(['settings', 'check', 'standalone', '--set', 'host.lifecycle.activation=explicit'], { CAPYCTL_SET__HOST__HOST_RAM: '8GiB' });
+    const overridden = await capyctl(
+      ['settings', 'check', 'standalone', '--set', 'host.lifecycle.activation=explicit'],
+      { CAPYCTL_SET__HOST__HOST_RAM: '8GiB' },
+    );
     expect(overridden).toEqual({
       code: 0,
-      stdout: 'the embedded standalone defaults with CAPYCTL_SET__HOST__HOST_RAM, --set host.lifecycle.activation=explicit: valid\n',
+      stdout:
+        'the embedded standalone defaults with CAPYCTL_SET__HOST__HOST_RAM, --set host.lifecycle.activation=explicit: valid\n',
       stderr: '',
     });
   });
 
   it('applies --set over the variable over the document in a real process', async () => {
-    const path = file('host.yaml', 'server:\n  token: t\nresource_policy:\n  queue:\n    max_pending_per_deployment: 10\n');
+    const path = file(
+      'host.yaml',
+      'server:\n  token: t\nresource_policy:\n  queue:\n    max_pending_per_deployment: 10\n',
+    );
     const env = { CAPYCTL_SET__RESOURCE_POLICY__QUEUE__MAX_PENDING_PER_DEPLOYMENT: '20' };
     const read = async (sets: string[]) =>
-      JSON.parse((await capyctl(['settings', 'check', 'host', '--file', path, '--json', ...sets], env)).stdout).resource_policy.queue
-        .max_pending_per_deployment;
+      JSON.parse((await capyctl(['settings', 'check', 'host', '--file', path, '--json', ...sets], env)).stdout)
+        .resource_policy.queue.max_pending_per_deployment;
     expect(await read([])).toBe(20);
     expect(await read(['--set', 'resource_policy.queue.max_pending_per_deployment=0'])).toBe(0);
   });
 
   it('refuses a bad document with exit code 2 and one line per problem', async () => {
-    const path = file('bad.yaml', 'host:\n  resource_policy:\n    queue:\n      admission_window: 45s\n      colour: blue\n');
+    const path = file(
+      'bad.yaml',
+      'host:\n  resource_policy:\n    queue:\n      admission_window: 45s\n      colour: blue\n',
+    );
     const result = await capyctl(['settings', 'check', 'standalone', '--file', path]);
     expect(result.code).toBe(2);
     expect(result.stdout).toBe('');
@@ -72,12 +92,26 @@ describe('capyctl settings check', () => {
 
   it('refuses a deployment whose residency asks for a park its engine cannot give, as a deploy would', async () => {
     const cases = [
-      ['gpt-oss.yaml', 'name: gpt\nengine: vllm\nmodel: openai/gpt-oss-20b\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('gpt', cannotParkReasons.gptOss)],
-      ['eagle.yaml', 'name: eagle\nengine: sglang\nmodel: m\nresidency: host_backed\nextra_args: ["--speculative-algorithm", "EAGLE"]\n', apiErrors.invalidRequest(hostBackedRefusals.keepsWeights('eagle'))],
+      [
+        'gpt-oss.yaml',
+        'name: gpt\nengine: vllm\nmodel: openai/gpt-oss-20b\nresidency: deep\n',
+        apiErrors.capabilityMissingDeepPark('gpt', cannotParkReasons.gptOss),
+      ],
+      [
+        'eagle.yaml',
+        'name: eagle\nengine: sglang\nmodel: m\nresidency: host_backed\nextra_args: ["--speculative-algorithm", "EAGLE"]\n',
+        apiErrors.invalidRequest(hostBackedRefusals.keepsWeights('eagle')),
+      ],
     ] as const;
-    const results = await Promise.all(cases.map(([name, text]) => capyctl(['settings', 'check', 'deployment', '--file', file(name, text)])));
+    const results = await Promise.all(
+      cases.map(([name, text]) => capyctl(['settings', 'check', 'deployment', '--file', file(name, text)])),
+    );
     expect(results).toEqual(
-      cases.map(([name, , error]) => ({ code: 2, stdout: '', stderr: `invalid deployment settings in ${join(dir, name)}:\n  - residency: ${error.code}: ${error.message}\n` })),
+      cases.map(([name, , error]) => ({
+        code: 2,
+        stdout: '',
+        stderr: `invalid deployment settings in ${join(dir, name)}:\n  - residency: ${error.code}: ${error.message}\n`,
+      })),
     );
   });
 
@@ -91,7 +125,9 @@ describe('capyctl settings check', () => {
   });
 
   it('ends quietly when the reader of its output goes away, as when piped into head', async () => {
-    const child = spawn(process.execPath, [CAPYCTL, 'settings', 'check', 'standalone'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CAPYCTL, 'settings', 'check', 'standalone'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child.stdout.destroy();
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
@@ -103,14 +139,24 @@ describe('capyctl settings check', () => {
     const commands = await Promise.all(commandIndex.map(async (entry) => ({ entry, command: await entry.load() })));
     // Every command a file under cli/commands exports is in the index.
     const exported = (
-      await Promise.all(readdirSync(new URL('../cli/commands/', import.meta.url)).map(async (file) => Object.values(await import(`../cli/commands/${file.replace(/\.ts$/, '.js')}`))))
+      await Promise.all(
+        readdirSync(new URL('../cli/commands/', import.meta.url)).map(async (file) =>
+          Object.values(await import(`../cli/commands/${file.replace(/\.ts$/, '.js')}`)),
+        ),
+      )
     )
       .flat()
-      .filter((value): value is { words: string[] } => typeof value === 'object' && value !== null && 'words' in value && 'run' in value);
-    expect(commands.map(({ command }) => command.words.join(' ')).sort()).toEqual(exported.map((c) => c.words.join(' ')).sort());
+      .filter(
+        (value): value is { words: string[] } =>
+          typeof value === 'object' && value !== null && 'words' in value && 'run' in value,
+      );
+    expect(commands.map(({ command }) => command.words.join(' ')).sort()).toEqual(
+      exported.map((c) => c.words.join(' ')).sort(),
+    );
     for (const { entry, command } of commands) expect(command.words).toEqual(entry.words);
     const help = await capyctl(['--help']);
     expect(help.code).toBe(0);
-    for (const { command } of commands) expect(help.stdout).toContain(`  ${command.words.join(' ').padEnd(26)} ${command.summary}\n`);
+    for (const { command } of commands)
+      expect(help.stdout).toContain(`  ${command.words.join(' ').padEnd(26)} ${command.summary}\n`);
   });
 });

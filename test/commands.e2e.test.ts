@@ -39,9 +39,14 @@ describe('start, with a server and a host agent as processes', () => {
   const onTerminal = (args: readonly string[]) =>
     new Promise<{ code: number; output: string }>((resolve) => {
       const env = { ...process.env, CAPYCTL_SERVER: cluster.managementUrl, CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN };
-      execFile('script', ['-qec', [process.execPath, CAPYCTL, ...args].join(' '), '/dev/null'], { env }, (error, output) => {
-        resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, output });
-      });
+      execFile(
+        'script',
+        ['-qec', [process.execPath, CAPYCTL, ...args].join(' '), '/dev/null'],
+        { env },
+        (error, output) => {
+          resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, output });
+        },
+      );
     });
 
   it('answers at once with the switch it began while the model loads; the switch and the model show it until it is ready', async () => {
@@ -49,13 +54,26 @@ describe('start, with a server and a host agent as processes', () => {
     const started = await cluster.api('POST', `/management/v1/deployments/${slow.name}/start`, { evict: false });
     const answeredMs = Date.now() - sentAt;
     expect(started.status).toBe(200);
-    expect(started.body).toEqual({ deployment_id: slow.deployment_id, name: slow.name, switch_id: expect.stringMatching(new RegExp(`^${UUID}$`)), victims: [], state: 'starting' });
+    expect(started.body).toEqual({
+      deployment_id: slow.deployment_id,
+      name: slow.name,
+      switch_id: expect.stringMatching(new RegExp(`^${UUID}$`)),
+      victims: [],
+      state: 'starting',
+    });
     expect(answeredMs).toBeLessThan(LOAD_MS / 2);
 
     // Whoever sent it, and whether or not they still listen: the switch it named runs, and the model says so.
     const switchId = started.body.switch_id as string;
-    expect(await cluster.api('GET', `/management/v1/switches/${switchId}`)).toMatchObject({ status: 200, body: { switch_id: switchId, outcome: 'running', victims: [] } });
-    await until('the model to show starting', async () => ((await stateOf(slow.name)) === 'starting' ? true : undefined), 10_000);
+    expect(await cluster.api('GET', `/management/v1/switches/${switchId}`)).toMatchObject({
+      status: 200,
+      body: { switch_id: switchId, outcome: 'running', victims: [] },
+    });
+    await until(
+      'the model to show starting',
+      async () => ((await stateOf(slow.name)) === 'starting' ? true : undefined),
+      10_000,
+    );
 
     const ended = await until(
       'the switch to end',
@@ -96,7 +114,11 @@ describe('start, with a server and a host agent as processes', () => {
         `^slow-model: waking\\nswitch_id: ${UUID} \\(.*\\)\\nvictim: quick-model \\(deployment ${quick.deployment_id}, instance 0\\) releasing: parking \\(host RAM\\)\\nthe wake runs in the background; run \`capyctl list deployments\` until it shows ready\\n$`,
       ),
     );
-    await until('the model to be ready', async () => ((await stateOf(slow.name)) === 'ready' ? true : undefined), 30_000);
+    await until(
+      'the model to be ready',
+      async () => ((await stateOf(slow.name)) === 'ready' ? true : undefined),
+      30_000,
+    );
   }, 60_000);
 
   it('refuses a start whose memory another model holds, and does not start it later when the memory comes free; the command waits for it', async () => {
@@ -120,12 +142,24 @@ describe('start, with a server and a host agent as processes', () => {
     expect((await cluster.capyctl(['park', 'deployment', slow.name])).code).toBe(0);
     const started = await plain;
     expect(started.code, started.stderr).toBe(0);
-    expect(started.stderr).toMatch(new RegExp(`^waiting for GPU memory for quick-model \\(deployment ${quick.deployment_id} needs GPU memory held by slow-model\\)\\nwaited \\d+\\.\\ds for GPU memory`));
+    expect(started.stderr).toMatch(
+      new RegExp(
+        `^waiting for GPU memory for quick-model \\(deployment ${quick.deployment_id} needs GPU memory held by slow-model\\)\\nwaited \\d+\\.\\ds for GPU memory`,
+      ),
+    );
     expect(started.stdout).toMatch(new RegExp(`^quick-model: waking\\nswitch_id: ${UUID} \\(.*\\)\\n`));
-    await until('quick-model to be ready', async () => ((await stateOf(quick.name)) === 'ready' ? true : undefined), 30_000);
+    await until(
+      'quick-model to be ready',
+      async () => ((await stateOf(quick.name)) === 'ready' ? true : undefined),
+      30_000,
+    );
 
     expect((await cluster.capyctl(['park', 'deployment', quick.name])).code).toBe(0);
-    await until('quick-model to park', async () => ((await stateOf(quick.name)) === 'parked' ? true : undefined), 30_000);
+    await until(
+      'quick-model to park',
+      async () => ((await stateOf(quick.name)) === 'parked' ? true : undefined),
+      30_000,
+    );
     expect((await cluster.capyctl(['start', 'deployment', slow.name, '--wait'])).code).toBe(0);
     const waiting = cluster.capyctl(['start', 'deployment', quick.name, '--wait']);
     await sleep(3_000);
@@ -154,7 +188,8 @@ describe('start, with a server and a host agent as processes', () => {
     expect((await cluster.capyctl(['park', 'deployment', slow.name])).code).toBe(0);
     const r = await waiting;
     expect(r.code, r.stderr).toBe(0);
-    const held = (by: string) => `GPU memory for third-model (deployment ${third.deployment_id} needs GPU memory held by ${by})`;
+    const held = (by: string) =>
+      `GPU memory for third-model (deployment ${third.deployment_id} needs GPU memory held by ${by})`;
     const lines = r.stderr.trimEnd().split('\n');
     expect(lines[0]).toBe(`waiting for ${held(quick.name)}`);
     expect(lines).toContain(`waiting for ${held(slow.name)}`);
@@ -165,7 +200,13 @@ describe('start, with a server and a host agent as processes', () => {
     expect(t.code, t.output).toBe(0);
     expect(t.output).toMatch(new RegExp(`^\\r\\x1b\\[Kwaiting for ${escape(held(quick.name))}… 0\\.\\ds\\r\\x1b\\[K`));
     expect(t.output).toContain(`\r\x1b[Kwaiting for ${held(slow.name)}… `);
-    expect(t.output).toMatch(/\r\x1b\[Kwaited \d+\.\ds for GPU memory for third-model [^\r]*\r\nthird-model: (parking|parked)\r\n/);
-    await until('third-model to park', async () => ((await stateOf(third.name)) === 'parked' ? true : undefined), 30_000);
+    expect(t.output).toMatch(
+      /\r\x1b\[Kwaited \d+\.\ds for GPU memory for third-model [^\r]*\r\nthird-model: (parking|parked)\r\n/,
+    );
+    await until(
+      'third-model to park',
+      async () => ((await stateOf(third.name)) === 'parked' ? true : undefined),
+      30_000,
+    );
   }, 120_000);
 });

@@ -20,10 +20,28 @@ const WINDOW_MS = 2_000;
 type Observed = DemoRun & { timeline: TimelineEvent[]; switches: SwitchSeen[] };
 
 function runDemo(s: StandaloneProcess): Promise<Observed> {
-  const args = ['run', '--silent', 'demo', '--', '--json', '--inference', s.inferenceUrl, '--server', s.managementUrl, '--temporal', inject('temporalAddress')];
+  const args = [
+    'run',
+    '--silent',
+    'demo',
+    '--',
+    '--json',
+    '--inference',
+    s.inferenceUrl,
+    '--server',
+    s.managementUrl,
+    '--temporal',
+    inject('temporalAddress'),
+  ];
   return new Promise((resolve, reject) => {
-    execFile('npm', args, { cwd: REPO, env: { ...process.env, CAPYCTL_ADMIN_TOKEN: s.adminToken } }, (error, stdout, stderr) =>
-      error ? reject(new Error(`npm run demo failed: ${error.message}\n${stderr}`)) : resolve(JSON.parse(stdout) as Observed),
+    execFile(
+      'npm',
+      args,
+      { cwd: REPO, env: { ...process.env, CAPYCTL_ADMIN_TOKEN: s.adminToken } },
+      (error, stdout, stderr) =>
+        error
+          ? reject(new Error(`npm run demo failed: ${error.message}\n${stderr}`))
+          : resolve(JSON.parse(stdout) as Observed),
     );
   });
 }
@@ -35,26 +53,39 @@ describe('the demo of two apps on one GPU', () => {
   });
 
   it("observes the spec's timeline", { timeout: 240_000 }, async () => {
-    standalone = await startStandaloneProcess({ temporalAddress: inject('temporalAddress'), dir: mkdtempSync(join(tmpdir(), 'capyctl-demo-')) });
+    standalone = await startStandaloneProcess({
+      temporalAddress: inject('temporalAddress'),
+      dir: mkdtempSync(join(tmpdir(), 'capyctl-demo-')),
+    });
     const seen = await runDemo(standalone);
     const [there, back] = seen.switches;
-    const stepAt = (s: SwitchSeen | undefined, step: string) => s?.steps.find((x) => x.step === step)?.atMs ?? Number.NaN;
+    const stepAt = (s: SwitchSeen | undefined, step: string) =>
+      s?.steps.find((x) => x.step === step)?.atMs ?? Number.NaN;
     // A step's time is its activity's completion, recorded after the step took effect: the waiters a
     // release lets go may answer before it is recorded. So answers are compared with the step before,
     // the target starting or waking: no output comes before the model is back.
-    const readyAt = (s: SwitchSeen | undefined) => s?.steps.find((x) => x.step === 'started' || x.step === 'woke')?.atMs ?? Number.NaN;
+    const readyAt = (s: SwitchSeen | undefined) =>
+      s?.steps.find((x) => x.step === 'started' || x.step === 'woke')?.atMs ?? Number.NaN;
 
     // 0 s: App 2's three requests wait; one switch begins, for chat-b, at the expense of chat-a.
     expect(there).toMatchObject({ target: 'chat-b', victims: ['chat-a'] });
     expect(there!.startedAtMs - seen.zeroMs).toBeLessThan(3_000);
-    expect(there!.steps.map((x) => x.step)).toEqual(['admission closed', 'drained', 'began parking', 'parked', expect.stringMatching(/^(started|woke)$/), 'released its waiters']);
+    expect(there!.steps.map((x) => x.step)).toEqual([
+      'admission closed',
+      'drained',
+      'began parking',
+      'parked',
+      expect.stringMatching(/^(started|woke)$/),
+      'released its waiters',
+    ]);
 
     // 0 to 2 s: chat-a still takes App 1's new requests; 2 s: it takes none.
     const closed = stepAt(there, 'admission closed');
     expect(closed - there!.startedAtMs).toBeGreaterThanOrEqual(WINDOW_MS - 50);
     expect(closed - there!.startedAtMs).toBeLessThan(WINDOW_MS + 1_500);
     const app1 = seen.requests.filter((r) => r.app === 1);
-    for (const r of app1.filter((x) => x.sentAtMs >= there!.startedAtMs && x.sentAtMs < closed - 100)) expect(r.status).toBe(200);
+    for (const r of app1.filter((x) => x.sentAtMs >= there!.startedAtMs && x.sentAtMs < closed - 100))
+      expect(r.status).toBe(200);
 
     // After 2 s, while chat-a finishes its work, App 1's requests are answered 503 dispatch closed...
     const beganParking = stepAt(there, 'began parking');

@@ -32,7 +32,9 @@ const variablesCapyctlReads = new Set(
   ['cli', 'cli/commands', 'server', 'standalone', 'logging', 'hostAgent', 'settings', 'activities'].flatMap((dir) =>
     readdirSync(join(REPO, dir))
       .filter((f) => f.endsWith('.ts'))
-      .flatMap((f) => [...readFileSync(join(REPO, dir, f), 'utf8').matchAll(/\benv\.([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!)),
+      .flatMap((f) =>
+        [...readFileSync(join(REPO, dir, f), 'utf8').matchAll(/\benv\.([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!),
+      ),
   ),
 );
 
@@ -61,12 +63,17 @@ function longestStopMs(kind: 'server' | 'host', text: string, env: Env): number 
 function createdSearchAttributes(text: string): Record<string, string> {
   const commands = [...text.matchAll(/search-attribute create[^\n&]*/g)].map((m) => m[0]);
   for (const command of commands) expect(command.match(/--name /g), command).toHaveLength(1);
-  return Object.fromEntries(commands.map((command) => [/--name (\w+)/.exec(command)![1], /--type (\w+)/.exec(command)![1]]));
+  return Object.fromEntries(
+    commands.map((command) => [/--name (\w+)/.exec(command)![1], /--type (\w+)/.exec(command)![1]]),
+  );
 }
 
 /** The CLI's type name of each search attribute every switch carries. */
 const expectedSearchAttributes = Object.fromEntries(
-  Object.values(searchAttributes).map((key) => [key.name, { [SearchAttributeType.KEYWORD]: 'Keyword', [SearchAttributeType.KEYWORD_LIST]: 'KeywordList' }[key.type as string]]),
+  Object.values(searchAttributes).map((key) => [
+    key.name,
+    { [SearchAttributeType.KEYWORD]: 'Keyword', [SearchAttributeType.KEYWORD_LIST]: 'KeywordList' }[key.type as string],
+  ]),
 );
 
 it('knows the CLI type name of every search attribute a switch carries', () => {
@@ -79,14 +86,18 @@ describe('deploy/compose', () => {
   const given: Env = { CAPYCTL_ADMIN_TOKEN: 'admin-secret', CAPYCTL_HOST_TOKEN: 'capy_host_test' };
   /** Compose's interpolation: ${X}, ${X:-default}, ${X:?error}, $$. */
   const interpolate = (text: string, env: Env) =>
-    text.replace(/\$\$|\$\{(\w+)(?:(:-|:\?)([^}]*))?\}/g, (whole, name: string | undefined, op: string | undefined, arg: string | undefined) => {
-      if (whole === '$$') return '$';
-      const value = env[name!];
-      if (value) return value;
-      if (op === ':?') throw new Error(`${name}: ${arg}`);
-      return op === ':-' ? arg! : '';
-    });
-  const read = (env: Env) => YAML.parse(interpolate(readFileSync(join(dir, 'compose.yaml'), 'utf8'), env), { merge: true });
+    text.replace(
+      /\$\$|\$\{(\w+)(?:(:-|:\?)([^}]*))?\}/g,
+      (whole, name: string | undefined, op: string | undefined, arg: string | undefined) => {
+        if (whole === '$$') return '$';
+        const value = env[name!];
+        if (value) return value;
+        if (op === ':?') throw new Error(`${name}: ${arg}`);
+        return op === ':-' ? arg! : '';
+      },
+    );
+  const read = (env: Env) =>
+    YAML.parse(interpolate(readFileSync(join(dir, 'compose.yaml'), 'utf8'), env), { merge: true });
   const compose = read(given);
   const services: Record<string, any> = compose.services;
 
@@ -96,7 +107,13 @@ describe('deploy/compose', () => {
 
   it('has the official Temporal server, admin-tools and UI images, and two Postgres', () => {
     const images = Object.values(services).map((s) => s.image);
-    expect(images).toEqual(expect.arrayContaining([expect.stringMatching(/^temporalio\/server:1\./), expect.stringMatching(/^temporalio\/admin-tools:1\./), expect.stringMatching(/^temporalio\/ui:2\./)]));
+    expect(images).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^temporalio\/server:1\./),
+        expect.stringMatching(/^temporalio\/admin-tools:1\./),
+        expect.stringMatching(/^temporalio\/ui:2\./),
+      ]),
+    );
     expect(images.filter((i) => /^postgres:\d+$/.test(i))).toHaveLength(2);
   });
 
@@ -115,17 +132,24 @@ describe('deploy/compose', () => {
       for (const [on, { condition }] of Object.entries<{ condition: string }>(service.depends_on ?? {})) {
         expect(Object.keys(services), `${name} depends on ${on}`).toContain(on);
         expect(['service_started', 'service_healthy', 'service_completed_successfully']).toContain(condition);
-        if (condition === 'service_healthy') expect(services[on].healthcheck, `${on} has the health check ${name} waits for`).toBeDefined();
-        if (condition === 'service_completed_successfully') expect(services[on].restart, `${on} runs once`).toBeUndefined();
+        if (condition === 'service_healthy')
+          expect(services[on].healthcheck, `${on} has the health check ${name} waits for`).toBeDefined();
+        if (condition === 'service_completed_successfully')
+          expect(services[on].restart, `${on} runs once`).toBeUndefined();
       }
     }
-    const used = Object.values(services).flatMap((s) => (s.volumes ?? []).map((v: string) => v.split(':')[0]).filter((v: string) => !v.startsWith('.')));
+    const used = Object.values(services).flatMap((s) =>
+      (s.volumes ?? []).map((v: string) => v.split(':')[0]).filter((v: string) => !v.startsWith('.')),
+    );
     expect(Object.keys(compose.volumes).sort()).toEqual([...new Set(used)].sort());
     expect(services['capyctl-server'].build).toEqual({ context: '../..', dockerfile: 'deploy/Dockerfile' });
   });
 
   it('runs capyctl start server and start host on documents that loadSettings takes, with the environment the file gives them', () => {
-    for (const [name, kind] of [['capyctl-server', 'server'], ['capyctl-host', 'host']] as const) {
+    for (const [name, kind] of [
+      ['capyctl-server', 'server'],
+      ['capyctl-host', 'host'],
+    ] as const) {
       const service = services[name];
       expect(service.command.slice(0, 3)).toEqual(['start', kind, '--file']);
       const mount = service.volumes.find((v: string) => v.split(':')[1] === service.command[3]);
@@ -137,22 +161,38 @@ describe('deploy/compose', () => {
       const [, minutes] = /^(\d+)m$/.exec(service.stop_grace_period)!;
       expect(Number(minutes) * 60 * SECOND).toBeGreaterThan(longestStopMs(kind, text, env));
     }
-    const host = loadSettings('host', { text: readFileSync(join(dir, 'host.yaml'), 'utf8'), env: services['capyctl-host'].environment });
+    const host = loadSettings('host', {
+      text: readFileSync(join(dir, 'host.yaml'), 'utf8'),
+      env: services['capyctl-host'].environment,
+    });
     expect(host.server).toEqual({ url: 'http://capyctl-server:7443', token: 'capy_host_test' });
     expect(host.ingress.url).toBe('http://capyctl-host:7080');
-    const server = loadSettings('server', { text: readFileSync(join(dir, 'server.yaml'), 'utf8'), env: services['capyctl-server'].environment });
+    const server = loadSettings('server', {
+      text: readFileSync(join(dir, 'server.yaml'), 'utf8'),
+      env: services['capyctl-server'].environment,
+    });
     expect(server.temporal.address).toBe('temporal:7233');
     expect(services['capyctl-server'].environment.DATABASE_URL).toMatch(/@postgres:5432\//);
   });
 
   it('sets up Temporal: the schema before the server, then the namespace and the search attributes every switch carries', () => {
     const schema = readFileSync(join(dir, 'temporal-schema.sh'), 'utf8');
-    for (const variable of ['DB', 'POSTGRES_SEEDS', 'DB_PORT', 'POSTGRES_USER', 'POSTGRES_PWD', 'DBNAME', 'VISIBILITY_DBNAME']) {
+    for (const variable of [
+      'DB',
+      'POSTGRES_SEEDS',
+      'DB_PORT',
+      'POSTGRES_USER',
+      'POSTGRES_PWD',
+      'DBNAME',
+      'VISIBILITY_DBNAME',
+    ]) {
       expect(schema).toContain(`$${variable}`);
       expect(services['temporal-schema'].environment).toHaveProperty(variable);
       expect(services.temporal.environment).toHaveProperty(variable);
     }
-    expect(createdSearchAttributes(readFileSync(join(dir, 'temporal-namespace.sh'), 'utf8'))).toEqual(expectedSearchAttributes);
+    expect(createdSearchAttributes(readFileSync(join(dir, 'temporal-namespace.sh'), 'utf8'))).toEqual(
+      expectedSearchAttributes,
+    );
   });
 
   it("gives the Temporal server capyctl's dynamic configuration, the file the dev server and the real-Temporal tests read", () => {
@@ -160,17 +200,32 @@ describe('deploy/compose', () => {
     const [source, target] = (services.temporal.volumes as string[]).find((v) => v.split(':')[1] === path)!.split(':');
     expect(target).toBe(path);
     expect(join(dir, source!)).toBe(DYNAMIC_CONFIG_FILE);
-    expect(YAML.parse(readFileSync(DYNAMIC_CONFIG_FILE, 'utf8'))).toEqual({ 'history.transferProcessorMaxPollRPS': [{ value: 1000 }] });
+    expect(YAML.parse(readFileSync(DYNAMIC_CONFIG_FILE, 'utf8'))).toEqual({
+      'history.transferProcessorMaxPollRPS': [{ value: 1000 }],
+    });
   });
 
   it('the namespace script, run twice on a real Temporal, leaves a namespace with the search attributes', () => {
     const temporal = resolveTemporalCli();
     const namespace = `compose-${process.pid}`;
-    const env = { ...process.env, PATH: `${dirname(temporal)}:${process.env.PATH}`, TEMPORAL_ADDRESS: inject('temporalAddress'), NAMESPACE: namespace, RETENTION: '72h' };
-    for (let run = 0; run < 2; run++) execFileSync('bash', [join(dir, 'temporal-namespace.sh')], { env, stdio: 'pipe' });
-    const { customAttributes } = JSON.parse(execFileSync(temporal, ['operator', 'search-attribute', 'list', '-n', namespace, '-o', 'json'], { env }).toString());
+    const env = {
+      ...process.env,
+      PATH: `${dirname(temporal)}:${process.env.PATH}`,
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      NAMESPACE: namespace,
+      RETENTION: '72h',
+    };
+    for (let run = 0; run < 2; run++)
+      execFileSync('bash', [join(dir, 'temporal-namespace.sh')], { env, stdio: 'pipe' });
+    const { customAttributes } = JSON.parse(
+      execFileSync(temporal, ['operator', 'search-attribute', 'list', '-n', namespace, '-o', 'json'], {
+        env,
+      }).toString(),
+    );
     const asListed = (type: string) => `INDEXED_VALUE_TYPE_${type.replace(/(?<=.)([A-Z])/g, '_$1').toUpperCase()}`;
-    expect(customAttributes).toEqual(Object.fromEntries(Object.entries(expectedSearchAttributes).map(([name, type]) => [name, asListed(type!)])));
+    expect(customAttributes).toEqual(
+      Object.fromEntries(Object.entries(expectedSearchAttributes).map(([name, type]) => [name, asListed(type!)])),
+    );
   });
 });
 
@@ -180,7 +235,9 @@ describe('deploy/Dockerfile', () => {
     expect(dockerfile).toMatch(/RUN npm ci/);
     expect(dockerfile).toMatch(/RUN node bin\/capyctl\.js --help/);
     expect(dockerfile).toMatch(/ENTRYPOINT \["capyctl"\]/);
-    expect(readFileSync(join(DEPLOY, 'Dockerfile.dockerignore'), 'utf8').split('\n')).toEqual(expect.arrayContaining(['node_modules', '.cli', '.data']));
+    expect(readFileSync(join(DEPLOY, 'Dockerfile.dockerignore'), 'utf8').split('\n')).toEqual(
+      expect.arrayContaining(['node_modules', '.cli', '.data']),
+    );
     // Pretty logs (on a terminal, as `docker run -t` gives) need pino-pretty, a dev dependency.
     expect(dockerfile).toMatch(/ENV CAPYCTL_LOG_FORMAT=json/);
   });
@@ -198,10 +255,16 @@ describe('deploy/Dockerfile', () => {
       write: false,
       logLevel: 'error',
     });
-    const packageOf = (path: string) => path.split('/').slice(0, path.startsWith('@') ? 2 : 1).join('/');
+    const packageOf = (path: string) =>
+      path
+        .split('/')
+        .slice(0, path.startsWith('@') ? 2 : 1)
+        .join('/');
     const imported = new Set(
       Object.values(metafile.outputs).flatMap((output) =>
-        output.imports.filter((i) => i.external && !i.path.startsWith('node:') && !builtinModules.includes(i.path)).map((i) => packageOf(i.path)),
+        output.imports
+          .filter((i) => i.external && !i.path.startsWith('node:') && !builtinModules.includes(i.path))
+          .map((i) => packageOf(i.path)),
       ),
     );
     expect(imported.size).toBeGreaterThan(5);
@@ -231,36 +294,61 @@ describe('deploy/systemd', () => {
   it('passes systemd-analyze verify with no warning (node where this machine has it)', () => {
     const units = ['capyctl-server.service', 'capyctl-host.service'];
     for (const unit of units) {
-      expect(directives(unit).ExecStart).toMatch(/^\/usr\/bin\/node \/opt\/capyctl\/bin\/capyctl\.js start (server|host) --file \/etc\/capyctl\/(server|host)\.yaml$/);
-      writeFileSync(join(scratch, unit), readFileSync(join(dir, unit), 'utf8').replace('ExecStart=/usr/bin/node ', `ExecStart=${process.execPath} `));
+      expect(directives(unit).ExecStart).toMatch(
+        /^\/usr\/bin\/node \/opt\/capyctl\/bin\/capyctl\.js start (server|host) --file \/etc\/capyctl\/(server|host)\.yaml$/,
+      );
+      writeFileSync(
+        join(scratch, unit),
+        readFileSync(join(dir, unit), 'utf8').replace('ExecStart=/usr/bin/node ', `ExecStart=${process.execPath} `),
+      );
     }
-    const verify = spawnSync('systemd-analyze', ['verify', '--man=no', ...units.map((u) => join(scratch, u))], { encoding: 'utf8' });
+    const verify = spawnSync('systemd-analyze', ['verify', '--man=no', ...units.map((u) => join(scratch, u))], {
+      encoding: 'utf8',
+    });
     expect(verify.stderr).toBe('');
     expect(verify.status).toBe(0);
   });
 
   it('verify catches a broken unit, so its silence means something', () => {
     copyFileSync(join(dir, 'capyctl-server.service'), join(scratch, 'broken.service'));
-    writeFileSync(join(scratch, 'broken.service'), readFileSync(join(scratch, 'broken.service'), 'utf8').replace('KillMode=mixed', 'KillMode=mixd'));
-    expect(spawnSync('systemd-analyze', ['verify', '--man=no', join(scratch, 'broken.service')], { encoding: 'utf8' }).stderr).toMatch(/kill mode/);
+    writeFileSync(
+      join(scratch, 'broken.service'),
+      readFileSync(join(scratch, 'broken.service'), 'utf8').replace('KillMode=mixed', 'KillMode=mixd'),
+    );
+    expect(
+      spawnSync('systemd-analyze', ['verify', '--man=no', join(scratch, 'broken.service')], { encoding: 'utf8' })
+        .stderr,
+    ).toMatch(/kill mode/);
   });
 
   for (const kind of ['server', 'host'] as const) {
     it(`capyctl-${kind}: restarts on failure, stops with SIGTERM to capyctl alone, and waits longer than a stop may take`, () => {
       const unit = directives(`capyctl-${kind}.service`);
-      expect(unit).toMatchObject({ Restart: 'on-failure', KillSignal: 'SIGTERM', KillMode: 'mixed', User: 'capyctl', WorkingDirectory: '/var/lib/capyctl', EnvironmentFile: `/etc/capyctl/${kind}.env` });
+      expect(unit).toMatchObject({
+        Restart: 'on-failure',
+        KillSignal: 'SIGTERM',
+        KillMode: 'mixed',
+        User: 'capyctl',
+        WorkingDirectory: '/var/lib/capyctl',
+        EnvironmentFile: `/etc/capyctl/${kind}.env`,
+      });
       const env = envFile(`${kind}.env`);
       expectKnownVariables(env);
       if (unit.Environment) expectKnownVariables(Object.fromEntries([unit.Environment.split('=')]));
       const text = readFileSync(join(dir, `${kind}.yaml`), 'utf8');
       loadSettings(kind satisfies DocumentKind, { text, env });
-      expect(Number(/^(\d+)s$/.exec(unit.TimeoutStopSec!)![1]) * SECOND).toBeGreaterThan(longestStopMs(kind, text, env));
+      expect(Number(/^(\d+)s$/.exec(unit.TimeoutStopSec!)![1]) * SECOND).toBeGreaterThan(
+        longestStopMs(kind, text, env),
+      );
     });
   }
 
   it('the server needs no more than its environment file gives: the database and the admin token', () => {
     expect(Object.keys(envFile('server.env'))).toEqual(expect.arrayContaining(['DATABASE_URL', 'CAPYCTL_ADMIN_TOKEN']));
-    expect(loadSettings('host', { text: readFileSync(join(dir, 'host.yaml'), 'utf8'), env: envFile('host.env') }).server.token).toBe('change-me-to-the-host-token');
+    expect(
+      loadSettings('host', { text: readFileSync(join(dir, 'host.yaml'), 'utf8'), env: envFile('host.env') }).server
+        .token,
+    ).toBe('change-me-to-the-host-token');
   });
 });
 
@@ -269,12 +357,24 @@ describe('deploy/helm', () => {
   let helm: string;
   // A fresh clone builds helm from its Go module here, once (about a minute).
   beforeAll(() => {
-    helm = execFileSync('bash', [join(DEPLOY, 'helm.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+    helm = execFileSync('bash', [join(DEPLOY, 'helm.sh')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }).trim();
   }, 300_000);
-  const values = ['--set', 'secrets.adminToken=admin-secret', '--set', 'secrets.databaseUrl=postgres://capyctl@db:5432/capyctl', '--set', 'secrets.hostTokens.gpu-a=capy_host_a'];
+  const values = [
+    '--set',
+    'secrets.adminToken=admin-secret',
+    '--set',
+    'secrets.databaseUrl=postgres://capyctl@db:5432/capyctl',
+    '--set',
+    'secrets.hostTokens.gpu-a=capy_host_a',
+  ];
 
   it('passes helm lint', () => {
-    expect(execFileSync(helm, ['lint', '--strict', chart, ...values], { encoding: 'utf8' })).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
+    expect(execFileSync(helm, ['lint', '--strict', chart, ...values], { encoding: 'utf8' })).toMatch(
+      /1 chart\(s\) linted, 0 chart\(s\) failed/,
+    );
   });
 
   it('refuses to render without the admin token and the database URL', () => {
@@ -284,11 +384,20 @@ describe('deploy/helm', () => {
   });
 
   it('renders a server (Deployment, Service, Secret, ConfigMap) and a host agent on each GPU node, whose documents loadSettings takes', () => {
-    const docs: any[] = YAML.parseAllDocuments(execFileSync(helm, ['template', 'capy', chart, ...values], { encoding: 'utf8' }))
+    const docs: any[] = YAML.parseAllDocuments(
+      execFileSync(helm, ['template', 'capy', chart, ...values], { encoding: 'utf8' }),
+    )
       .map((d) => d.toJS())
       .filter(Boolean);
     const byKind = (kind: string) => docs.filter((d) => d.kind === kind);
-    expect(docs.map((d) => d.kind).sort()).toEqual(['ConfigMap', 'DaemonSet', 'Deployment', 'Job', 'Secret', 'Service']);
+    expect(docs.map((d) => d.kind).sort()).toEqual([
+      'ConfigMap',
+      'DaemonSet',
+      'Deployment',
+      'Job',
+      'Secret',
+      'Service',
+    ]);
     const [secret] = byKind('Secret');
     const [config] = byKind('ConfigMap');
     const [server] = byKind('Deployment');
@@ -298,8 +407,15 @@ describe('deploy/helm', () => {
     // Every secret a container reads is in the Secret.
     const serverContainer = server.spec.template.spec.containers[0];
     // The server's two secrets come from the Secret, not from plain values.
-    expect(serverContainer.env.filter((v: any) => v.valueFrom?.secretKeyRef).map((v: any) => [v.name, v.valueFrom.secretKeyRef.key])).toEqual(
-      expect.arrayContaining([['DATABASE_URL', 'database-url'], ['CAPYCTL_ADMIN_TOKEN', 'admin-token']]),
+    expect(
+      serverContainer.env
+        .filter((v: any) => v.valueFrom?.secretKeyRef)
+        .map((v: any) => [v.name, v.valueFrom.secretKeyRef.key]),
+    ).toEqual(
+      expect.arrayContaining([
+        ['DATABASE_URL', 'database-url'],
+        ['CAPYCTL_ADMIN_TOKEN', 'admin-token'],
+      ]),
     );
     for (const e of serverContainer.env.filter((v: any) => v.valueFrom?.secretKeyRef)) {
       expect(e.valueFrom.secretKeyRef.name).toBe(secret.metadata.name);
@@ -309,8 +425,13 @@ describe('deploy/helm', () => {
     expect(serverContainer.args).toEqual(['start', 'server', '--file', '/etc/capyctl/server.yaml']);
     expect(server.spec).toMatchObject({ replicas: 1, strategy: { type: 'Recreate' } });
     const serverDoc = config.data['server.yaml'];
-    expect(server.spec.template.spec.terminationGracePeriodSeconds * SECOND).toBeGreaterThan(longestStopMs('server', serverDoc, {}));
-    expect(loadSettings('server', { text: serverDoc, env: {} }).listen).toEqual({ inference: '0.0.0.0:8080', management: '0.0.0.0:7443' });
+    expect(server.spec.template.spec.terminationGracePeriodSeconds * SECOND).toBeGreaterThan(
+      longestStopMs('server', serverDoc, {}),
+    );
+    expect(loadSettings('server', { text: serverDoc, env: {} }).listen).toEqual({
+      inference: '0.0.0.0:8080',
+      management: '0.0.0.0:7443',
+    });
 
     // The host agent: GPU nodes only, its node's token, the server reaching it on the node's address.
     const pod = host.spec.template.spec;
@@ -319,18 +440,30 @@ describe('deploy/helm', () => {
     expect(pod.hostNetwork).toBe(true);
     const hostContainer = pod.containers[0];
     expect(hostContainer.resources.limits['nvidia.com/gpu']).toBe(1);
-    expect(hostContainer.command.join(' ')).toContain('CAPYCTL_SET__SERVER__TOKEN=$(cat /etc/capyctl/tokens/host-token-$NODE_NAME) exec capyctl start host --file /etc/capyctl/host.yaml');
+    expect(hostContainer.command.join(' ')).toContain(
+      'CAPYCTL_SET__SERVER__TOKEN=$(cat /etc/capyctl/tokens/host-token-$NODE_NAME) exec capyctl start host --file /etc/capyctl/host.yaml',
+    );
     expect(pod.volumes.find((v: any) => v.name === 'tokens').secret.secretName).toBe(secret.metadata.name);
     expect(secret.stringData['host-token-gpu-a']).toBe('capy_host_a');
-    const hostEnv: Env = { CAPYCTL_SET__SERVER__TOKEN: 'capy_host_a', CAPYCTL_SET__INGRESS__URL: 'http://10.0.0.7:7080' };
-    expectKnownVariables({ ...hostEnv, ...Object.fromEntries(hostContainer.env.filter((v: any) => v.name.startsWith(ENV_PREFIX)).map((v: any) => [v.name, v.value])) });
+    const hostEnv: Env = {
+      CAPYCTL_SET__SERVER__TOKEN: 'capy_host_a',
+      CAPYCTL_SET__INGRESS__URL: 'http://10.0.0.7:7080',
+    };
+    expectKnownVariables({
+      ...hostEnv,
+      ...Object.fromEntries(
+        hostContainer.env.filter((v: any) => v.name.startsWith(ENV_PREFIX)).map((v: any) => [v.name, v.value]),
+      ),
+    });
     const hostDoc = config.data['host.yaml'];
     const settings = loadSettings('host', { text: hostDoc, env: hostEnv });
     expect(settings.server.url).toBe('http://capy-capyctl-server:7443');
     expect(pod.terminationGracePeriodSeconds * SECOND).toBeGreaterThan(longestStopMs('host', hostDoc, hostEnv));
     expect(hostContainer.volumeMounts.find((m: any) => m.name === 'data').mountPath).toBe(settings.data_dir);
 
-    expect(createdSearchAttributes(job.spec.template.spec.containers[0].command.join(' '))).toEqual(expectedSearchAttributes);
+    expect(createdSearchAttributes(job.spec.template.spec.containers[0].command.join(' '))).toEqual(
+      expectedSearchAttributes,
+    );
   });
 });
 

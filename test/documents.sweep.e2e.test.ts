@@ -57,7 +57,12 @@ async function inProcess(command: Command, args: readonly string[]): Promise<Cli
 }
 
 const valueAt = (doc: unknown, path: string) =>
-  path.split('.').reduce<unknown>((v, key) => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[key] : undefined), doc);
+  path
+    .split('.')
+    .reduce<unknown>(
+      (v, key) => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[key] : undefined),
+      doc,
+    );
 
 describe('every field of every document, derived from its schema', () => {
   let cluster: Cluster;
@@ -70,7 +75,9 @@ describe('every field of every document, derived from its schema', () => {
 
   it('a deployment document with each optional field is deployed, listed, shown and read in the load, as it was read', async () => {
     const { documents } = fieldDocuments(deploymentDocument, known);
-    expect(documents.map((d) => d.field)).toEqual(expect.arrayContaining(['residency', 'max_concurrent_requests', 'lifecycle.activation', 'decision', 'hosts']));
+    expect(documents.map((d) => d.field)).toEqual(
+      expect.arrayContaining(['residency', 'max_concurrent_requests', 'lifecycle.activation', 'decision', 'hosts']),
+    );
     const cases = documents.map((d, i) => {
       const document = { ...d.document, name: `field-${i}` };
       const text = YAML.stringify(document);
@@ -94,7 +101,12 @@ describe('every field of every document, derived from its schema', () => {
     expect(listed).toMatchObject({ code: 0, stderr: '' });
     const rows = listed.stdout.trimEnd().split('\n');
     expect(rows[0]).toMatch(/^NAME +STATE +READY +REVISION +HOSTS$/);
-    expect(rows.slice(1).map((r) => r.split(/ +/)[0]).sort()).toEqual(cases.map((c) => c.name).sort());
+    expect(
+      rows
+        .slice(1)
+        .map((r) => r.split(/ +/)[0])
+        .sort(),
+    ).toEqual(cases.map((c) => c.name).sort());
 
     const json = await cluster.capyctl(['list', 'deployments', '--json']);
     expect(json).toMatchObject({ code: 0, stderr: '' });
@@ -112,21 +124,36 @@ describe('every field of every document, derived from its schema', () => {
 
     const load = await cluster.api('GET', '/management/v1/metrics/load');
     expect(load.status).toBe(200);
-    const loaded = new Map((load.body.deployments as Array<{ name: string; deployment_id: string; max_running: unknown }>).map((d) => [d.name, d]));
+    const loaded = new Map(
+      (load.body.deployments as Array<{ name: string; deployment_id: string; max_running: unknown }>).map((d) => [
+        d.name,
+        d,
+      ]),
+    );
     for (const c of cases) {
       const d = loaded.get(c.name);
       expect(d, described(c)).toBeDefined();
       // Spec, "Reading the load": a declared figure is shown as declared before any engine says.
       const declared = c.spec.max_concurrent_requests;
-      expect(d!.max_running, described(c)).toEqual(declared === undefined ? { source: 'on_host' } : { count: declared, source: 'declared' });
+      expect(d!.max_running, described(c)).toEqual(
+        declared === undefined ? { source: 'on_host' } : { count: declared, source: 'declared' },
+      );
       // One model, by its name as by its ID.
       for (const ref of [c.name, d!.deployment_id]) {
         const one = await cluster.api('GET', `/management/v1/metrics/load?deployment=${ref}`);
-        expect(one, described(c)).toMatchObject({ status: 200, body: { deployments: [{ name: c.name, max_running: d!.max_running }] } });
+        expect(one, described(c)).toMatchObject({
+          status: 200,
+          body: { deployments: [{ name: c.name, max_running: d!.max_running }] },
+        });
       }
     }
 
-    for (const c of cases) expect(await inProcess(deleteDeployment, [c.name, ...connection()]), described(c)).toEqual({ code: 0, stdout: `${c.name}: deleted\n`, stderr: '' });
+    for (const c of cases)
+      expect(await inProcess(deleteDeployment, [c.name, ...connection()]), described(c)).toEqual({
+        code: 0,
+        stdout: `${c.name}: deleted\n`,
+        stderr: '',
+      });
   }, 120_000);
 
   it('a host document with each optional field registers as its agent registers it, and is listed with its GPUs and host RAM', async () => {
@@ -137,7 +164,10 @@ describe('every field of every document, derived from its schema', () => {
       const token = (await cluster.api('POST', '/management/v1/host-tokens')).body.token as string;
       const body = registrationOf(`field-host-${i}`, settings, discoverGpus(settings).gpus, 'http://127.0.0.1:9');
       const what = `${d.field}: ${JSON.stringify(d.value)}`;
-      expect(await cluster.api('POST', '/management/v1/hosts/register', body, token), what).toMatchObject({ status: 200, body: { host_id: body.host_id } });
+      expect(await cluster.api('POST', '/management/v1/hosts/register', body, token), what).toMatchObject({
+        status: 200,
+        body: { host_id: body.host_id },
+      });
       registered.push({ what, body });
     }
 
@@ -146,11 +176,21 @@ describe('every field of every document, derived from its schema', () => {
     const listed = new Map((JSON.parse(json.stdout) as HostBody[]).map((h) => [h.host_id, h]));
     const table = await cluster.capyctl(['list', 'hosts']);
     expect(table).toMatchObject({ code: 0, stderr: '' });
-    const rows = new Map(table.stdout.trimEnd().split('\n').slice(1).map((row) => [row.split(/ {3,}/)[0], row.split(/ {3,}/)]));
+    const rows = new Map(
+      table.stdout
+        .trimEnd()
+        .split('\n')
+        .slice(1)
+        .map((row) => [row.split(/ {3,}/)[0], row.split(/ {3,}/)]),
+    );
     for (const { what, body } of registered) {
       expect(listed.get(body.host_id), what).toMatchObject({ gpus: body.gpus, host_ram_bytes: body.host_ram_bytes });
       const gpus = body.gpus.map((g) => `${readableBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-';
-      expect(rows.get(body.host_id)?.slice(0, 3), what).toEqual([body.host_id, gpus, readableBytes(body.host_ram_bytes)]);
+      expect(rows.get(body.host_id)?.slice(0, 3), what).toEqual([
+        body.host_id,
+        gpus,
+        readableBytes(body.host_ram_bytes),
+      ]);
     }
   }, 120_000);
 
@@ -159,20 +199,30 @@ describe('every field of every document, derived from its schema', () => {
     for (const kind of ['deployment', 'server', 'host', 'standalone'] as const) {
       const { documents } = fieldDocuments(documentSchemas[kind], known);
       expect(documents.length).toBeGreaterThan(10);
-      const optional = Object.entries(documentSchemas[kind].shape).filter(([, field]) => field.safeParse(undefined).success).map(([key]) => key);
-      expect(documents.map((d) => d.field), `every top-level optional field of ${kind}`).toEqual(expect.arrayContaining(optional));
+      const optional = Object.entries(documentSchemas[kind].shape)
+        .filter(([, field]) => field.safeParse(undefined).success)
+        .map(([key]) => key);
+      expect(
+        documents.map((d) => d.field),
+        `every top-level optional field of ${kind}`,
+      ).toEqual(expect.arrayContaining(optional));
       for (const [i, d] of documents.entries()) {
         const file = join(cluster.dir, `${kind}-${i}.yaml`);
         writeFileSync(file, YAML.stringify(d.document));
         const what = `${kind} ${d.field}: ${JSON.stringify(d.value)}`;
         const line = await check([kind, '--file', file]);
-        expect(line, what).toEqual({ code: 0, stdout: expect.stringMatching(new RegExp(`^${file}( over the embedded standalone defaults)?: valid\\n$`)), stderr: '' });
+        expect(line, what).toEqual({
+          code: 0,
+          stdout: expect.stringMatching(new RegExp(`^${file}( over the embedded standalone defaults)?: valid\\n$`)),
+          stderr: '',
+        });
         const json = await check([kind, '--file', file, '--json']);
         expect(json, what).toMatchObject({ code: 0, stderr: '' });
         // The field is there as read (a timer written `off` reads null).
         expect(valueAt(JSON.parse(json.stdout), d.field), what).toBeDefined();
         // A flag or a count reads back as written: a value the loader dropped would read as its default.
-        if (typeof d.value === 'boolean' || typeof d.value === 'number') expect(valueAt(JSON.parse(json.stdout), d.field), what).toBe(d.value);
+        if (typeof d.value === 'boolean' || typeof d.value === 'number')
+          expect(valueAt(JSON.parse(json.stdout), d.field), what).toBe(d.value);
       }
     }
   });

@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { EngineExits } from '../server/engineExits.js';
 
-const row = (hostId: string, generation: number, observedState: 'ready' | 'parked' | 'stopped') => ({ index: 0, hostId, generation, observedState, parkTier: null });
+const row = (hostId: string, generation: number, observedState: 'ready' | 'parked' | 'stopped') => ({
+  index: 0,
+  hostId,
+  generation,
+  observedState,
+  parkTier: null,
+});
 
 describe('the engines that are over, after the server restarts', () => {
   it('are the generations the store lists stopped, on their host: a switch still finishing cannot bring them back', () => {

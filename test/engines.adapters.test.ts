@@ -21,8 +21,20 @@ const GPU_BYTES = 24 * GiB;
 const HOST_COMMAND = ['engine-command-of-the-host'];
 /** Quick timings; a load long enough to see the engine not ready yet. */
 const SIM_FLAGS = [
-  '--sim-weights', '1GiB', '--sim-kv', '512MiB', '--sim-load-ms', '300', '--sim-park-ms', '10', '--sim-wake-ms', '10',
-  '--sim-reload-ms', '20', '--sim-tokens-per-s', '5000',
+  '--sim-weights',
+  '1GiB',
+  '--sim-kv',
+  '512MiB',
+  '--sim-load-ms',
+  '300',
+  '--sim-park-ms',
+  '10',
+  '--sim-wake-ms',
+  '10',
+  '--sim-reload-ms',
+  '20',
+  '--sim-tokens-per-s',
+  '5000',
 ];
 const QUESTION: Probe = { kind: 'prompt', prompt: 'Describe the river.', maxTokens: 8 };
 
@@ -54,12 +66,22 @@ async function launch(
   engine: EngineName,
   parkTier: ParkTier | null,
   fields: Record<string, unknown> = {},
-  options: { simFlags?: string[]; dropArgs?: string[]; gpu?: { dir: string; index: number }; gpuBytes?: number; othersBytes?: number } = {},
+  options: {
+    simFlags?: string[];
+    dropArgs?: string[];
+    gpu?: { dir: string; index: number };
+    gpuBytes?: number;
+    othersBytes?: number;
+  } = {},
 ): Promise<Launched> {
   const adapter = adapters[engine];
   const spec = deploymentDocument.parse({ name: 'my-model', engine, model: 'Qwen3-4B', ...fields });
   // Bounded to what the ledger reserves for it, alone on its card unless told what the others hold.
-  const memory = { gpuBytes: options.gpuBytes ?? GPU_BYTES, reservedBytes: WEIGHTS + KV, othersBytes: options.othersBytes ?? 0 };
+  const memory = {
+    gpuBytes: options.gpuBytes ?? GPU_BYTES,
+    reservedBytes: WEIGHTS + KV,
+    othersBytes: options.othersBytes ?? 0,
+  };
   const plan = adapter.launch({ spec, command: HOST_COMMAND, port: 0, gpuIndex: GPU, parkTier, memory });
   expect(plan.argv.slice(0, HOST_COMMAND.length)).toEqual(HOST_COMMAND);
   const args = plan.argv.slice(HOST_COMMAND.length).filter((a) => !options.dropArgs?.includes(a));
@@ -77,7 +99,8 @@ const ready = async (e: Launched): Promise<Launched> => {
   return e;
 };
 
-const fault = async (e: Launched, name: string) => expect((await post(`${e.sim.baseUrl}/sim/faults`, { [name]: true })).status).toBe(200);
+const fault = async (e: Launched, name: string) =>
+  expect((await post(`${e.sim.baseUrl}/sim/faults`, { [name]: true })).status).toBe(200);
 
 /** The EngineError a call rejects with. */
 async function engineError(call: Promise<unknown>): Promise<EngineError> {
@@ -133,7 +156,12 @@ describe.each([
     await fault(e, 'requests_never_finish');
     const client = new AbortController();
     // SGLang aborts by request id; vLLM and TensorFold when the connection closes.
-    const body = { model: e.spec.name, prompt: 'Go on.', max_tokens: 50, ...(engine === 'sglang' ? { rid: 'req-1' } : {}) };
+    const body = {
+      model: e.spec.name,
+      prompt: 'Go on.',
+      max_tokens: 50,
+      ...(engine === 'sglang' ? { rid: 'req-1' } : {}),
+    };
     const request = post(`${e.sim.baseUrl}/v1/completions`, body, client.signal).catch(() => undefined);
     await until(async () => (await e.adapter.sampleLoad(e.endpoint))?.running === 1);
 
@@ -170,7 +198,13 @@ describe.each([
     expect(await e.adapter.isReady(e.endpoint)).toBe(true);
 
     await e.adapter.wake(e.endpoint, tier);
-    expect(await e.sim.state()).toMatchObject({ state: 'ready', gpu_bytes: WEIGHTS + KV, host_ram_bytes: 0, violations: [], draft_lost: false });
+    expect(await e.sim.state()).toMatchObject({
+      state: 'ready',
+      gpu_bytes: WEIGHTS + KV,
+      host_ram_bytes: 0,
+      violations: [],
+      draft_lost: false,
+    });
     expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(first);
   });
 });
@@ -197,7 +231,9 @@ describe.each(['vllm', 'sglang'] as const)('%s wake faults', (engine) => {
     await e.adapter.park(e.endpoint, 'host_ram');
     await fault(e, 'wake_hangs');
     const started = Date.now();
-    expect((await engineError(e.adapter.wake(e.endpoint, 'host_ram', { signal: AbortSignal.timeout(300) }))).kind).toBe('timeout');
+    expect((await engineError(e.adapter.wake(e.endpoint, 'host_ram', { signal: AbortSignal.timeout(300) }))).kind).toBe(
+      'timeout',
+    );
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
@@ -207,7 +243,12 @@ describe.each(['vllm', 'sglang'] as const)('%s wake faults', (engine) => {
     await post(`${e.sim.baseUrl}/sim/faults`, { ignores_temperature: true });
     // Asked with temperature 0 alone, it answers differently each time.
     const ask = async () => {
-      const res = await post(`${e.sim.baseUrl}/v1/completions`, { model: e.spec.name, prompt: QUESTION.prompt, max_tokens: QUESTION.maxTokens, temperature: 0 });
+      const res = await post(`${e.sim.baseUrl}/v1/completions`, {
+        model: e.spec.name,
+        prompt: QUESTION.prompt,
+        max_tokens: QUESTION.maxTokens,
+        temperature: 0,
+      });
       return ((await res.json()) as { choices: Array<{ text: string }> }).choices[0]!.text;
     };
     expect(await ask()).not.toBe(await ask());
@@ -252,7 +293,9 @@ describe('vLLM', () => {
     await e.adapter.park(e.endpoint, 'host_ram');
     const warnings: string[] = [];
     await e.adapter.wake(e.endpoint, 'host_ram', { warn: (w) => warnings.push(w) });
-    expect(warnings).toEqual([`vLLM at ${e.endpoint.baseUrl} has no POST /reset_prefix_cache (404); skipped, since it only refines the step`]);
+    expect(warnings).toEqual([
+      `vLLM at ${e.endpoint.baseUrl} has no POST /reset_prefix_cache (404); skipped, since it only refines the step`,
+    ]);
     expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(before);
 
     await post(`${e.sim.baseUrl}/sim/faults`, { missing_routes: ['/collective_rpc'] });
@@ -274,8 +317,12 @@ describe('SGLang', () => {
     expect(await e.adapter.maxRunning(e.endpoint, ctx)).toEqual({ source: 'engine_default' });
 
     // The first one still holds its memory: SGLang fills the card up to its share, counting it.
-    const declared = await ready(await launch('sglang', 'host_ram', { max_concurrent_requests: 16 }, { othersBytes: WEIGHTS + KV }));
-    expect(await declared.adapter.maxRunning(declared.endpoint, { spec: declared.spec, command: HOST_COMMAND })).toEqual({
+    const declared = await ready(
+      await launch('sglang', 'host_ram', { max_concurrent_requests: 16 }, { othersBytes: WEIGHTS + KV }),
+    );
+    expect(
+      await declared.adapter.maxRunning(declared.endpoint, { spec: declared.spec, command: HOST_COMMAND }),
+    ).toEqual({
       count: 16,
       source: 'engine',
     });

@@ -31,10 +31,19 @@ const MODEL_PATH = 'Qwen/Qwen3-4B';
 /** The line, body and answer of one table step, as the engine would answer it. */
 function scripted(step: Step): Scripted {
   const { route, query, role } = step;
-  const json = typeof step.json === 'function' ? (step.json as (f: { modelPath: string }) => unknown)({ modelPath: MODEL_PATH }) : step.json;
+  const json =
+    typeof step.json === 'function'
+      ? (step.json as (f: { modelPath: string }) => unknown)({ modelPath: MODEL_PATH })
+      : step.json;
   let answer = route.answer.text ?? JSON.stringify(route.answer.json);
-  if (role === 'expect_asleep' || role === 'expect_awake') answer = JSON.stringify({ is_sleeping: role === 'expect_asleep' });
-  return { request: `${route.method} ${route.path}${query ? `?${query}` : ''}`, body: json, status: route.answer.status, answer };
+  if (role === 'expect_asleep' || role === 'expect_awake')
+    answer = JSON.stringify({ is_sleeping: role === 'expect_asleep' });
+  return {
+    request: `${route.method} ${route.path}${query ? `?${query}` : ''}`,
+    body: json,
+    status: route.answer.status,
+    answer,
+  };
 }
 
 /** The existence checks a park makes first: a GET, answered 405 for a POST-only route. */
@@ -62,7 +71,9 @@ class ScriptedEngine {
       req.on('end', () => {
         this.seen.push({ request: `${req.method} ${req.url}`, body: text === '' ? undefined : JSON.parse(text) });
         const next = this.script.shift();
-        res.writeHead(next?.status ?? 599, { 'content-type': 'application/json' }).end(next?.answer ?? '{"detail":"off script"}');
+        res
+          .writeHead(next?.status ?? 599, { 'content-type': 'application/json' })
+          .end(next?.answer ?? '{"detail":"off script"}');
       });
     });
   }
@@ -116,52 +127,82 @@ describe('the wake check', () => {
   });
   afterAll(() => scriptedEngine.close());
 
-  it.each(['vllm', 'sglang', 'tensorfold'] as const)('%s is asked with every determinism knob the table lists', async (engine) => {
-    scriptedEngine.play([{ request: '', body: undefined, status: 200, answer: JSON.stringify({ choices: [{ text: 'the river' }] }) }]);
-    const probe = { kind: 'prompt', prompt: 'Describe the river.', maxTokens: 8 } as const;
-    expect(await adapters[engine].probe({ baseUrl, model: 'my-model' }, probe)).toEqual({ kind: 'prompt', text: 'the river' });
-    expect(scriptedEngine.seen).toEqual([
-      {
-        request: 'POST /v1/completions',
-        body: { model: 'my-model', prompt: probe.prompt, max_tokens: 8, ...engineContracts[engine].determinism, stream: false },
-      },
-    ]);
-  });
+  it.each(['vllm', 'sglang', 'tensorfold'] as const)(
+    '%s is asked with every determinism knob the table lists',
+    async (engine) => {
+      scriptedEngine.play([
+        { request: '', body: undefined, status: 200, answer: JSON.stringify({ choices: [{ text: 'the river' }] }) },
+      ]);
+      const probe = { kind: 'prompt', prompt: 'Describe the river.', maxTokens: 8 } as const;
+      expect(await adapters[engine].probe({ baseUrl, model: 'my-model' }, probe)).toEqual({
+        kind: 'prompt',
+        text: 'the river',
+      });
+      expect(scriptedEngine.seen).toEqual([
+        {
+          request: 'POST /v1/completions',
+          body: {
+            model: 'my-model',
+            prompt: probe.prompt,
+            max_tokens: 8,
+            ...engineContracts[engine].determinism,
+            stream: false,
+          },
+        },
+      ]);
+    },
+  );
 });
 
 describe('the simulator serves the table', () => {
   afterEach(stopSimulators);
 
-  it.each(parking)('$engine launched for $tier answers each park and wake request as the table says', async ({ engine, tier }) => {
-    const spec = deploymentDocument.parse({ name: 'my-model', engine, model: MODEL_PATH });
-    const plan = adapters[engine].launch({ spec, command: [], port: 0, gpuIndex: 0, parkTier: tier, memory: { gpuBytes: 24 * 2 ** 30, reservedBytes: 6 * 2 ** 30, othersBytes: 0 } });
-    const sim = await startSimulator(engine, [...plan.argv, '--sim-load-ms', '0', '--sim-park-ms', '0', '--sim-wake-ms', '0', '--sim-reload-ms', '0'], {
-      env: plan.env,
-    });
-    const contract = engineContracts[engine];
-    for (const { request, status } of preflight(engine, tier)) {
-      expect((await fetch(`${sim.baseUrl}${request.slice('GET '.length)}`)).status, request).toBe(status);
-    }
-    for (const step of [...contract.park[tier]!, ...contract.wake[tier]!]) {
-      const { request, body, status, answer } = scripted(step);
-      const [method, path] = request.split(' ') as [string, string];
-      const res = await fetch(`${sim.baseUrl}${path}`, {
-        method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
+  it.each(parking)(
+    '$engine launched for $tier answers each park and wake request as the table says',
+    async ({ engine, tier }) => {
+      const spec = deploymentDocument.parse({ name: 'my-model', engine, model: MODEL_PATH });
+      const plan = adapters[engine].launch({
+        spec,
+        command: [],
+        port: 0,
+        gpuIndex: 0,
+        parkTier: tier,
+        memory: { gpuBytes: 24 * 2 ** 30, reservedBytes: 6 * 2 ** 30, othersBytes: 0 },
       });
-      expect(res.status, request).toBe(status);
-      const text = await res.text();
-      if (step.route.answer.json !== undefined) {
-        const expected = JSON.parse(answer) as unknown;
-        // The same shape: the table's fields, with the values the engine's state gives.
-        const got = JSON.parse(text) as unknown;
-        if (expected !== null && typeof expected === 'object') expect(Object.keys(got as object), request).toEqual(expect.arrayContaining(Object.keys(expected)));
-        else expect(got, request).toEqual(expected);
+      const sim = await startSimulator(
+        engine,
+        [...plan.argv, '--sim-load-ms', '0', '--sim-park-ms', '0', '--sim-wake-ms', '0', '--sim-reload-ms', '0'],
+        {
+          env: plan.env,
+        },
+      );
+      const contract = engineContracts[engine];
+      for (const { request, status } of preflight(engine, tier)) {
+        expect((await fetch(`${sim.baseUrl}${request.slice('GET '.length)}`)).status, request).toBe(status);
       }
-      if (step.role === 'expect_asleep' || step.role === 'expect_awake') expect(JSON.parse(text), request).toEqual(JSON.parse(answer));
-    }
-  });
+      for (const step of [...contract.park[tier]!, ...contract.wake[tier]!]) {
+        const { request, body, status, answer } = scripted(step);
+        const [method, path] = request.split(' ') as [string, string];
+        const res = await fetch(`${sim.baseUrl}${path}`, {
+          method,
+          headers: body === undefined ? {} : { 'content-type': 'application/json' },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        expect(res.status, request).toBe(status);
+        const text = await res.text();
+        if (step.route.answer.json !== undefined) {
+          const expected = JSON.parse(answer) as unknown;
+          // The same shape: the table's fields, with the values the engine's state gives.
+          const got = JSON.parse(text) as unknown;
+          if (expected !== null && typeof expected === 'object')
+            expect(Object.keys(got as object), request).toEqual(expect.arrayContaining(Object.keys(expected)));
+          else expect(got, request).toEqual(expected);
+        }
+        if (step.role === 'expect_asleep' || step.role === 'expect_awake')
+          expect(JSON.parse(text), request).toEqual(JSON.parse(answer));
+      }
+    },
+  );
 });
 
 describe('every error of the adapters names what really happened', () => {
@@ -174,10 +215,19 @@ describe('every error of the adapters names what really happened', () => {
   });
   afterAll(() => scriptedEngine.close());
 
-  const answer = (status: number, body: unknown): Scripted => ({ request: '', body: undefined, status, answer: typeof body === 'string' ? body : JSON.stringify(body) });
+  const answer = (status: number, body: unknown): Scripted => ({
+    request: '',
+    body: undefined,
+    status,
+    answer: typeof body === 'string' ? body : JSON.stringify(body),
+  });
   const vllmPark = (tier: ParkTier) => preflight('vllm', tier);
   const vllmWake = (tier: ParkTier) => engineContracts.vllm.wake[tier]!.map(scripted);
-  const error = (call: Promise<unknown>) => call.then(() => expect.unreachable('it succeeded'), (e: unknown) => e as EngineError);
+  const error = (call: Promise<unknown>) =>
+    call.then(
+      () => expect.unreachable('it succeeded'),
+      (e: unknown) => e as EngineError,
+    );
   const notFound = answer(404, { detail: 'Not Found' });
 
   it.each([
@@ -193,7 +243,8 @@ describe('every error of the adapters names what really happened', () => {
       script: () => [answer(500, { error: { message: 'CUDA out of memory. Tried to allocate 2.00 GiB' } })],
       call: () => adapters.vllm.wake(endpoint, 'host_ram'),
       kind: 'out_of_memory',
-      message: () => `vLLM at ${baseUrl} answered POST /wake_up with 500: {"error":{"message":"CUDA out of memory. Tried to allocate 2.00 GiB"}}`,
+      message: () =>
+        `vLLM at ${baseUrl} answered POST /wake_up with 500: {"error":{"message":"CUDA out of memory. Tried to allocate 2.00 GiB"}}`,
     },
     {
       case: 'a route the wake needs that the engine does not have',
@@ -228,14 +279,19 @@ describe('every error of the adapters names what really happened', () => {
       script: () => [vllmWake('deep')[0]!, answer(500, { error: { message: 'reload_weights failed' } })],
       call: () => adapters.vllm.wake(endpoint, 'deep'),
       kind: 'reload_failed',
-      message: () => `vLLM at ${baseUrl} did not reload its weights: vLLM at ${baseUrl} answered POST /collective_rpc with 500: {"error":{"message":"reload_weights failed"}}`,
+      message: () =>
+        `vLLM at ${baseUrl} did not reload its weights: vLLM at ${baseUrl} answered POST /collective_rpc with 500: {"error":{"message":"reload_weights failed"}}`,
     },
     {
       case: 'a weight reload SGLang answered with success false',
-      script: () => [...engineContracts.sglang.wake.deep!.map(scripted).slice(0, 2), answer(200, { success: false, message: 'no such file' })],
+      script: () => [
+        ...engineContracts.sglang.wake.deep!.map(scripted).slice(0, 2),
+        answer(200, { success: false, message: 'no such file' }),
+      ],
       call: () => adapters.sglang.wake(endpoint, 'deep'),
       kind: 'reload_failed',
-      message: () => `SGLang at ${baseUrl} did not reload its weights: POST /update_weights_from_disk answered no such file`,
+      message: () =>
+        `SGLang at ${baseUrl} did not reload its weights: POST /update_weights_from_disk answered no such file`,
     },
     {
       case: 'a park whose wake route is missing, refused before it parks',
@@ -265,7 +321,9 @@ describe('every error of the adapters names what really happened', () => {
     scriptedEngine.play([wake!, notFound, check!]);
     const warnings: string[] = [];
     await adapters.vllm.wake(endpoint, 'host_ram', { warn: (w) => warnings.push(w) });
-    expect(warnings).toEqual([`vLLM at ${baseUrl} has no POST /reset_prefix_cache (404); skipped, since it only refines the step`]);
+    expect(warnings).toEqual([
+      `vLLM at ${baseUrl} has no POST /reset_prefix_cache (404); skipped, since it only refines the step`,
+    ]);
     // The version probe is optional too: an engine without it has not said.
     scriptedEngine.play([notFound]);
     expect(await adapters.vllm.version(endpoint)).toBeNull();
@@ -277,8 +335,15 @@ describe('every error of the adapters names what really happened', () => {
     expect(unreachable.kind).toBe('unreachable');
     expect(unreachable.message).toMatch(/^POST \/wake_up on http:\/\/127\.0\.0\.1:9: .*ECONNREFUSED/);
     scriptedEngine.play([]);
-    const cut = await error(adapters.vllm.wake(endpoint, 'host_ram', { signal: AbortSignal.abort('the wake window ended') }));
-    expect({ kind: cut.kind, message: cut.message }).toEqual({ kind: 'timeout', message: `POST /wake_up on ${baseUrl} was aborted: the wake window ended` });
-    expect((await error(adapters.tensorfold.park(endpoint, 'host_ram'))).message).toBe('TensorFold cannot park; it stops instead');
+    const cut = await error(
+      adapters.vllm.wake(endpoint, 'host_ram', { signal: AbortSignal.abort('the wake window ended') }),
+    );
+    expect({ kind: cut.kind, message: cut.message }).toEqual({
+      kind: 'timeout',
+      message: `POST /wake_up on ${baseUrl} was aborted: the wake window ended`,
+    });
+    expect((await error(adapters.tensorfold.park(endpoint, 'host_ram'))).message).toBe(
+      'TensorFold cannot park; it stops instead',
+    );
   });
 });

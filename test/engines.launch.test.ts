@@ -15,15 +15,48 @@ const context = (fields: Record<string, unknown>, more: Partial<LaunchContext> =
 describe('vLLM launch', () => {
   it('enables sleep mode with dev mode when it may park, and passes the default 32', () => {
     expect(adapters.vllm.launch(context({ engine: 'vllm' }, { command: ['vllm', 'serve'] }))).toEqual({
-      argv: ['vllm', 'serve', 'Qwen3-4B', '--served-model-name', 'my-model', '--port', '8100', '--host', '127.0.0.1', '--max-num-seqs', '32', '--gpu-memory-utilization', '0.25', '--enable-sleep-mode'],
+      argv: [
+        'vllm',
+        'serve',
+        'Qwen3-4B',
+        '--served-model-name',
+        'my-model',
+        '--port',
+        '8100',
+        '--host',
+        '127.0.0.1',
+        '--max-num-seqs',
+        '32',
+        '--gpu-memory-utilization',
+        '0.25',
+        '--enable-sleep-mode',
+      ],
       env: { CUDA_VISIBLE_DEVICES: '1', VLLM_SERVER_DEV_MODE: '1' },
     });
   });
 
   it('leaves sleep mode off when it never parks, passes the declared count, and puts extra_args last', () => {
-    const ctx = context({ engine: 'vllm', max_concurrent_requests: 12, extra_args: ['--dtype', 'half'] }, { parkTier: null });
+    const ctx = context(
+      { engine: 'vllm', max_concurrent_requests: 12, extra_args: ['--dtype', 'half'] },
+      { parkTier: null },
+    );
     expect(adapters.vllm.launch(ctx)).toEqual({
-      argv: ['engine', 'Qwen3-4B', '--served-model-name', 'my-model', '--port', '8100', '--host', '127.0.0.1', '--max-num-seqs', '12', '--gpu-memory-utilization', '0.25', '--dtype', 'half'],
+      argv: [
+        'engine',
+        'Qwen3-4B',
+        '--served-model-name',
+        'my-model',
+        '--port',
+        '8100',
+        '--host',
+        '127.0.0.1',
+        '--max-num-seqs',
+        '12',
+        '--gpu-memory-utilization',
+        '0.25',
+        '--dtype',
+        'half',
+      ],
       env: { CUDA_VISIBLE_DEVICES: '1' },
     });
   });
@@ -31,16 +64,24 @@ describe('vLLM launch', () => {
   it('passes no count when extra_args or the host command set it', () => {
     const byExtra = adapters.vllm.launch(context({ engine: 'vllm', extra_args: ['--max-num-seqs', '4'] }));
     expect(byExtra.argv.filter((a) => a === '--max-num-seqs')).toHaveLength(1);
-    const byHost = adapters.vllm.launch(context({ engine: 'vllm', max_concurrent_requests: 12 }, { command: ['vllm', 'serve', '--max-num-seqs=64'] }));
+    const byHost = adapters.vllm.launch(
+      context({ engine: 'vllm', max_concurrent_requests: 12 }, { command: ['vllm', 'serve', '--max-num-seqs=64'] }),
+    );
     expect(byHost.argv).not.toContain('12');
   });
 
   it('passes the share of the card the ledger reserved, unless extra_args or the host command set one', () => {
-    const third = adapters.vllm.launch(context({ engine: 'vllm' }, { memory: { gpuBytes: 24 * GiB, reservedBytes: 8 * GiB, othersBytes: 0 } }));
+    const third = adapters.vllm.launch(
+      context({ engine: 'vllm' }, { memory: { gpuBytes: 24 * GiB, reservedBytes: 8 * GiB, othersBytes: 0 } }),
+    );
     expect(third.argv).toContain('0.3333333333333333');
     const byExtra = adapters.vllm.launch(context({ engine: 'vllm', extra_args: ['--gpu-memory-utilization=0.5'] }));
-    expect(byExtra.argv.filter((a) => a.startsWith('--gpu-memory-utilization'))).toEqual(['--gpu-memory-utilization=0.5']);
-    const byHost = adapters.sglang.launch(context({ engine: 'sglang' }, { command: ['sglang', '--mem-fraction-static', '0.4'] }));
+    expect(byExtra.argv.filter((a) => a.startsWith('--gpu-memory-utilization'))).toEqual([
+      '--gpu-memory-utilization=0.5',
+    ]);
+    const byHost = adapters.sglang.launch(
+      context({ engine: 'sglang' }, { command: ['sglang', '--mem-fraction-static', '0.4'] }),
+    );
     expect(byHost.argv.filter((a) => a === '--mem-fraction-static')).toHaveLength(1);
   });
 });
@@ -49,16 +90,31 @@ describe('SGLang launch', () => {
   it('saves memory, backs weights up to host RAM and turns metrics on when it parks in host RAM', () => {
     expect(adapters.sglang.launch(context({ engine: 'sglang', max_concurrent_requests: 16 }))).toEqual({
       argv: [
-        'engine', '--model-path', 'Qwen3-4B', '--served-model-name', 'my-model', '--port', '8100', '--host', '127.0.0.1', '--max-running-requests', '16',
+        'engine',
+        '--model-path',
+        'Qwen3-4B',
+        '--served-model-name',
+        'my-model',
+        '--port',
+        '8100',
+        '--host',
+        '127.0.0.1',
+        '--max-running-requests',
+        '16',
         // SGLang fills the card up to its share, counting the others: (9 + 6) / 24.
-        '--mem-fraction-static', '0.625', '--enable-metrics', '--enable-memory-saver', '--enable-weights-cpu-backup',
+        '--mem-fraction-static',
+        '0.625',
+        '--enable-metrics',
+        '--enable-memory-saver',
+        '--enable-weights-cpu-backup',
       ],
       env: { CUDA_VISIBLE_DEVICES: '1' },
     });
   });
 
   it('keeps no backup when it parks deep or keeps its weights, saves no memory when it never parks, and passes no count of its own', () => {
-    const options = (parkTier: LaunchContext['parkTier']) => adapters.sglang.launch(context({ engine: 'sglang' }, { parkTier })).argv.slice(11);
+    const options = (parkTier: LaunchContext['parkTier']) =>
+      adapters.sglang.launch(context({ engine: 'sglang' }, { parkTier })).argv.slice(11);
     expect(options('deep')).toEqual(['--enable-metrics', '--enable-memory-saver']);
     expect(options('kv_only')).toEqual(['--enable-metrics', '--enable-memory-saver']);
     expect(options(null)).toEqual(['--enable-metrics']);
@@ -68,7 +124,19 @@ describe('SGLang launch', () => {
 describe('TensorFold launch', () => {
   it('passes its model, where to listen and the default 8', () => {
     expect(adapters.tensorfold.launch(context({ engine: 'tensorfold' }, { parkTier: null }))).toEqual({
-      argv: ['engine', '--model', 'Qwen3-4B', '--served-model-name', 'my-model', '--port', '8100', '--host', '127.0.0.1', '--max-running', '8'],
+      argv: [
+        'engine',
+        '--model',
+        'Qwen3-4B',
+        '--served-model-name',
+        'my-model',
+        '--port',
+        '8100',
+        '--host',
+        '127.0.0.1',
+        '--max-running',
+        '8',
+      ],
       env: { CUDA_VISIBLE_DEVICES: '1' },
     });
   });

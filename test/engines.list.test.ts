@@ -19,9 +19,30 @@ describe('capyctl engine list', () => {
     const result = await capyctl(['engine', 'list', '--json']);
     expect(result.code).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual([
-      { name: 'vllm', deep_park: 'enabled', host_ram_park: 'enabled', default_max_running: 32, max_running_option: '--max-num-seqs', memory_bound_option: '--gpu-memory-utilization' },
-      { name: 'sglang', deep_park: 'enabled', host_ram_park: 'enabled', default_max_running: null, max_running_option: '--max-running-requests', memory_bound_option: '--mem-fraction-static' },
-      { name: 'tensorfold', deep_park: 'disabled', host_ram_park: 'disabled', default_max_running: 8, max_running_option: '--max-running', memory_bound_option: null },
+      {
+        name: 'vllm',
+        deep_park: 'enabled',
+        host_ram_park: 'enabled',
+        default_max_running: 32,
+        max_running_option: '--max-num-seqs',
+        memory_bound_option: '--gpu-memory-utilization',
+      },
+      {
+        name: 'sglang',
+        deep_park: 'enabled',
+        host_ram_park: 'enabled',
+        default_max_running: null,
+        max_running_option: '--max-running-requests',
+        memory_bound_option: '--mem-fraction-static',
+      },
+      {
+        name: 'tensorfold',
+        deep_park: 'disabled',
+        host_ram_park: 'disabled',
+        default_max_running: 8,
+        max_running_option: '--max-running',
+        memory_bound_option: null,
+      },
     ]);
   });
 

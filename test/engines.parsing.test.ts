@@ -25,7 +25,8 @@ describe('Prometheus metrics', () => {
   });
 
   it('turns vLLM series into running, waiting and KV use in parts per million', () => {
-    const text = 'vllm:num_requests_running{engine="0"} 3.0\nvllm:num_requests_waiting{engine="0"} 1.0\nvllm:kv_cache_usage_perc{engine="0"} 0.121\n';
+    const text =
+      'vllm:num_requests_running{engine="0"} 3.0\nvllm:num_requests_waiting{engine="0"} 1.0\nvllm:kv_cache_usage_perc{engine="0"} 0.121\n';
     expect(loadFromMetrics(text, vllmNames)).toEqual({ running: 3, waiting: 1, kv_usage_ppm: 121_000 });
   });
 
@@ -60,6 +61,10 @@ describe('decision probe', () => {
   });
 
   it('gives an option outside the top alternatives probability 0, and answers what was said when no option was', () => {
-    expect(decide(['a', 'b'], [lp('z', 0.9)], 'z')).toEqual({ kind: 'decision', option: 'z', probabilities: { a: 0, b: 0 } });
+    expect(decide(['a', 'b'], [lp('z', 0.9)], 'z')).toEqual({
+      kind: 'decision',
+      option: 'z',
+      probabilities: { a: 0, b: 0 },
+    });
   });
 });

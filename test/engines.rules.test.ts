@@ -31,7 +31,8 @@ const situation = (fields: Record<string, unknown>, more: Partial<ParkSituation>
   ...more,
 });
 
-const refusalMessage = (reason: string) => `deployment my-model cannot be parked: ${reason}; declare residency: restart_only`;
+const refusalMessage = (reason: string) =>
+  `deployment my-model cannot be parked: ${reason}; declare residency: restart_only`;
 
 describe('park tier', () => {
   it('parks in host RAM on a discrete card when the copy fits', () => {
@@ -49,14 +50,20 @@ describe('park tier', () => {
 
   it('parks deep on unified memory, however much RAM is free', () => {
     expect(parkPlan(situation({}, { memoryKind: 'unified' }))).toEqual({ kind: 'park', tier: 'deep' });
-    expect(parkPlan(situation({ engine: 'sglang' }, { memoryKind: 'unified' }))).toEqual({ kind: 'park', tier: 'deep' });
+    expect(parkPlan(situation({ engine: 'sglang' }, { memoryKind: 'unified' }))).toEqual({
+      kind: 'park',
+      tier: 'deep',
+    });
   });
 
   it('parks SGLang with speculative decoding with its weights kept, on either memory', () => {
     const eagle = { engine: 'sglang', extra_args: ['--speculative-algorithm', 'EAGLE'] };
     expect(keepsWeightsWhenParked(deployment(eagle))).toBe(true);
     expect(parkPlan(situation(eagle))).toEqual({ kind: 'park', tier: 'kv_only' });
-    expect(parkPlan(situation(eagle, { memoryKind: 'unified', hostRamFreeBytes: 0 }))).toEqual({ kind: 'park', tier: 'kv_only' });
+    expect(parkPlan(situation(eagle, { memoryKind: 'unified', hostRamFreeBytes: 0 }))).toEqual({
+      kind: 'park',
+      tier: 'kv_only',
+    });
     expect(parkPlan(situation({ ...eagle, residency: 'deep' }))).toEqual({ kind: 'park', tier: 'kv_only' });
     expect(parkPlan(situation({ engine: 'sglang', extra_args: ['--speculative-algorithm=NGRAM'] }))).toEqual({
       kind: 'park',
@@ -74,27 +81,44 @@ describe('park tier', () => {
 
   it('parks in host RAM with residency: host_backed, and stops when there is no room', () => {
     expect(parkPlan(situation({ residency: 'host_backed' }))).toEqual({ kind: 'park', tier: 'host_ram' });
-    const noRoom = parkPlan(situation({ residency: 'host_backed' }, { hostRamFreeBytes: GiB, launchedTier: 'host_ram' }));
+    const noRoom = parkPlan(
+      situation({ residency: 'host_backed' }, { hostRamFreeBytes: GiB, launchedTier: 'host_ram' }),
+    );
     expect(noRoom).toEqual({ kind: 'stop', reason: 'no_room' });
   });
 
   it('launches host_backed for host RAM even while the copy does not fit yet: the fit is counted at the park', () => {
-    expect(parkPlan(situation({ residency: 'host_backed' }, { hostRamFreeBytes: GiB }))).toEqual({ kind: 'park', tier: 'host_ram' });
+    expect(parkPlan(situation({ residency: 'host_backed' }, { hostRamFreeBytes: GiB }))).toEqual({
+      kind: 'park',
+      tier: 'host_ram',
+    });
   });
 
   it('refuses host_backed on unified memory', () => {
     const plan = parkPlan(situation({ residency: 'host_backed' }, { memoryKind: 'unified' }));
     expect(plan).toEqual({
       kind: 'refused',
-      error: { status: 400, code: 'invalid_request', retryable: false, message: hostBackedRefusals.unifiedMemory('my-model') },
+      error: {
+        status: 400,
+        code: 'invalid_request',
+        retryable: false,
+        message: hostBackedRefusals.unifiedMemory('my-model'),
+      },
     });
   });
 
   it('refuses host_backed for SGLang with speculative decoding', () => {
-    const plan = parkPlan(situation({ engine: 'sglang', residency: 'host_backed', extra_args: ['--speculative-algorithm', 'EAGLE3'] }));
+    const plan = parkPlan(
+      situation({ engine: 'sglang', residency: 'host_backed', extra_args: ['--speculative-algorithm', 'EAGLE3'] }),
+    );
     expect(plan).toEqual({
       kind: 'refused',
-      error: { status: 400, code: 'invalid_request', retryable: false, message: hostBackedRefusals.keepsWeights('my-model') },
+      error: {
+        status: 400,
+        code: 'invalid_request',
+        retryable: false,
+        message: hostBackedRefusals.keepsWeights('my-model'),
+      },
     });
   });
 
@@ -116,11 +140,17 @@ describe('park tier', () => {
   });
 
   it('stops an engine launched unable to park', () => {
-    expect(parkPlan(situation({}, { launchedTier: null }))).toEqual({ kind: 'stop', reason: 'launched_unable_to_park' });
+    expect(parkPlan(situation({}, { launchedTier: null }))).toEqual({
+      kind: 'stop',
+      reason: 'launched_unable_to_park',
+    });
   });
 
   it('lets vLLM choose its tier at each park, whatever it was launched for', () => {
-    expect(parkPlan(situation({}, { launchedTier: 'host_ram', hostRamFreeBytes: GiB }))).toEqual({ kind: 'park', tier: 'deep' });
+    expect(parkPlan(situation({}, { launchedTier: 'host_ram', hostRamFreeBytes: GiB }))).toEqual({
+      kind: 'park',
+      tier: 'deep',
+    });
     expect(parkPlan(situation({}, { launchedTier: 'deep' }))).toEqual({ kind: 'park', tier: 'host_ram' });
   });
 
@@ -128,7 +158,10 @@ describe('park tier', () => {
     const sglang = { engine: 'sglang' };
     expect(parkPlan(situation(sglang, { launchedTier: 'deep' }))).toEqual({ kind: 'park', tier: 'deep' });
     expect(parkPlan(situation(sglang, { launchedTier: 'host_ram' }))).toEqual({ kind: 'park', tier: 'host_ram' });
-    expect(parkPlan(situation(sglang, { launchedTier: 'host_ram', hostRamFreeBytes: GiB }))).toEqual({ kind: 'stop', reason: 'no_room' });
+    expect(parkPlan(situation(sglang, { launchedTier: 'host_ram', hostRamFreeBytes: GiB }))).toEqual({
+      kind: 'stop',
+      reason: 'no_room',
+    });
     // At launch it has no tier yet: without room it is launched for deep.
     expect(parkPlan(situation(sglang, { hostRamFreeBytes: GiB }))).toEqual({ kind: 'park', tier: 'deep' });
   });
@@ -157,40 +190,68 @@ describe('capability_missing:deep_park', () => {
   });
 
   it('lets gpt-oss stop on TensorFold, which never parks', () => {
-    expect(parkPlan(situation({ engine: 'tensorfold', model: 'openai/gpt-oss-20b' }))).toEqual({ kind: 'stop', reason: 'engine_cannot_park' });
+    expect(parkPlan(situation({ engine: 'tensorfold', model: 'openai/gpt-oss-20b' }))).toEqual({
+      kind: 'stop',
+      reason: 'engine_cannot_park',
+    });
   });
 
   it('refuses an NVFP4 checkpoint on SGLang, by name or by --quantization modelopt_fp4', () => {
-    expect(parkPlan(situation({ engine: 'sglang', model: 'nvidia/Llama-3.3-70B-Instruct-NVFP4' }))).toEqual(refused(cannotParkReasons.nvfp4OnSglang));
-    expect(parkPlan(situation({ engine: 'sglang', model: 'my/llama', extra_args: ['--quantization', 'modelopt_fp4'] }))).toEqual(
+    expect(parkPlan(situation({ engine: 'sglang', model: 'nvidia/Llama-3.3-70B-Instruct-NVFP4' }))).toEqual(
       refused(cannotParkReasons.nvfp4OnSglang),
     );
-    expect(parkPlan(situation({ engine: 'sglang', model: 'my/llama', extra_args: ['--quantization=modelopt_fp4'] }))).toEqual(
-      refused(cannotParkReasons.nvfp4OnSglang),
-    );
+    expect(
+      parkPlan(situation({ engine: 'sglang', model: 'my/llama', extra_args: ['--quantization', 'modelopt_fp4'] })),
+    ).toEqual(refused(cannotParkReasons.nvfp4OnSglang));
+    expect(
+      parkPlan(situation({ engine: 'sglang', model: 'my/llama', extra_args: ['--quantization=modelopt_fp4'] })),
+    ).toEqual(refused(cannotParkReasons.nvfp4OnSglang));
   });
 
   it('lets NVFP4 park on SGLang when it keeps its weights (speculative decoding), and on vLLM', () => {
-    const eagle = { engine: 'sglang', model: 'nvidia/Llama-3.3-70B-Instruct-NVFP4', extra_args: ['--speculative-algorithm', 'EAGLE'] };
+    const eagle = {
+      engine: 'sglang',
+      model: 'nvidia/Llama-3.3-70B-Instruct-NVFP4',
+      extra_args: ['--speculative-algorithm', 'EAGLE'],
+    };
     expect(parkPlan(situation(eagle))).toEqual({ kind: 'park', tier: 'kv_only' });
-    expect(parkPlan(situation({ model: 'nvidia/Llama-3.3-70B-Instruct-NVFP4' }))).toEqual({ kind: 'park', tier: 'host_ram' });
+    expect(parkPlan(situation({ model: 'nvidia/Llama-3.3-70B-Instruct-NVFP4' }))).toEqual({
+      kind: 'park',
+      tier: 'host_ram',
+    });
   });
 
   it('refuses Nemotron 3.5 Super VL on vLLM 0.31.0, and when the version is not known', () => {
     const nemotron = { model: 'nvidia/NVIDIA-Nemotron-3.5-Super-VL-120B-A12B-FP8' };
-    expect(parkPlan(situation(nemotron, { engineVersion: '0.31.0' }))).toEqual(refused(cannotParkReasons.nemotronVlOnVllm));
-    expect(parkPlan(situation(nemotron, { engineVersion: '0.31.0+cu128' }))).toEqual(refused(cannotParkReasons.nemotronVlOnVllm));
-    expect(parkPlan(situation(nemotron, { engineVersion: undefined }))).toEqual(refused(cannotParkReasons.nemotronVlOnVllm));
+    expect(parkPlan(situation(nemotron, { engineVersion: '0.31.0' }))).toEqual(
+      refused(cannotParkReasons.nemotronVlOnVllm),
+    );
+    expect(parkPlan(situation(nemotron, { engineVersion: '0.31.0+cu128' }))).toEqual(
+      refused(cannotParkReasons.nemotronVlOnVllm),
+    );
+    expect(parkPlan(situation(nemotron, { engineVersion: undefined }))).toEqual(
+      refused(cannotParkReasons.nemotronVlOnVllm),
+    );
   });
 
   it('lets Nemotron 3.5 Super VL park on another vLLM version and on SGLang', () => {
     const nemotron = { model: 'nvidia/Nemotron_3_5_Super_VL' };
-    expect(parkPlan(situation({ model: 'nvidia/Nemotron-3.5-Super-VL' }, { engineVersion: '0.31.1' }))).toEqual({ kind: 'park', tier: 'host_ram' });
-    expect(parkPlan(situation({ ...nemotron, engine: 'sglang' }, { engineVersion: undefined }))).toEqual({ kind: 'park', tier: 'host_ram' });
+    expect(parkPlan(situation({ model: 'nvidia/Nemotron-3.5-Super-VL' }, { engineVersion: '0.31.1' }))).toEqual({
+      kind: 'park',
+      tier: 'host_ram',
+    });
+    expect(parkPlan(situation({ ...nemotron, engine: 'sglang' }, { engineVersion: undefined }))).toEqual({
+      kind: 'park',
+      tier: 'host_ram',
+    });
   });
 
   it('does not take other Nemotron models for the VL one', () => {
-    for (const model of ['nvidia/Nemotron-3.5-Super-120B', 'nvidia/Nemotron-3-Super-VL', 'nvidia/Nemotron-3.5-Nano-VL']) {
+    for (const model of [
+      'nvidia/Nemotron-3.5-Super-120B',
+      'nvidia/Nemotron-3-Super-VL',
+      'nvidia/Nemotron-3.5-Nano-VL',
+    ]) {
       expect(parkRefusal(deployment({ model }))).toBeNull();
     }
   });
@@ -202,7 +263,10 @@ describe('capability_missing:deep_park', () => {
       { model: 'nvidia/Nemotron-3.5-Super-VL' },
     ]) {
       expect(parkRefusal(deployment({ ...fields, residency: 'restart_only' }))).toBeNull();
-      expect(parkPlan(situation({ ...fields, residency: 'restart_only' }))).toEqual({ kind: 'stop', reason: 'restart_only' });
+      expect(parkPlan(situation({ ...fields, residency: 'restart_only' }))).toEqual({
+        kind: 'stop',
+        reason: 'restart_only',
+      });
     }
   });
 
@@ -215,9 +279,18 @@ describe('capability_missing:deep_park', () => {
 describe('refusals at deploy', () => {
   it('refuses a residency that asks for a park its engine cannot do or cannot wake from, not one left unsaid', () => {
     const refusal = (fields: Record<string, unknown>) => documentRefusal(deployment(fields))?.message ?? null;
-    expect(refusal({ model: 'openai/gpt-oss-20b', residency: 'host_backed' })).toBe(refusalMessage(cannotParkReasons.gptOss));
-    expect(refusal({ engine: 'tensorfold', residency: 'host_backed' })).toBe(refusalMessage(cannotParkReasons.engine('tensorfold')));
-    for (const fields of [{ model: 'openai/gpt-oss-20b' }, { engine: 'tensorfold' }, { engine: 'tensorfold', residency: 'restart_only' }, { residency: 'host_backed' }]) {
+    expect(refusal({ model: 'openai/gpt-oss-20b', residency: 'host_backed' })).toBe(
+      refusalMessage(cannotParkReasons.gptOss),
+    );
+    expect(refusal({ engine: 'tensorfold', residency: 'host_backed' })).toBe(
+      refusalMessage(cannotParkReasons.engine('tensorfold')),
+    );
+    for (const fields of [
+      { model: 'openai/gpt-oss-20b' },
+      { engine: 'tensorfold' },
+      { engine: 'tensorfold', residency: 'restart_only' },
+      { residency: 'host_backed' },
+    ]) {
       expect(refusal(fields)).toBeNull();
     }
   });
@@ -227,7 +300,9 @@ describe('refusals at deploy', () => {
       { id: 'gpu-a', gpus: [{ memoryKind: 'discrete' as const }] },
       { id: 'gpu-b', gpus: [{ memoryKind: 'discrete' as const }, { memoryKind: 'unified' as const }] },
     ];
-    expect(hostsRefusal(deployment({ residency: 'host_backed' }), hosts)?.message).toBe(hostBackedRefusals.unifiedMemoryOn('my-model', 'gpu-b'));
+    expect(hostsRefusal(deployment({ residency: 'host_backed' }), hosts)?.message).toBe(
+      hostBackedRefusals.unifiedMemoryOn('my-model', 'gpu-b'),
+    );
     expect(hostsRefusal(deployment({ residency: 'deep' }), hosts)).toBeNull();
     expect(hostsRefusal(deployment({ residency: 'host_backed' }), hosts.slice(0, 1))).toBeNull();
   });
@@ -247,7 +322,10 @@ describe('max_running sources', () => {
 
   it('declared: max_concurrent_requests, passed to every engine', () => {
     for (const engine of ['vllm', 'sglang', 'tensorfold']) {
-      expect(expectedMaxRunning(host(engine, { max_concurrent_requests: 12 }))).toEqual({ count: 12, source: 'declared' });
+      expect(expectedMaxRunning(host(engine, { max_concurrent_requests: 12 }))).toEqual({
+        count: 12,
+        source: 'declared',
+      });
       expect(maxRunningToPass(host(engine, { max_concurrent_requests: 12 }))).toBe(12);
     }
   });
@@ -258,16 +336,29 @@ describe('max_running sources', () => {
   });
 
   it('extra_args: the option in the deployment wins over everything, and CapyCTL passes nothing', () => {
-    const ctx = host('vllm', { max_concurrent_requests: 12, extra_args: ['--max-num-seqs=4'] }, ['vllm', 'serve', '--max-num-seqs', '64']);
+    const ctx = host('vllm', { max_concurrent_requests: 12, extra_args: ['--max-num-seqs=4'] }, [
+      'vllm',
+      'serve',
+      '--max-num-seqs',
+      '64',
+    ]);
     expect(expectedMaxRunning(ctx)).toEqual({ count: 4, source: 'extra_args' });
     expect(maxRunningToPass(ctx)).toBeUndefined();
-    expect(expectedMaxRunning(host('sglang', { extra_args: ['--max-running-requests', '6'] }))).toEqual({ count: 6, source: 'extra_args' });
+    expect(expectedMaxRunning(host('sglang', { extra_args: ['--max-running-requests', '6'] }))).toEqual({
+      count: 6,
+      source: 'extra_args',
+    });
     // vLLM's parser takes the underscore spelling too.
-    expect(expectedMaxRunning(host('vllm', { extra_args: ['--max_num_seqs', '5'] }))).toEqual({ count: 5, source: 'extra_args' });
+    expect(expectedMaxRunning(host('vllm', { extra_args: ['--max_num_seqs', '5'] }))).toEqual({
+      count: 5,
+      source: 'extra_args',
+    });
   });
 
   it('extra_args with a value that is not a count: source known, count absent', () => {
-    expect(expectedMaxRunning(host('tensorfold', { extra_args: ['--max-running', 'auto'] }))).toEqual({ source: 'extra_args' });
+    expect(expectedMaxRunning(host('tensorfold', { extra_args: ['--max-running', 'auto'] }))).toEqual({
+      source: 'extra_args',
+    });
   });
 
   it("host_fixed: the option in the host's engine command wins over the declaration", () => {
@@ -278,8 +369,14 @@ describe('max_running sources', () => {
 
   it("on_host: where the host's command is not known, the host sizes it at launch, count absent; a declared figure is still declared", () => {
     expect(expectedMaxRunning({ spec: deployment({}) })).toEqual({ source: 'on_host' });
-    expect(expectedMaxRunning({ spec: deployment({ max_concurrent_requests: 12 }) })).toEqual({ count: 12, source: 'declared' });
-    expect(expectedMaxRunning({ spec: deployment({ extra_args: ['--max-num-seqs', '4'] }) })).toEqual({ count: 4, source: 'extra_args' });
+    expect(expectedMaxRunning({ spec: deployment({ max_concurrent_requests: 12 }) })).toEqual({
+      count: 12,
+      source: 'declared',
+    });
+    expect(expectedMaxRunning({ spec: deployment({ extra_args: ['--max-num-seqs', '4'] }) })).toEqual({
+      count: 4,
+      source: 'extra_args',
+    });
   });
 
   it("engine: the engine's own figure once it reports one", () => {
@@ -288,7 +385,7 @@ describe('max_running sources', () => {
     expect(reportedMaxRunning({ count: 12, source: 'declared' }, undefined)).toEqual({ count: 12, source: 'declared' });
   });
 
-  it('state_cache: an engine that runs fewer than it was passed is held back by a hybrid model\'s state', () => {
+  it("state_cache: an engine that runs fewer than it was passed is held back by a hybrid model's state", () => {
     expect(reportedMaxRunning({ count: 32, source: 'declared' }, 8)).toEqual({ count: 8, source: 'state_cache' });
     expect(reportedMaxRunning({ count: 16, source: 'extra_args' }, 10)).toEqual({ count: 10, source: 'state_cache' });
   });

@@ -41,7 +41,8 @@ describe('the event scanner', () => {
 
   it('finds event ends written with CRLF or CR, before and after the output began', () => {
     for (const end of ['\r\n\r\n', '\r\r']) {
-      const text = event({ role: 'assistant' }, end) + event({ content: 'Capybaras' }, end) + event({ content: ' swim' }, end);
+      const text =
+        event({ role: 'assistant' }, end) + event({ content: 'Capybaras' }, end) + event({ content: ' swim' }, end);
       const { passed, scans } = feed(text + 'data: {"partial', 9);
       expect(passed).toBe(text);
       expect(scans.at(-1)!.output).toBe(true);
@@ -54,7 +55,12 @@ describe('the event scanner', () => {
       const { passed, scans } = feed(role + words[0]! + big + words[1]!, size);
       const cut = scans.findIndex((s) => s.oversized);
       expect(cut).toBeGreaterThanOrEqual(0);
-      expect(scans.slice(0, cut + 1).map((s) => s.whole.toString()).join('')).toBe(role + words[0]!);
+      expect(
+        scans
+          .slice(0, cut + 1)
+          .map((s) => s.whole.toString())
+          .join(''),
+      ).toBe(role + words[0]!);
       expect(passed.includes('xxxx')).toBe(false);
     }
   });

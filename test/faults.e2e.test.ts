@@ -22,7 +22,11 @@ describe('the fault campaign, one kill per case', () => {
   const outcomes: CaseOutcome[] = [];
 
   beforeAll(async () => {
-    campaign = await FaultCampaign.start({ postgresAdminUrl: (await harnessServices()).postgresAdminUrl, requestDeadlineMs: 60_000, settleMs: 20_000 });
+    campaign = await FaultCampaign.start({
+      postgresAdminUrl: (await harnessServices()).postgresAdminUrl,
+      requestDeadlineMs: 60_000,
+      settleMs: 20_000,
+    });
   }, 180_000);
 
   afterAll(async () => {
@@ -31,17 +35,21 @@ describe('the fault campaign, one kill per case', () => {
   });
 
   for (const c of CASES) {
-    it(`${c.kill} killed during the ${c.phase}: nothing lost, nothing stuck, no GPU memory held by no instance`, { timeout: 150_000 }, async () => {
-      const o = await campaign.run(c);
-      outcomes.push(o);
-      // The answers that were not a 200, for the failure's message.
-      const seen = o.details.join('\n');
-      // The kill landed in the phase the case names (read from the switch's history up to the kill).
-      expect(o.hit, seen).toBe(c.phase);
-      expect({ lost: o.counts.lost, unexpected: o.counts.unexpected }, seen).toEqual({ lost: 0, unexpected: 0 });
-      expect(o.servedAfter, seen).toBe(true);
-      expect(o.stuck).toEqual([]);
-      expect(o.leakedGpuBytes).toBe(0);
-    });
+    it(
+      `${c.kill} killed during the ${c.phase}: nothing lost, nothing stuck, no GPU memory held by no instance`,
+      { timeout: 150_000 },
+      async () => {
+        const o = await campaign.run(c);
+        outcomes.push(o);
+        // The answers that were not a 200, for the failure's message.
+        const seen = o.details.join('\n');
+        // The kill landed in the phase the case names (read from the switch's history up to the kill).
+        expect(o.hit, seen).toBe(c.phase);
+        expect({ lost: o.counts.lost, unexpected: o.counts.unexpected }, seen).toEqual({ lost: 0, unexpected: 0 });
+        expect(o.servedAfter, seen).toBe(true);
+        expect(o.stuck).toEqual([]);
+        expect(o.leakedGpuBytes).toBe(0);
+      },
+    );
   }
 });

@@ -20,18 +20,65 @@ const KEPT = ['kept-a', 'kept-b'];
 /** Strings that have broken parsers and databases: NUL, controls, odd unicode, path-like names. */
 const nasty = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 40 }),
-  fc.constantFrom('\u0000', 'a\u0000b', '../../etc/passwd', '..%2f..%2fetc', '%00', '\u202e', '\ud800', '😀'.repeat(50), 'x'.repeat(5_000), ' ', '', '\n', 'kept-a\u0000'),
+  fc.constantFrom(
+    '\u0000',
+    'a\u0000b',
+    '../../etc/passwd',
+    '..%2f..%2fetc',
+    '%00',
+    '\u202e',
+    '\ud800',
+    '😀'.repeat(50),
+    'x'.repeat(5_000),
+    ' ',
+    '',
+    '\n',
+    'kept-a\u0000',
+  ),
 );
 /** Values of every JSON type, at and past every range the documents have. */
 const edgy = fc.oneof(
   fc.jsonValue({ maxDepth: 3 }),
   nasty,
-  fc.constantFrom(-1, 0, 1, 2 ** 31, 2 ** 53, -(2 ** 53), 1e308, 0.5, '1ms', '31s', '0s', '-5s', '99999h', '1TiB', '16GiB', 'off', null, true, [], {}),
+  fc.constantFrom(
+    -1,
+    0,
+    1,
+    2 ** 31,
+    2 ** 53,
+    -(2 ** 53),
+    1e308,
+    0.5,
+    '1ms',
+    '31s',
+    '0s',
+    '-5s',
+    '99999h',
+    '1TiB',
+    '16GiB',
+    'off',
+    null,
+    true,
+    [],
+    {},
+  ),
 );
 /** A valid deployment document with one field set to something else, or an unknown key added. */
 const mutatedDeployment = fc
   .record({
-    key: fc.constantFrom('name', 'engine', 'model', 'extra_args', 'hosts', 'lifecycle', 'residency', 'max_concurrent_requests', 'colour', '__proto__', 'constructor'),
+    key: fc.constantFrom(
+      'name',
+      'engine',
+      'model',
+      'extra_args',
+      'hosts',
+      'lifecycle',
+      'residency',
+      'max_concurrent_requests',
+      'colour',
+      '__proto__',
+      'constructor',
+    ),
     value: edgy,
     name: fc.stringMatching(/^fz-[a-z0-9]{1,10}$/),
   })
@@ -47,7 +94,13 @@ const bodies: fc.Arbitrary<Body> = fc.oneof(
   // and the client, still writing it, sees the connection close instead of the answer.
   fc.integer({ min: 1, max: 200_000 }).map((depth) => ({ raw: '['.repeat(depth) + ']'.repeat(depth) })),
   fc.integer({ min: 1, max: 150_000 }).map((depth) => ({ raw: '{"a":'.repeat(depth) + '1' + '}'.repeat(depth) })),
-  fc.constantFrom({ raw: `{"name":"${'x'.repeat(900 * 1024)}"}` }, { raw: '{"name":"a",}' }, { raw: '' }, { raw: 'null' }, { raw: '\u0000' }),
+  fc.constantFrom(
+    { raw: `{"name":"${'x'.repeat(900 * 1024)}"}` },
+    { raw: '{"name":"a",}' },
+    { raw: '' },
+    { raw: 'null' },
+    { raw: '\u0000' },
+  ),
 );
 
 let tried = 0;
@@ -58,9 +111,14 @@ describe('bad input against a real server process', () => {
   let cluster: Cluster;
   let kept: unknown;
 
-  const send = async (url: string, method: 'GET' | 'POST' | 'DELETE', body: Body | undefined, headers: Record<string, string>) => {
+  const send = async (
+    url: string,
+    method: 'GET' | 'POST' | 'DELETE',
+    body: Body | undefined,
+    headers: Record<string, string>,
+  ) => {
     tried++;
-    const payload = body === undefined ? undefined : 'json' in body ? JSON.stringify(body.json) ?? 'null' : body.raw;
+    const payload = body === undefined ? undefined : 'json' in body ? (JSON.stringify(body.json) ?? 'null') : body.raw;
     const reply = await request(url, {
       method,
       headers: { ...headers, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -85,7 +143,11 @@ describe('bad input against a real server process', () => {
   beforeAll(async () => {
     cluster = await Cluster.start();
     for (const name of KEPT) {
-      const reply = await cluster.api('POST', '/management/v1/deployments', { name, engine: 'vllm', model: `sim/${name}` });
+      const reply = await cluster.api('POST', '/management/v1/deployments', {
+        name,
+        engine: 'vllm',
+        model: `sim/${name}`,
+      });
       expect(reply.status).toBe(201);
     }
     kept = await Promise.all(KEPT.map((name) => cluster.status(name)));
@@ -104,7 +166,8 @@ describe('bad input against a real server process', () => {
       fc.asyncProperty(bodies, async (body) => {
         const reply = await send(`${cluster.managementUrl}/management/v1/deployments`, 'POST', body, admin);
         expectWellFormed(`POST deployments ${JSON.stringify(body).slice(0, 200)}`, reply);
-        if (reply.status < 300) created.add((JSON.parse(reply.text) as { deployment: { name: string } }).deployment.name);
+        if (reply.status < 300)
+          created.add((JSON.parse(reply.text) as { deployment: { name: string } }).deployment.name);
       }),
       { numRuns: RUNS },
     );
@@ -126,9 +189,15 @@ describe('bad input against a real server process', () => {
         if (KEPT.some((k) => name === k)) return;
         // Raw: the bytes as a client may put them in a path, when the URL parser lets them through.
         // A lone surrogate has no UTF-8: a client sends it as U+FFFD.
-        const segment = raw && /^[\x21-\x7e]*$/.test(name) && !/[?#/]/.test(name) ? name : encodeURIComponent(name.replace(/\p{Cs}/gu, "\u{fffd}"));
+        const segment =
+          raw && /^[\x21-\x7e]*$/.test(name) && !/[?#/]/.test(name)
+            ? name
+            : encodeURIComponent(name.replace(/\p{Cs}/gu, '\u{fffd}'));
         const path = template.replace('%s', segment || '%20');
-        expectWellFormed(`${method} ${path}`, await send(`${cluster.managementUrl}${path}`, method, method === 'POST' ? { json: {} } : undefined, admin));
+        expectWellFormed(
+          `${method} ${path}`,
+          await send(`${cluster.managementUrl}${path}`, method, method === 'POST' ? { json: {} } : undefined, admin),
+        );
       }),
       { numRuns: RUNS },
     );
@@ -137,12 +206,24 @@ describe('bad input against a real server process', () => {
   it('answers any inference request for no servable model with the catalogue', async () => {
     const inference = fc.oneof(
       bodies,
-      fc.record({ model: fc.oneof(nasty, edgy), messages: edgy, max_tokens: edgy, stream: edgy }).map((json) => ({ json })),
+      fc
+        .record({ model: fc.oneof(nasty, edgy), messages: edgy, max_tokens: edgy, stream: edgy })
+        .map((json) => ({ json })),
     );
     await fc.assert(
       fc.asyncProperty(fc.constantFrom('/v1/chat/completions', '/v1/completions'), inference, async (path, body) => {
-        fc.pre(!('json' in body && typeof body.json === 'object' && body.json !== null && created.has(String((body.json as { model?: unknown }).model))));
-        expectWellFormed(`POST ${path} ${JSON.stringify(body).slice(0, 200)}`, await send(`${cluster.inferenceUrl}${path}`, 'POST', body, {}));
+        fc.pre(
+          !(
+            'json' in body &&
+            typeof body.json === 'object' &&
+            body.json !== null &&
+            created.has(String((body.json as { model?: unknown }).model))
+          ),
+        );
+        expectWellFormed(
+          `POST ${path} ${JSON.stringify(body).slice(0, 200)}`,
+          await send(`${cluster.inferenceUrl}${path}`, 'POST', body, {}),
+        );
       }),
       { numRuns: RUNS },
     );
@@ -151,7 +232,12 @@ describe('bad input against a real server process', () => {
   it('stays up, and what was stored before is unchanged', async () => {
     expect(cluster.server.running).toBe(true);
     expect(await Promise.all(KEPT.map((name) => cluster.status(name)))).toEqual(kept);
-    expect(cluster.server.output().split('\n').filter((line) => line.includes('"msg":"unhandled error"'))).toEqual([]);
+    expect(
+      cluster.server
+        .output()
+        .split('\n')
+        .filter((line) => line.includes('"msg":"unhandled error"')),
+    ).toEqual([]);
   });
 });
 
@@ -162,7 +248,25 @@ describe('bad documents of every kind', () => {
     const documents = fc.oneof(
       fc.string({ unit: 'binary', maxLength: 300 }),
       fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v) ?? ''),
-      fc.dictionary(fc.constantFrom('name', 'engine', 'model', 'id', 'gpus', 'listen', 'server', 'host', 'switching', 'ingress', 'resource_policy', 'zzz'), edgy).map((d) => JSON.stringify(d)),
+      fc
+        .dictionary(
+          fc.constantFrom(
+            'name',
+            'engine',
+            'model',
+            'id',
+            'gpus',
+            'listen',
+            'server',
+            'host',
+            'switching',
+            'ingress',
+            'resource_policy',
+            'zzz',
+          ),
+          edgy,
+        )
+        .map((d) => JSON.stringify(d)),
       fc.integer({ min: 1, max: 5_000 }).map((depth) => `${'- '.repeat(depth)}x`),
       fc.integer({ min: 1, max: 50_000 }).map((depth) => '['.repeat(depth) + ']'.repeat(depth)),
       fc.integer({ min: 1, max: 50_000 }).map((depth) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth)),

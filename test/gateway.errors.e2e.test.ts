@@ -25,7 +25,10 @@ function expectRefusal(reply: Reply, status: 429 | 503, code: string, message: s
 
 /** The capacity refusal `start --evict` gives, as a request gets it: 409, not retryable, no Retry-After. */
 function expectCapacityRefusal(reply: Reply, error: ApiError) {
-  expect({ status: reply.status, body: reply.body }).toEqual({ status: 409, body: { code: 'insufficient_capacity', message: error.message, retryable: false } });
+  expect({ status: reply.status, body: reply.body }).toEqual({
+    status: 409,
+    body: { code: 'insufficient_capacity', message: error.message, retryable: false },
+  });
   expect(reply.headers['retry-after']).toBeUndefined();
 }
 
@@ -66,13 +69,20 @@ describe('errors while waiting', () => {
   async function readyAlone(d: Deployment) {
     await bench.command('start', d.id);
     await until(`${d.name} to be ready`, () => (bench.stateOf(d) === 'ready' ? true : undefined), 30_000);
-    await until('no request to wait', async () => ((await bench.load()).deployments.every((l) => l.router.waiting === 0) ? true : undefined));
+    await until('no request to wait', async () =>
+      (await bench.load()).deployments.every((l) => l.router.waiting === 0) ? true : undefined,
+    );
   }
 
   it('503 queue deadline: a model that does not become servable within the request deadline', async () => {
     const slow = await bench.deploy('slow-start', simDeployment('slow-start', 'vllm', ['--sim-load-ms', '7000']));
     const { value: reply, ms } = await timed(() => bench.chat(slow));
-    expectRefusal(reply, 503, 'unavailable', `deployment ${slow.id} did not become servable within the queue deadline; retry shortly`);
+    expectRefusal(
+      reply,
+      503,
+      'unavailable',
+      `deployment ${slow.id} did not become servable within the queue deadline; retry shortly`,
+    );
     expect(ms).toBeGreaterThanOrEqual(REQUEST_DEADLINE_MS);
     expect(ms).toBeLessThan(REQUEST_DEADLINE_MS + 1_500);
     // The start goes on: the retry the message asks for is served.
@@ -85,24 +95,45 @@ describe('errors while waiting', () => {
     // through every refusal below, however slow the machine, and then get the deadline's answer.
     const queued = await bench.deploy('queued', simDeployment('queued', 'vllm', ['--sim-load-ms', '7000']));
     const first = [timed(() => bench.chat(queued)), timed(() => bench.chat(queued))];
-    await until('two requests to wait', async () => ((await bench.load(`?deployment=${queued.id}`)).deployments[0]!.router.waiting === 2 ? true : undefined));
+    await until('two requests to wait', async () =>
+      (await bench.load(`?deployment=${queued.id}`)).deployments[0]!.router.waiting === 2 ? true : undefined,
+    );
 
-    expectRefusal(await bench.chat(queued), 429, 'queue_full', `too many requests are waiting for deployment ${queued.id}`);
+    expectRefusal(
+      await bench.chat(queued),
+      429,
+      'queue_full',
+      `too many requests are waiting for deployment ${queued.id}`,
+    );
     // 4 KiB in total: a waiting body of 5 KiB would pass it.
-    expectRefusal(await bench.chat(b, { user: 'x'.repeat(5 * 1024) }), 429, 'queue_full', 'waiting requests exceed the buffered-bytes bound');
+    expectRefusal(
+      await bench.chat(b, { user: 'x'.repeat(5 * 1024) }),
+      429,
+      'queue_full',
+      'waiting requests exceed the buffered-bytes bound',
+    );
 
     // A third request waits (3 in total); the fourth passes the total, though chat-b has one waiting only.
     const client = new AbortController();
     const third = bench.chat(b, {}, client.signal).catch((e: Error) => e);
-    await until('a third request to wait', async () => ((await bench.load(`?deployment=${b.id}`)).deployments[0]!.router.waiting === 1 ? true : undefined));
+    await until('a third request to wait', async () =>
+      (await bench.load(`?deployment=${b.id}`)).deployments[0]!.router.waiting === 1 ? true : undefined,
+    );
     expectRefusal(await bench.chat(b), 429, 'queue_full', `too many requests are waiting for deployment ${b.id}`);
     client.abort();
     expect(await third).toMatchObject({ name: 'AbortError' });
-    await until('the hung-up request to leave', async () => ((await bench.load(`?deployment=${b.id}`)).deployments[0]!.router.waiting === 0 ? true : undefined));
+    await until('the hung-up request to leave', async () =>
+      (await bench.load(`?deployment=${b.id}`)).deployments[0]!.router.waiting === 0 ? true : undefined,
+    );
 
     // The two that waited each get one answer: the queue deadline's, once.
     for (const { value: reply, ms } of await Promise.all(first)) {
-      expectRefusal(reply, 503, 'unavailable', `deployment ${queued.id} did not become servable within the queue deadline; retry shortly`);
+      expectRefusal(
+        reply,
+        503,
+        'unavailable',
+        `deployment ${queued.id} did not become servable within the queue deadline; retry shortly`,
+      );
       expect(ms).toBeGreaterThanOrEqual(REQUEST_DEADLINE_MS);
       expect(ms).toBeLessThan(REQUEST_DEADLINE_MS + 1_500);
     }
@@ -114,7 +145,9 @@ describe('errors while waiting', () => {
     const [long] = await streams(bench, a, 1, 500);
     const switchAt = Date.now();
     const waiter = bench.chat(b);
-    await until('chat-a to close its dispatch', () => (bench.server.queue.dispatchOf(a.id) === 'closed' ? true : undefined));
+    await until('chat-a to close its dispatch', () =>
+      bench.server.queue.dispatchOf(a.id) === 'closed' ? true : undefined,
+    );
     expectRefusal(await bench.chat(a), 503, 'unavailable', `dispatch to deployment ${a.id} is closed; retry shortly`);
 
     const failed = await waiter;
@@ -162,7 +195,10 @@ describe('errors while waiting', () => {
   });
 
   it('409 insufficient_capacity at once, naming the holder, for a model whose memory an explicit model holds', async () => {
-    const x = await bench.deploy('chat-pinned', simDeployment('chat-pinned', 'vllm', [], 'lifecycle:\n  activation: explicit\n'));
+    const x = await bench.deploy(
+      'chat-pinned',
+      simDeployment('chat-pinned', 'vllm', [], 'lifecycle:\n  activation: explicit\n'),
+    );
     await bench.command('start', x.id);
     await until('chat-pinned to be ready', () => (bench.stateOf(x) === 'ready' ? true : undefined), 30_000);
     const { value: reply, ms } = await timed(() => bench.chat(b));
@@ -172,7 +208,11 @@ describe('errors while waiting', () => {
   });
 
   it('409 insufficient_capacity, saying warm, for a request already waiting when the model holding its memory became warm', async () => {
-    await until('the GPU to be free', () => (bench.stateOf(a) !== 'ready' && bench.stateOf(b) !== 'ready' ? true : undefined), 30_000);
+    await until(
+      'the GPU to be free',
+      () => (bench.stateOf(a) !== 'ready' && bench.stateOf(b) !== 'ready' ? true : undefined),
+      30_000,
+    );
     // chat-w starts for 2.5 s; the request for chat-b waits behind its start, and chat-w is made warm meanwhile.
     // The operator starts it: a request would have only the 5 s deadline for the start, on a busy machine too.
     const args = ['--sim-load-ms', '2500'];
@@ -180,7 +220,9 @@ describe('errors while waiting', () => {
     await bench.command('start', w.id);
     await until('chat-w to start', () => (bench.stateOf(w) === 'starting' ? true : undefined));
     const waiter = timed(() => bench.chat(b));
-    await until('the request for chat-b to wait', async () => ((await bench.load(`?deployment=${b.id}`)).deployments[0]!.router.waiting === 1 ? true : undefined));
+    await until('the request for chat-b to wait', async () =>
+      (await bench.load(`?deployment=${b.id}`)).deployments[0]!.router.waiting === 1 ? true : undefined,
+    );
     // Deployed again as `capyctl deploy` does: the new revision holds at once, its measurement runs behind.
     const warm = parseYaml(simDeployment('chat-w', 'vllm', args, 'lifecycle:\n  warm: true\n'));
     const redeployed = await request(`${bench.server.managementUrl}/management/v1/deployments`, {
@@ -203,7 +245,9 @@ describe('no waiting: max_pending_per_deployment 0', () => {
   let b: Deployment;
 
   beforeAll(async () => {
-    bench = await startServerBench({ hostYaml: 'resource_policy: { queue: { admission_window: 100ms, max_pending_per_deployment: 0 } }' });
+    bench = await startServerBench({
+      hostYaml: 'resource_policy: { queue: { admission_window: 100ms, max_pending_per_deployment: 0 } }',
+    });
     a = await bench.deploy('chat-a');
     b = await bench.deploy('chat-b');
   });
@@ -213,7 +257,12 @@ describe('no waiting: max_pending_per_deployment 0', () => {
 
   it('429 at once for a model that is not loaded; its start was asked for, so a retry after the hint is served', async () => {
     const { value: reply, ms } = await timed(() => bench.chat(a));
-    expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} is not servable now and lets no request wait; retry shortly`);
+    expectRefusal(
+      reply,
+      429,
+      'queue_full',
+      `deployment ${a.id} is not servable now and lets no request wait; retry shortly`,
+    );
     expect(ms).toBeLessThan(500);
     await until('chat-a to start', () => (bench.stateOf(a) === 'ready' ? true : undefined), 30_000);
     expect((await bench.chat(a)).status).toBe(200);
@@ -223,7 +272,12 @@ describe('no waiting: max_pending_per_deployment 0', () => {
     await until('chat-b to be served', async () => ((await bench.chat(b)).status === 200 ? true : undefined));
     expect(bench.stateOf(a)).toBe('parked');
     const { value: reply, ms } = await timed(() => bench.chat(a));
-    expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} is not servable now and lets no request wait; retry shortly`);
+    expectRefusal(
+      reply,
+      429,
+      'queue_full',
+      `deployment ${a.id} is not servable now and lets no request wait; retry shortly`,
+    );
     expect(ms).toBeLessThan(500);
     await until('chat-a to wake', () => (bench.stateOf(a) === 'ready' ? true : undefined), 30_000);
     expect((await bench.chat(a)).status).toBe(200);
@@ -232,7 +286,12 @@ describe('no waiting: max_pending_per_deployment 0', () => {
   it('429 at once beyond the 32 running requests', async () => {
     const running = await streams(bench, a, RUNNING_PER_MODEL, 250);
     const { value: reply, ms } = await timed(() => bench.chat(a));
-    expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} is at its in-flight bound and lets no request wait; retry shortly`);
+    expectRefusal(
+      reply,
+      429,
+      'queue_full',
+      `deployment ${a.id} is at its in-flight bound and lets no request wait; retry shortly`,
+    );
     expect(ms).toBeLessThan(500);
     for (const s of running) s.end();
   });
@@ -251,6 +310,9 @@ describe('no waiting: max_pending_per_deployment 0', () => {
     });
     await new Promise((r) => setTimeout(r, 500));
     expect(bench.stateOf(a)).toBe('stopped');
-    expect((await bench.load(`?deployment=${a.id}`)).deployments[0]!.router).toMatchObject({ in_flight: 0, waiting: 0 });
+    expect((await bench.load(`?deployment=${a.id}`)).deployments[0]!.router).toMatchObject({
+      in_flight: 0,
+      waiting: 0,
+    });
   });
 });

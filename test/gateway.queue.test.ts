@@ -18,7 +18,11 @@ const turn = () => sleep(0);
 
 const A = 'dep-a';
 const B = 'dep-b';
-const instanceOf = (deploymentId: string, generation = 1): InstanceRef => ({ deploymentId, instanceIndex: 0, generation });
+const instanceOf = (deploymentId: string, generation = 1): InstanceRef => ({
+  deploymentId,
+  instanceIndex: 0,
+  generation,
+});
 
 const LIMITS: SharedQueueLimits = {
   request_deadline: 10_000,
@@ -260,7 +264,11 @@ describe('the bounds', () => {
     b.send(B, { bodyBytes: 600 });
     const error = await errorOf(b.send(B, { bodyBytes: 500 }).admission);
     expect(error).toEqual(apiErrors.bufferedBytes());
-    expect(error).toMatchObject({ status: 429, code: 'queue_full', message: 'waiting requests exceed the buffered-bytes bound' });
+    expect(error).toMatchObject({
+      status: 429,
+      code: 'queue_full',
+      message: 'waiting requests exceed the buffered-bytes bound',
+    });
     expect(await settled(b.send(B, { bodyBytes: 400 }).admission)).toBe(false);
     b.queue.startWaiters(instanceOf(A));
     await ticketOf(b.send(A, { bodyBytes: 5_000 }).admission);
@@ -296,7 +304,11 @@ describe('the bounds', () => {
     await fill(b, A);
     const error = await errorOf(b.send(A).admission);
     expect(error).toEqual(apiErrors.inFlightDeadline(A));
-    expect(error).toMatchObject({ status: 429, code: 'queue_full', message: `deployment ${A} stayed at its in-flight bound for the queue deadline` });
+    expect(error).toMatchObject({
+      status: 429,
+      code: 'queue_full',
+      message: `deployment ${A} stayed at its in-flight bound for the queue deadline`,
+    });
   });
 
   it('a slot waiter whose model stopped serving meanwhile gets the queue deadline instead', async () => {
@@ -344,7 +356,10 @@ describe('no waiting (max_pending_per_deployment 0)', () => {
     expect(renderApiError(error)).toMatchObject({
       status: 429,
       headers: { 'retry-after': '1' },
-      body: { code: 'queue_full', message: `deployment ${A} is at its in-flight bound and lets no request wait; retry shortly` },
+      body: {
+        code: 'queue_full',
+        message: `deployment ${A} is at its in-flight bound and lets no request wait; retry shortly`,
+      },
     });
     expect(b.queue.deployment(A)).toEqual({ inFlight: 32, inFlightLimit: 32, waiting: 0, waitingLimit: 0 });
   });
@@ -353,7 +368,11 @@ describe('no waiting (max_pending_per_deployment 0)', () => {
     const b = bench({ max_pending_per_deployment: 0 });
     const error = await errorOf(b.send(B).admission);
     expect(error).toEqual(apiErrors.notServableNoWait(B));
-    expect(error).toMatchObject({ status: 429, code: 'queue_full', message: `deployment ${B} is not servable now and lets no request wait; retry shortly` });
+    expect(error).toMatchObject({
+      status: 429,
+      code: 'queue_full',
+      message: `deployment ${B} is not servable now and lets no request wait; retry shortly`,
+    });
     await errorOf(b.send(B).admission);
     await turn();
     expect(b.demands).toEqual([{ deploymentId: B, waiting: 1, oldestSinceMs: expect.any(Number) }]);
@@ -398,7 +417,9 @@ describe('failWaiters and snapshot', () => {
     const error = apiErrors.drainTimeout(B, 30_000, 1);
     expect(b.queue.failWaiters(B, error)).toBe(2);
     expect(await Promise.all(forB.map(errorOf))).toEqual([error, error]);
-    expect(error.message).toBe(`switch to ${B} failed: drain timeout after 30000 ms with 1 request(s) still charged; the victims serve again; retry shortly`);
+    expect(error.message).toBe(
+      `switch to ${B} failed: drain timeout after 30000 ms with 1 request(s) still charged; the victims serve again; retry shortly`,
+    );
     expect(await settled(forA)).toBe(false);
     expect(b.queue.snapshot().demands.map((d) => d.deploymentId)).toEqual([A]);
   });
@@ -444,7 +465,12 @@ describe('the gateway steps as activities', () => {
 
     b.queue.startWaiters(instanceOf(B));
     await ticketOf(b.send(B).admission);
-    await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [B], startedAtMs: Date.now(), windowMs: null });
+    await env().run(stepsOn(b).closeAdmission, {
+      switchId: 's',
+      victims: [B],
+      startedAtMs: Date.now(),
+      windowMs: null,
+    });
     expect(b.queue.dispatchOf(B)).toBe('closed');
   });
 
@@ -493,7 +519,9 @@ describe('the gateway steps as activities', () => {
     expect(await steps.startWaiters({ switchId: 's', hostId: 'h', instance: instanceOf(B) })).toEqual({ started: 2 });
     await Promise.all(waiting.map(ticketOf));
     const failing = b.send(A).admission;
-    expect(await steps.failWaiters({ switchId: 's', deploymentId: A, error: apiErrors.wakeMismatch(A) })).toEqual({ failed: 1 });
+    expect(await steps.failWaiters({ switchId: 's', deploymentId: A, error: apiErrors.wakeMismatch(A) })).toEqual({
+      failed: 1,
+    });
     expect(await errorOf(failing)).toEqual(apiErrors.wakeMismatch(A));
     await steps.withdrawVictims({ switchId: 's', victims: [B] });
     expect(b.queue.dispatchOf(B)).toBe('waiting');
@@ -521,7 +549,11 @@ describe('demand reports on their way to the scheduler', () => {
     };
     return { sent, send, finishOne };
   }
-  const demand = (deploymentId: string, waiting: number): Demand => ({ deploymentId, waiting, oldestSinceMs: waiting > 0 ? 1_000 : 0 });
+  const demand = (deploymentId: string, waiting: number): Demand => ({
+    deploymentId,
+    waiting,
+    oldestSinceMs: waiting > 0 ? 1_000 : 0,
+  });
 
   it('sends one at a time per deployment, and only the newest of those that waited', async () => {
     const { sent, send, finishOne } = slowSend();

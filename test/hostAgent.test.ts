@@ -65,7 +65,13 @@ describe('the host agent, a real process on the real dev server', () => {
       'extra_args: ["--sim-weights", "4GiB", "--sim-kv", "1GiB", "--sim-load-ms", "300", "--sim-park-ms", "50", "--sim-wake-ms", "50", "--sim-tokens-per-s", "20"]',
     ].join('\n'),
   });
-  const input: LaunchInput = { key: { deploymentId: '01M3R7A6YJW402N962HH17A66W', instanceIndex: 0, generation: 1 }, spec, gpuIndex: 0, parkTier: 'host_ram', memory: { gpuBytes: 16 * 2 ** 30, reservedBytes: 5 * 2 ** 30, othersBytes: 0 } };
+  const input: LaunchInput = {
+    key: { deploymentId: '01M3R7A6YJW402N962HH17A66W', instanceIndex: 0, generation: 1 },
+    spec,
+    gpuIndex: 0,
+    parkTier: 'host_ram',
+    memory: { gpuBytes: 16 * 2 ** 30, reservedBytes: 5 * 2 ** 30, othersBytes: 0 },
+  };
   const hostYaml = (token: string) =>
     simHostYaml({
       hostId,
@@ -155,7 +161,12 @@ describe('the host agent, a real process on the real dev server', () => {
     const reply = await request(`${ingressUrl}/instances/${input.key.deploymentId}/0/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', [INGRESS_SECRET_HEADER]: secret },
-      body: JSON.stringify({ model: 'chat-a', messages: [{ role: 'user', content: 'count slowly' }], max_tokens: 400, stream: true }),
+      body: JSON.stringify({
+        model: 'chat-a',
+        messages: [{ role: 'user', content: 'count slowly' }],
+        max_tokens: 400,
+        stream: true,
+      }),
     });
     expect(reply.statusCode).toBe(200);
     expect(reply.headers['content-type']).toContain('text/event-stream');
@@ -168,7 +179,9 @@ describe('the host agent, a real process on the real dev server', () => {
     });
     expect(busy).toMatchObject({ hostId, generation: 1, fresh: true, maxRunning: { count: 32, source: 'default' } });
     await new Promise((r) => setTimeout(r, 3_000));
-    const reports = received.filter((r) => r.atMs >= from && r.samples.some((s) => s.deploymentId === input.key.deploymentId));
+    const reports = received.filter(
+      (r) => r.atMs >= from && r.samples.some((s) => s.deploymentId === input.key.deploymentId),
+    );
     const seconds = (Date.now() - from) / 1_000;
     expect(reports.length).toBeGreaterThanOrEqual(Math.floor(seconds) - 1);
     expect(reports.length).toBeLessThanOrEqual(Math.ceil(seconds) + 1);

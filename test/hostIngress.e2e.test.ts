@@ -16,10 +16,18 @@ const chatBody = JSON.stringify({ model: 'chat-a', messages: [{ role: 'user', co
 
 /** A request straight to a host's ingress, as anyone who reaches its port could send it. */
 async function post(url: string, headers: Record<string, string>, body = chatBody) {
-  const reply = await request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const reply = await request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+  });
   const text = await reply.body.text();
   const json = /json/.test(String(reply.headers['content-type']));
-  return { status: reply.statusCode, contentType: reply.headers['content-type'], body: json ? (JSON.parse(text) as unknown) : text };
+  return {
+    status: reply.statusCode,
+    contentType: reply.headers['content-type'],
+    body: json ? (JSON.parse(text) as unknown) : text,
+  };
 }
 
 describe("a host's ingress", () => {
@@ -35,7 +43,9 @@ describe("a host's ingress", () => {
   beforeAll(async () => {
     cluster = await Cluster.start({ hosts: [{}, {}] });
     [runsIt, other] = cluster.hosts as [ClusterHost, ClusterHost];
-    ({ deployment_id: deploymentId } = await cluster.deploy(simDeployment('chat-a', 'vllm', [], `hosts: ["${runsIt.hostId}"]`)));
+    ({ deployment_id: deploymentId } = await cluster.deploy(
+      simDeployment('chat-a', 'vllm', [], `hosts: ["${runsIt.hostId}"]`),
+    ));
     instanceUrl = `${await cluster.ingressUrl(runsIt)}/instances/${deploymentId}/0`;
     secretOf = async (host) => (await ingressSecrets(cluster.database.db)).get(host.hostId)!;
     // The model starts for its first request.
@@ -48,7 +58,11 @@ describe("a host's ingress", () => {
 
   it('answers 401 without the secret, with a wrong one, and with the other host’s', async () => {
     const refused = renderApiError(apiErrors.ingressUnauthorized());
-    const sent: Array<Record<string, string>> = [{}, { [INGRESS_SECRET_HEADER]: 'guessed' }, { [INGRESS_SECRET_HEADER]: await secretOf(other) }];
+    const sent: Array<Record<string, string>> = [
+      {},
+      { [INGRESS_SECRET_HEADER]: 'guessed' },
+      { [INGRESS_SECRET_HEADER]: await secretOf(other) },
+    ];
     for (const headers of sent) {
       for (const path of ['/v1/chat/completions', '/sleep?level=1']) {
         const reply = await post(`${instanceUrl}${path}`, headers);

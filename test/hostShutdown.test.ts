@@ -26,7 +26,12 @@ function stream(cluster: Cluster, model: string): { started: Promise<void>; resu
     const reply = await request(`${cluster.inferenceUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'tell me a story' }], max_tokens: STREAM_TOKENS, stream: true }),
+      body: JSON.stringify({
+        model,
+        messages: [{ role: 'user', content: 'tell me a story' }],
+        max_tokens: STREAM_TOKENS,
+        stream: true,
+      }),
     });
     expect(reply.statusCode).toBe(200);
     const seen: StreamResult = { tokens: 0, done: false, finishReason: null };
@@ -55,7 +60,12 @@ function stream(cluster: Cluster, model: string): { started: Promise<void>; resu
   return { started, result };
 }
 
-const hostsNow = async (cluster: Cluster) => (await cluster.api('GET', '/management/v1/hosts')).body.hosts as Array<{ host_id: string; state: string; last_seen_at: string }>;
+const hostsNow = async (cluster: Cluster) =>
+  (await cluster.api('GET', '/management/v1/hosts')).body.hosts as Array<{
+    host_id: string;
+    state: string;
+    last_seen_at: string;
+  }>;
 /** The host as `GET /management/v1/hosts` shows it once it is in `state`, or as it is after `ms`. */
 async function stateWithin(cluster: Cluster, hostId: string, state: string, ms: number) {
   const by = Date.now() + ms;
@@ -65,7 +75,8 @@ async function stateWithin(cluster: Cluster, hostId: string, state: string, ms: 
     await new Promise((r) => setTimeout(r, 100));
   }
 }
-const hostOf = async (cluster: Cluster, name: string): Promise<string | undefined> => (await cluster.status(name)).hosts[0];
+const hostOf = async (cluster: Cluster, name: string): Promise<string | undefined> =>
+  (await cluster.status(name)).hosts[0];
 
 describe('a host agent that stops or dies', () => {
   let cluster: Cluster;
@@ -90,7 +101,8 @@ describe('a host agent that stops or dies', () => {
     const signalledAt = Date.now();
     serving.process.child.kill('SIGTERM');
 
-    for (const s of streams) expect(await s.result).toEqual({ tokens: STREAM_TOKENS, done: true, finishReason: 'length' });
+    for (const s of streams)
+      expect(await s.result).toEqual({ tokens: STREAM_TOKENS, done: true, finishReason: 'length' });
     // The host said it stops: a new request is answered by a start on the other host.
     expect((await cluster.chat('steady')).status).toBe(200);
     expect(await hostOf(cluster, 'steady')).toBe(other.hostId);
@@ -126,7 +138,10 @@ describe('a host agent that stops or dies', () => {
     const running = (await hostsNow(cluster)).find((h) => h.host_id === other.hostId)!;
     await new Promise((r) => setTimeout(r, 2_000));
     const later = await hostsNow(cluster);
-    expect(later.find((h) => h.host_id === serving.hostId)).toMatchObject({ state: 'down', last_seen_at: down.last_seen_at });
+    expect(later.find((h) => h.host_id === serving.hostId)).toMatchObject({
+      state: 'down',
+      last_seen_at: down.last_seen_at,
+    });
     const runningLater = later.find((h) => h.host_id === other.hostId)!;
     expect(runningLater.state).toBe('ready');
     expect(Date.parse(runningLater.last_seen_at)).toBeGreaterThan(Date.parse(running.last_seen_at));

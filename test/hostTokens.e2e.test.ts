@@ -64,7 +64,10 @@ describe('host tokens, with a server and two host agents as processes', () => {
   it('refuses a host token registering another host than the one it is bound to', async () => {
     const reply = await cluster.api('POST', '/management/v1/hosts/register', registration(host2.hostId), host1.token);
     expect(reply.status).toBe(401);
-    expect(reply.body).toMatchObject({ code: 'unauthorized', message: `this host token is bound to another host, not ${host2.hostId}; register ${host2.hostId} with a token of its own (capyctl create host-token)` });
+    expect(reply.body).toMatchObject({
+      code: 'unauthorized',
+      message: `this host token is bound to another host, not ${host2.hostId}; register ${host2.hostId} with a token of its own (capyctl create host-token)`,
+    });
   });
 
   it('refuses an engine exit a host reports for another host’s model: the model stays ready and answers', async () => {
@@ -80,7 +83,9 @@ describe('host tokens, with a server and two host agents as processes', () => {
       retryable: false,
     });
     // Under the other host's name, host 1's token is no host token at all.
-    expect((await cluster.api('POST', `/management/v1/hosts/${host2.hostId}/engine-exits`, exit, host1.token)).status).toBe(401);
+    expect(
+      (await cluster.api('POST', `/management/v1/hosts/${host2.hostId}/engine-exits`, exit, host1.token)).status,
+    ).toBe(401);
 
     const status = await cluster.status('on-two');
     expect(status).toMatchObject({ state: 'ready', hosts: [host2.hostId] });
@@ -89,10 +94,15 @@ describe('host tokens, with a server and two host agents as processes', () => {
 
   it('re-binds a host to a new token only after the operator revokes the old one', async () => {
     const revoked = await cluster.capyctl(['revoke', 'host-token', host1.hostId]);
-    expect(revoked).toMatchObject({ code: 0, stdout: `${host1.hostId}: host token revoked; a new one (capyctl create host-token) may register it\n` });
+    expect(revoked).toMatchObject({
+      code: 0,
+      stdout: `${host1.hostId}: host token revoked; a new one (capyctl create host-token) may register it\n`,
+    });
     // The revoked token no longer speaks for the host.
     const sample = { sampled_at_ms: Date.now(), instances: [] };
-    expect((await cluster.api('POST', `/management/v1/hosts/${host1.hostId}/samples`, sample, host1.token)).status).toBe(401);
+    expect(
+      (await cluster.api('POST', `/management/v1/hosts/${host1.hostId}/samples`, sample, host1.token)).status,
+    ).toBe(401);
 
     const fresh = (await cluster.capyctl(['create', 'host-token'])).stdout.trim();
     const reply = await cluster.api('POST', '/management/v1/hosts/register', registration(host1.hostId), fresh);

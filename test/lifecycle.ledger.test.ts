@@ -81,11 +81,16 @@ describe('what a host holds', () => {
 });
 
 describe('room for a model', () => {
-  const full = ledger([entry('a'), entry('b')], { gpus: [{ index: 0, memoryBytes: 10 * GiB, memoryKind: 'discrete' }] });
-  const plan = (holders: Holder[], evict = true, l = full) => planRoom({ ledger: l, gpuIndexes: [0], need: 5 * GiB, holders, evict });
+  const full = ledger([entry('a'), entry('b')], {
+    gpus: [{ index: 0, memoryBytes: 10 * GiB, memoryKind: 'discrete' }],
+  });
+  const plan = (holders: Holder[], evict = true, l = full) =>
+    planRoom({ ledger: l, gpuIndexes: [0], need: 5 * GiB, holders, evict });
 
   it('fits without touching anything when the GPU has room', () => {
-    expect(planRoom({ ledger: ledger([entry('a')]), gpuIndexes: [0], need: 5 * GiB, holders: [], evict: false })).toEqual({ kind: 'fits', gpuIndex: 0 });
+    expect(
+      planRoom({ ledger: ledger([entry('a')]), gpuIndexes: [0], need: 5 * GiB, holders: [], evict: false }),
+    ).toEqual({ kind: 'fits', gpuIndex: 0 });
   });
 
   it('evicts the least recently used idle model, and only as many as it needs', () => {
@@ -120,13 +125,22 @@ describe('room for a model', () => {
   });
 
   it('never evicts a parked instance or one on another GPU', () => {
-    const l = ledger([entry('a', { gpuIndex: 1 }), entry('b', { state: 'parked', gpuBytes: 4 * GiB, tier: 'kv_only' })], {
-      gpus: [
-        { index: 0, memoryBytes: 6 * GiB, memoryKind: 'discrete' },
-        { index: 1, memoryBytes: 6 * GiB, memoryKind: 'discrete' },
-      ],
-    });
-    expect(plan(l.entries.map((e) => holder(e)), true, l)).toEqual({ kind: 'wait' });
+    const l = ledger(
+      [entry('a', { gpuIndex: 1 }), entry('b', { state: 'parked', gpuBytes: 4 * GiB, tier: 'kv_only' })],
+      {
+        gpus: [
+          { index: 0, memoryBytes: 6 * GiB, memoryKind: 'discrete' },
+          { index: 1, memoryBytes: 6 * GiB, memoryKind: 'discrete' },
+        ],
+      },
+    );
+    expect(
+      plan(
+        l.entries.map((e) => holder(e)),
+        true,
+        l,
+      ),
+    ).toEqual({ kind: 'wait' });
   });
 });
 
@@ -143,7 +157,11 @@ describe('who goes next', () => {
 });
 
 describe('how released models give back their memory: one decision for a switch, an operator and a timer', () => {
-  const view = (name: string, fields: Record<string, unknown> = {}, explicit = false): DeploymentView & { checkpoint: typeof checkpoint } => ({
+  const view = (
+    name: string,
+    fields: Record<string, unknown> = {},
+    explicit = false,
+  ): DeploymentView & { checkpoint: typeof checkpoint } => ({
     id: name,
     name,
     revision: 1,
@@ -158,7 +176,15 @@ describe('how released models give back their memory: one decision for a switch,
     planVictims({ victims, memoryKind: () => 'discrete', hostRamFreeBytes, operator });
 
   it('parks in host RAM while copies fit, then deep, counting each victim before the next, and says what they leave', () => {
-    expect(plans([{ entry: entry('a'), deployment: view('a') }, { entry: entry('b'), deployment: view('b') }], 6 * GiB)).toEqual({
+    expect(
+      plans(
+        [
+          { entry: entry('a'), deployment: view('a') },
+          { entry: entry('b'), deployment: view('b') },
+        ],
+        6 * GiB,
+      ),
+    ).toEqual({
       plans: [
         { kind: 'park', tier: 'host_ram' },
         { kind: 'park', tier: 'deep' },
@@ -182,7 +208,9 @@ describe('how released models give back their memory: one decision for a switch,
 
   it("refuses an operator's park its engine cannot wake, and any park of an explicit model with no room", () => {
     const gptOss = { entry: entry('c'), deployment: view('c', { model: 'openai/gpt-oss-20b' }) };
-    expect(plans([gptOss], 0, true).plans).toEqual([{ kind: 'refused', error: apiErrors.capabilityMissingDeepPark('c', cannotParkReasons.gptOss) }]);
+    expect(plans([gptOss], 0, true).plans).toEqual([
+      { kind: 'refused', error: apiErrors.capabilityMissingDeepPark('c', cannotParkReasons.gptOss) },
+    ]);
     const pinned = { entry: entry('x'), deployment: view('x', { residency: 'host_backed' }, true) };
     expect(plans([pinned], 0, true).plans).toEqual([{ kind: 'refused', error: apiErrors.parkedCapacity('x') }]);
     expect(plans([pinned], 0).plans).toEqual([{ kind: 'refused', error: apiErrors.parkedCapacity('x') }]);
@@ -190,7 +218,10 @@ describe('how released models give back their memory: one decision for a switch,
 
   it('launches SGLang for the tier left once the victims took their copies, so that it parks deep instead of stopping', () => {
     // 7 GiB of host RAM; ja's 5 GiB copy leaves 2, and ib's 3 GiB do not fit.
-    const sglang = (name: string, weightBytes: number) => ({ ...view(name, { engine: 'sglang' }), checkpoint: { weightBytes, kvBytes: GiB / 2 } });
+    const sglang = (name: string, weightBytes: number) => ({
+      ...view(name, { engine: 'sglang' }),
+      checkpoint: { weightBytes, kvBytes: GiB / 2 },
+    });
     const ja = { entry: entry('ja'), deployment: sglang('ja', 5 * GiB) };
     const left = plans([ja], 7 * GiB);
     expect(left).toEqual({ plans: [{ kind: 'park', tier: 'host_ram' }], hostRamFreeBytes: 2 * GiB });
@@ -198,16 +229,27 @@ describe('how released models give back their memory: one decision for a switch,
     const tier = launchTier({ deployment: ib, memoryKind: 'discrete', hostRamFreeBytes: left.hostRamFreeBytes });
     expect(tier).toBe('deep');
     // Released later by any path with the same host RAM free, it parks deep.
-    for (const operator of [false, true]) expect(plans([{ entry: entry('ib', { tier }), deployment: ib }], 2 * GiB, operator).plans).toEqual([{ kind: 'park', tier: 'deep' }]);
+    for (const operator of [false, true])
+      expect(plans([{ entry: entry('ib', { tier }), deployment: ib }], 2 * GiB, operator).plans).toEqual([
+        { kind: 'park', tier: 'deep' },
+      ]);
     // Launched for host RAM, as it was before the victims were counted, it had no room at all.
-    expect(plans([{ entry: entry('ib', { tier: 'host_ram' }), deployment: ib }], 2 * GiB).plans).toEqual([{ kind: 'stop', reason: 'no_room' }]);
+    expect(plans([{ entry: entry('ib', { tier: 'host_ram' }), deployment: ib }], 2 * GiB).plans).toEqual([
+      { kind: 'stop', reason: 'no_room' },
+    ]);
   });
 });
 
 describe('the scheduler settings', () => {
   it('come from the server document and the host where the switch happens', () => {
-    const server = loadSettings('server', { env: {}, text: 'lifecycle_defaults: { ready_idle_timeout: 5m }\nswitching: { drain_timeout: 45s }\n' });
-    const host = loadSettings('host', { env: {}, text: 'server: { token: t }\nresource_policy: { queue: { admission_window: 500ms } }\n' });
+    const server = loadSettings('server', {
+      env: {},
+      text: 'lifecycle_defaults: { ready_idle_timeout: 5m }\nswitching: { drain_timeout: 45s }\n',
+    });
+    const host = loadSettings('host', {
+      env: {},
+      text: 'server: { token: t }\nresource_policy: { queue: { admission_window: 500ms } }\n',
+    });
     expect(schedulerSettings(server, host.resource_policy.queue)).toEqual({
       admissionWindowMs: 500,
       drainMs: 45_000,

@@ -6,7 +6,14 @@ import { idleDeadlines, msUntilFirst, timerKey } from '../workflows/hostSchedule
 import { sameSettings, type SchedulerSettings } from '../workflows/hostScheduler/input.js';
 import { Job } from '../workflows/hostScheduler/jobs.js';
 
-const settings: SchedulerSettings = { admissionWindowMs: 100, drainMs: 5_000, wakeWindowMs: 15_000, startMs: 30_000, readyIdleMs: null, parkedIdleMs: null };
+const settings: SchedulerSettings = {
+  admissionWindowMs: 100,
+  drainMs: 5_000,
+  wakeWindowMs: 15_000,
+  startMs: 30_000,
+  readyIdleMs: null,
+  parkedIdleMs: null,
+};
 
 describe('the settings a server sends', () => {
   it('keep the run going when they are the ones it has', () => {
@@ -39,11 +46,20 @@ describe('a queued command', () => {
 });
 
 describe('the demands the scheduler holds', () => {
-  const demand = (deploymentId: string, waiting: number, serverTaskQueue?: string): Demand => ({ deploymentId, waiting, oldestSinceMs: 1_000, ...(serverTaskQueue ? { serverTaskQueue } : {}) });
+  const demand = (deploymentId: string, waiting: number, serverTaskQueue?: string): Demand => ({
+    deploymentId,
+    waiting,
+    oldestSinceMs: 1_000,
+    ...(serverTaskQueue ? { serverTaskQueue } : {}),
+  });
 
   it('keep each server’s latest report for a model, beside the other servers’ reports', () => {
     const held = [demand('chat-a', 2, 'server-1'), demand('chat-a', 1, 'server-2'), demand('chat-b', 1, 'server-1')];
-    expect(withDemand(held, demand('chat-a', 5, 'server-1'))).toEqual([demand('chat-a', 1, 'server-2'), demand('chat-b', 1, 'server-1'), demand('chat-a', 5, 'server-1')]);
+    expect(withDemand(held, demand('chat-a', 5, 'server-1'))).toEqual([
+      demand('chat-a', 1, 'server-2'),
+      demand('chat-b', 1, 'server-1'),
+      demand('chat-a', 5, 'server-1'),
+    ]);
   });
 
   it('drop a server’s report for a model once nobody waits there', () => {
@@ -56,7 +72,10 @@ describe('the demands the scheduler holds', () => {
 
   it('lose a restarted server’s reports, or every report when the restart names no server', () => {
     const held = [demand('chat-a', 2, 'server-1'), demand('chat-b', 1, 'server-2'), demand('chat-c', 1)];
-    expect(withoutDemandsOf(held, { serverTaskQueue: 'server-1' })).toEqual([demand('chat-b', 1, 'server-2'), demand('chat-c', 1)]);
+    expect(withoutDemandsOf(held, { serverTaskQueue: 'server-1' })).toEqual([
+      demand('chat-b', 1, 'server-2'),
+      demand('chat-c', 1),
+    ]);
     expect(withoutDemandsOf(held, {})).toEqual([]);
     expect(withoutDemandsOf(held, undefined)).toEqual([]);
   });
@@ -74,11 +93,16 @@ describe('the idle timers', () => {
     hostRamBytes: 0,
   });
   const timers = { readyIdleMs: 60_000, parkedIdleMs: 600_000 };
-  const state = { sinceMs: { 'chat-a': 1_000, 'chat-b': 5_000, 'chat-c': 2_000 }, lastUsedMs: { 'chat-a': 30_000, 'chat-b': 9_000 } };
+  const state = {
+    sinceMs: { 'chat-a': 1_000, 'chat-b': 5_000, 'chat-c': 2_000 },
+    lastUsedMs: { 'chat-a': 30_000, 'chat-b': 9_000 },
+  };
 
   it('run out a ready model’s timer from its last use, and a parked one’s from when it parked', () => {
     const entries = [entry('chat-a', 'ready'), entry('chat-b', 'parked'), entry('chat-c', 'starting')];
-    expect(idleDeadlines({ entries, settings: timers, state, demands: [] }).map((d) => [d.entry.deploymentId, d.atMs])).toEqual([
+    expect(
+      idleDeadlines({ entries, settings: timers, state, demands: [] }).map((d) => [d.entry.deploymentId, d.atMs]),
+    ).toEqual([
       ['chat-a', 90_000],
       ['chat-b', 605_000],
     ]);
@@ -87,8 +111,12 @@ describe('the idle timers', () => {
   it('run for no model with waiting requests, and not at all when off', () => {
     const entries = [entry('chat-a', 'ready'), entry('chat-b', 'parked')];
     const waiting: Demand[] = [{ deploymentId: 'chat-a', waiting: 1, oldestSinceMs: 40_000 }];
-    expect(idleDeadlines({ entries, settings: timers, state, demands: waiting }).map((d) => d.entry.deploymentId)).toEqual(['chat-b']);
-    expect(idleDeadlines({ entries, settings: { readyIdleMs: null, parkedIdleMs: null }, state, demands: [] })).toEqual([]);
+    expect(
+      idleDeadlines({ entries, settings: timers, state, demands: waiting }).map((d) => d.entry.deploymentId),
+    ).toEqual(['chat-b']);
+    expect(idleDeadlines({ entries, settings: { readyIdleMs: null, parkedIdleMs: null }, state, demands: [] })).toEqual(
+      [],
+    );
   });
 
   it('tell the scheduler how long it may wait: until the first runs out, at least a millisecond, or for ever', () => {

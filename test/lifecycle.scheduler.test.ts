@@ -59,13 +59,19 @@ describe('the host scheduler', () => {
     const d2 = gateway.request(ids['chat-d']!);
     await Promise.all([long, c, d, d2, ...a]);
     const starts = gateway.steps.filter((x) => x.step === 'startWaiters').slice(-3);
-    expect(starts.map((x) => (x.detail as { deploymentId: string }).deploymentId)).toEqual([ids['chat-c'], ids['chat-d'], ids['chat-a']]);
+    expect(starts.map((x) => (x.detail as { deploymentId: string }).deploymentId)).toEqual([
+      ids['chat-c'],
+      ids['chat-d'],
+      ids['chat-a'],
+    ]);
   });
 
   it('start without evict parks nothing: refused while the memory is held, nothing waits to act later; stop frees it and answers with its receipt', async () => {
     await s.until(ids['chat-a']!, 'ready');
     const before = await s.entry(ids['chat-b']!);
-    expect(await refusal(s.command('start', { deploymentId: ids['chat-b']!, evict: false }))).toEqual(apiErrors.memoryHeld(ids['chat-b']!, ['chat-a']));
+    expect(await refusal(s.command('start', { deploymentId: ids['chat-b']!, evict: false }))).toEqual(
+      apiErrors.memoryHeld(ids['chat-b']!, ['chat-a']),
+    );
     expect((await s.entry(ids['chat-a']!))?.state).toBe('ready');
 
     const stop = await s.command('stop', { deploymentId: ids['chat-a']! });
@@ -74,7 +80,11 @@ describe('the host scheduler', () => {
     // The memory is free now, and the refused start did not stay behind to take it.
     await sleep(1_000);
     expect(await s.entry(ids['chat-b']!)).toEqual(before);
-    expect(await s.command('start', { deploymentId: ids['chat-b']!, evict: false })).toMatchObject({ deploymentId: ids['chat-b'], state: 'ready', victims: [] });
+    expect(await s.command('start', { deploymentId: ids['chat-b']!, evict: false })).toMatchObject({
+      deploymentId: ids['chat-b'],
+      state: 'ready',
+      victims: [],
+    });
   });
 
   it('does not start a model an operator stopped on a request', async () => {
@@ -93,7 +103,11 @@ describe('the host scheduler', () => {
     expect(start.switchId).toEqual(expect.any(String));
     // Host RAM holds one copy and chat-b's is there: chat-a parks deep.
     expect(released(start)).toEqual([`${ids['chat-a']} ${releasedLines.parkedDeep}`]);
-    expect(await s.command('start', { deploymentId: ids['chat-c']!, evict: true })).toEqual({ deploymentId: ids['chat-c'], victims: [], state: 'ready' });
+    expect(await s.command('start', { deploymentId: ids['chat-c']!, evict: true })).toEqual({
+      deploymentId: ids['chat-c'],
+      victims: [],
+      state: 'ready',
+    });
   });
 
   it('parks, preinitializes and deletes on command', async () => {
@@ -116,9 +130,17 @@ describe('the host scheduler', () => {
     const error = await refusal(s.command('start', { deploymentId: d.id, evict: true }));
     expect(error).toEqual(apiErrors.checkpointUnmeasured('chat-new', null));
 
-    await startMeasurement(s.lc.client, { deploymentId: d.id, revision: d.revision, hostId: s.lc.hostId, serverTaskQueue: s.lc.serverTaskQueue });
+    await startMeasurement(s.lc.client, {
+      deploymentId: d.id,
+      revision: d.revision,
+      hostId: s.lc.hostId,
+      serverTaskQueue: s.lc.serverTaskQueue,
+    });
     await awaitMeasurement(s.lc.client, d.id, d.revision);
-    expect(await s.command('start', { deploymentId: d.id, evict: true })).toMatchObject({ deploymentId: d.id, state: 'ready' });
+    expect(await s.command('start', { deploymentId: d.id, evict: true })).toMatchObject({
+      deploymentId: d.id,
+      state: 'ready',
+    });
     await s.command('delete', { deploymentId: d.id });
   });
 
@@ -141,7 +163,10 @@ describe('the host scheduler', () => {
       const error = await refusal(s.command('start', { deploymentId: ids['chat-a']!, evict: true }));
       expect(error).toEqual(apiErrors.insufficientCapacity(ids['chat-a']!, [{ name: 'chat-x', keptBy: 'explicit' }]));
       const refused = await s.lc.gateway.request(ids['chat-b']!);
-      expect(refused).toMatchObject({ kind: 'error', error: apiErrors.insufficientCapacity(ids['chat-b']!, [{ name: 'chat-x', keptBy: 'explicit' }]) });
+      expect(refused).toMatchObject({
+        kind: 'error',
+        error: apiErrors.insufficientCapacity(ids['chat-b']!, [{ name: 'chat-x', keptBy: 'explicit' }]),
+      });
       expect((await s.entry(x))?.state).toBe('ready');
       await s.command('stop', { deploymentId: x });
       expect(servedBy([await s.lc.gateway.request(ids['chat-b']!)])).toEqual([ids['chat-b']]);
@@ -165,7 +190,9 @@ describe('the host scheduler', () => {
       const engine = (await gpuUsage(s.lc.gpuDir, 0)).owners.find((o) => o.gpuBytes > 0)!;
       process.kill(engine.pid, 'SIGKILL');
       // What the server does when the host reports an engine it did not stop.
-      await s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId)).signal(signals.engineExited, instance);
+      await s.lc.client.workflow
+        .getHandle(workflowIds.hostScheduler(s.lc.hostId))
+        .signal(signals.engineExited, instance);
       await s.until(x, 'stopped');
       void s.lc.gateway.request(x);
       await sleep(1_000);

@@ -51,7 +51,9 @@ describe('idle timers', () => {
       usedAt = Date.now();
     }
     // No switch took it away meanwhile (a park and a wake would serve the requests too).
-    const released = s.lc.gateway.steps.filter((step) => step.atMs >= readyAt && (step.detail as { victims?: string[] }).victims?.includes(b));
+    const released = s.lc.gateway.steps.filter(
+      (step) => step.atMs >= readyAt && (step.detail as { victims?: string[] }).victims?.includes(b),
+    );
     expect(released).toEqual([]);
     expect((await s.entry(b))?.state).toBe('ready');
     // It parks one timer after the last request, not after the first timer.
@@ -73,7 +75,10 @@ describe('settings sent to a running scheduler', () => {
     // Its timers are off: it stays past the shortest timer a document could have set.
     await sleep(IDLE_TIMEOUT_MIN_MS);
     expect((await s.entry(a))?.state).toBe('ready');
-    await configureScheduler(s.lc.client, { ...s.ref, settings: { ...s.ref.settings, readyIdleMs: IDLE_TIMEOUT_MIN_MS } });
+    await configureScheduler(s.lc.client, {
+      ...s.ref,
+      settings: { ...s.ref.settings, readyIdleMs: IDLE_TIMEOUT_MIN_MS },
+    });
     await s.until(a, 'parked', 10_000);
   });
 });
@@ -94,14 +99,21 @@ describe('victims when two models fit', () => {
     const { owners, usedBytes, capacityBytes } = await gpuUsage(s.lc.gpuDir, 0);
     // 5 GiB each, 4 GiB of weights and a 1 GiB KV budget (SGLang's float arithmetic may leave a byte).
     expect(owners.map((o) => [o.label, Math.round(o.gpuBytes / 2 ** 10)])).toEqual(
-      expect.arrayContaining([['vllm sim/chat-v', 5 * 2 ** 20], ['sglang sim/chat-g', 5 * 2 ** 20]]),
+      expect.arrayContaining([
+        ['vllm sim/chat-v', 5 * 2 ** 20],
+        ['sglang sim/chat-g', 5 * 2 ** 20],
+      ]),
     );
     expect(usedBytes).toBeLessThanOrEqual(capacityBytes);
     for (const id of [v, g]) await s.command('stop', { deploymentId: id });
   });
 
   it('never parks a model with waiting requests, even the least recently used', async () => {
-    const [a, b, c] = [await s.deployMeasured('chat-a'), await s.deployMeasured('chat-b'), await s.deployMeasured('chat-c')];
+    const [a, b, c] = [
+      await s.deployMeasured('chat-a'),
+      await s.deployMeasured('chat-b'),
+      await s.deployMeasured('chat-c'),
+    ];
     await s.command('start', { deploymentId: a, evict: false });
     await s.command('start', { deploymentId: b, evict: false });
     // chat-a, the least recently used, has requests waiting for a free slot.
@@ -138,7 +150,8 @@ describe('continue-as-new under traffic', () => {
     const b = await s.deployMeasured('chat-b');
     const first = await s.command('start', { deploymentId: a, evict: false });
     expect(first.state).toBe('ready');
-    const scheduler = (runId?: string) => s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId), runId).describe();
+    const scheduler = (runId?: string) =>
+      s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId), runId).describe();
     const { runId: firstRun } = await scheduler();
 
     // Rounds of requests and commands until the first run has handed over: how many switches a round
@@ -166,4 +179,3 @@ describe('continue-as-new under traffic', () => {
     expect(now.status.name).toBe('RUNNING');
   }, 150_000);
 });
-

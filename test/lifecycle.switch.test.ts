@@ -58,9 +58,22 @@ function switchInput(plan: Plan): SwitchInput {
     serverTaskQueue: lc.serverTaskQueue,
     startedAtMs: Date.now(),
     target: t
-      ? { name: t.model.name, revision: t.model.revision, spec: t.model.spec, instance: ref(t.model, t.generation), action: t.action, tier: t.tier, gpuIndex: 0, memory: MODEL_MEMORY }
+      ? {
+          name: t.model.name,
+          revision: t.model.revision,
+          spec: t.model.spec,
+          instance: ref(t.model, t.generation),
+          action: t.action,
+          tier: t.tier,
+          gpuIndex: 0,
+          memory: MODEL_MEMORY,
+        }
       : null,
-    victims: (plan.victims ?? []).map((v) => ({ name: v.model.name, instance: ref(v.model, v.generation), plan: v.plan })),
+    victims: (plan.victims ?? []).map((v) => ({
+      name: v.model.name,
+      instance: ref(v.model, v.generation),
+      plan: v.plan,
+    })),
     admissionWindowMs: plan.windowMs ?? null,
     // These models are not measured: their rows say they hold nothing, as the scheduler would read them.
     checkpoints: {},
@@ -69,7 +82,11 @@ function switchInput(plan: Plan): SwitchInput {
 }
 
 const startSwitch = (input: SwitchInput) =>
-  lc.client.workflow.start(switchWorkflow, { taskQueue: lc.serverTaskQueue, workflowId: workflowIds.switch(input.switchId), args: [input] });
+  lc.client.workflow.start(switchWorkflow, {
+    taskQueue: lc.serverTaskQueue,
+    workflowId: workflowIds.switch(input.switchId),
+    args: [input],
+  });
 const runSwitch = async (plan: Plan): Promise<SwitchResult & { input: SwitchInput }> => {
   const input = switchInput(plan);
   return { ...(await (await startSwitch(input)).result()), input };
@@ -83,7 +100,9 @@ async function ready(m: Model, generation = 1): Promise<void> {
 
 /** Stops what a test left loaded (instances of `generation`), so the next one finds the GPU empty. Returns the switch's ID. */
 async function stop(models: Model[], generation = 1): Promise<string> {
-  const r = await runSwitch({ victims: models.map((model) => ({ model, generation, plan: { kind: 'stop', reason: 'operator' } })) });
+  const r = await runSwitch({
+    victims: models.map((model) => ({ model, generation, plan: { kind: 'stop', reason: 'operator' } })),
+  });
   expect(await lc.gpuUsedBytes()).toBe(0);
   return r.input.switchId;
 }
@@ -99,9 +118,12 @@ async function fault(m: Model, faults: Record<string, boolean | readonly string[
   await reply?.body.dump();
 }
 
-const stepOf = (switchId: string, step: string) => lc.gateway.steps.find((s) => s.switchId === switchId && s.step === step);
-const served = (a: Answer) => (a.kind === 'served' ? a : expect.fail(`expected a served request, got ${JSON.stringify(a)}`));
-const failed = (a: Answer) => (a.kind === 'error' ? a.error : expect.fail(`expected an error, got ${JSON.stringify(a)}`));
+const stepOf = (switchId: string, step: string) =>
+  lc.gateway.steps.find((s) => s.switchId === switchId && s.step === step);
+const served = (a: Answer) =>
+  a.kind === 'served' ? a : expect.fail(`expected a served request, got ${JSON.stringify(a)}`);
+const failed = (a: Answer) =>
+  a.kind === 'error' ? a.error : expect.fail(`expected an error, got ${JSON.stringify(a)}`);
 
 describe('a switch', () => {
   /** The switches that named chat-a as a victim, and those of them that parked it. */
@@ -117,18 +139,32 @@ describe('a switch', () => {
     expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
 
     const waiters = [1, 2, 3].map(() => lc.gateway.request(b.id, 50));
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }], windowMs: 300 });
+    const r = await runSwitch({
+      target: { model: b, action: 'start', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+      windowMs: 300,
+    });
     parkedA.push(r.input.switchId);
 
     expect(r).toMatchObject({
       outcome: 'released',
-      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam, state: 'parked', tier: 'host_ram' }],
+      victims: [
+        {
+          deploymentId: a.id,
+          instanceIndex: 0,
+          released: releasedLines.parkedHostRam,
+          state: 'parked',
+          tier: 'host_ram',
+        },
+      ],
       target: { instance: ref(b), state: 'ready' },
     });
     const answers = (await Promise.all(waiters)).map(served);
     expect(answers.map((w) => w.instance)).toEqual([ref(b), ref(b), ref(b)]);
     // Started together: they ran at the same time, not one after another.
-    expect(Math.max(...answers.map((w) => w.startedAtMs)) - Math.min(...answers.map((w) => w.startedAtMs))).toBeLessThan(40);
+    expect(
+      Math.max(...answers.map((w) => w.startedAtMs)) - Math.min(...answers.map((w) => w.startedAtMs)),
+    ).toBeLessThan(40);
     expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
 
     const receipt = await findSwitchReceipt(lc.db, r.input.switchId);
@@ -141,22 +177,39 @@ describe('a switch', () => {
     });
     expect(receipt?.finishedAt).toBeInstanceOf(Date);
     const instances = await listInstances(lc.db, { hostId: lc.hostId });
-    expect(instances.find((i) => i.deploymentId === a.id)).toMatchObject({ observedState: 'parked', parkTier: 'host_ram', generation: 1 });
+    expect(instances.find((i) => i.deploymentId === a.id)).toMatchObject({
+      observedState: 'parked',
+      parkTier: 'host_ram',
+      generation: 1,
+    });
     expect(instances.find((i) => i.deploymentId === b.id)).toMatchObject({ observedState: 'ready', generation: 1 });
-    expect(await findWakeReference(lc.db, b.id, 0)).toMatchObject({ generation: 1, answer: { kind: 'prompt', text: expect.any(String) } });
+    expect(await findWakeReference(lc.db, b.id, 0)).toMatchObject({
+      generation: 1,
+      answer: { kind: 'prompt', text: expect.any(String) },
+    });
 
     // And back: chat-a wakes from host RAM, passes the wake check, and serves its waiter.
     const waiter = lc.gateway.request(a.id, 10);
-    const back = await runSwitch({ target: { model: a, action: 'wake', tier: 'host_ram' }, victims: [{ model: b, plan: park('host_ram') }], windowMs: 300 });
+    const back = await runSwitch({
+      target: { model: a, action: 'wake', tier: 'host_ram' },
+      victims: [{ model: b, plan: park('host_ram') }],
+      windowMs: 300,
+    });
     expect(back).toMatchObject({ outcome: 'released', target: { instance: ref(a), state: 'ready' } });
     wakeOfA = back.input.switchId;
     expect(served(await waiter).instance).toEqual(ref(a));
-    expect((await findSwitchReceipt(lc.db, back.input.switchId))?.summary).toBe(`wake ${a.name}, park ${b.name} on ${lc.hostId}`);
+    expect((await findSwitchReceipt(lc.db, back.input.switchId))?.summary).toBe(
+      `wake ${a.name}, park ${b.name} on ${lc.hostId}`,
+    );
     expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
 
     // A drain that times out names chat-a as a victim too, but parks nothing.
     const busy = lc.gateway.request(a.id, 2_500);
-    const timedOut = await runSwitch({ target: { model: b, action: 'wake', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 1_000 } });
+    const timedOut = await runSwitch({
+      target: { model: b, action: 'wake', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+      timeouts: { drainMs: 1_000 },
+    });
     expect(timedOut.outcome).toBe('drain_timeout');
     served(await busy);
     releasedA.push(await stop([a, b]));
@@ -169,7 +222,16 @@ describe('a switch', () => {
     // The victim was idle as the window closed: no drain step of its own.
     expect(remote).toEqual(['closeAdmission', 'parkEngine', 'wakeEngine']);
     // It reads which servers share the store: none here, so the gateway's steps are the worker's own.
-    expect(new Set(local)).toEqual(new Set(['liveServerQueues', 'saveSwitchReceipt', 'withdrawVictims', 'saveInstance', 'findWakeReference', 'startWaiters']));
+    expect(new Set(local)).toEqual(
+      new Set([
+        'liveServerQueues',
+        'saveSwitchReceipt',
+        'withdrawVictims',
+        'saveInstance',
+        'findWakeReference',
+        'startWaiters',
+      ]),
+    );
   });
 
   it('lists every switch that parked chat-a by its search attributes', async () => {
@@ -187,7 +249,8 @@ describe('a switch', () => {
     const parked = [];
     for (const w of listed) {
       const receipt = await findSwitchReceipt(lc.db, w.id.replace(/^switch\//, ''));
-      if (receipt?.victims.some((v) => v.deploymentId === a.id && v.released.startsWith('released: parked'))) parked.push(w.id);
+      if (receipt?.victims.some((v) => v.deploymentId === a.id && v.released.startsWith('released: parked')))
+        parked.push(w.id);
     }
     expect(parked).toEqual(parkedA.map(workflowIds.switch));
   });
@@ -242,8 +305,16 @@ describe('the drain', () => {
     const long = lc.gateway.request(a.id, 3_000);
     const waiter = lc.gateway.request(b.id, 10);
 
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 1_000 } });
-    expect(r).toMatchObject({ outcome: 'drain_timeout', victims: [], error: { status: 503, code: 'unavailable', retryable: true } });
+    const r = await runSwitch({
+      target: { model: b, action: 'start', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+      timeouts: { drainMs: 1_000 },
+    });
+    expect(r).toMatchObject({
+      outcome: 'drain_timeout',
+      victims: [],
+      error: { status: 503, code: 'unavailable', retryable: true },
+    });
     expect(failed(await waiter).message).toBe(
       `switch to ${b.id} failed: drain timeout after 1000 ms with 1 request(s) still charged; the victims serve again; retry shortly`,
     );
@@ -264,19 +335,30 @@ describe('the drain', () => {
     const stream = await request(`${lc.host.engineUrl({ deploymentId: a.id, instanceIndex: 0 })}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: a.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 50, stream: true }),
+      body: JSON.stringify({
+        model: a.name,
+        messages: [{ role: 'user', content: 'hello' }],
+        max_tokens: 50,
+        stream: true,
+      }),
     });
     await stream.body[Symbol.asyncIterator]().next();
 
     const waiter = lc.gateway.request(b.id, 10);
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 1_000 } });
+    const r = await runSwitch({
+      target: { model: b, action: 'start', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+      timeouts: { drainMs: 1_000 },
+    });
     expect(r.outcome).toBe('drain_timeout');
     expect(failed(await waiter)).toEqual(apiErrors.drainTimeout(b.id, 1_000, 1));
     expect(lc.gateway.dispatchOf(a.id)).toBe('open');
 
     // The client hangs up, which stops the engine's work: the next switch drains and parks.
     stream.body.destroy();
-    expect((await runSwitch({ victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 5_000 } })).outcome).toBe('released');
+    expect(
+      (await runSwitch({ victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 5_000 } })).outcome,
+    ).toBe('released');
     await stop([a]);
   });
 });
@@ -286,8 +368,14 @@ describe('a victim that does not park', () => {
     const a = await deploy('noroom-a');
     const b = await deploy('noroom-b');
     await ready(a);
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: { kind: 'stop', reason: 'no_room' } }] });
-    expect(r).toMatchObject({ outcome: 'released', victims: [{ released: 'released: stopped (no room to park)', state: 'stopped', tier: null }] });
+    const r = await runSwitch({
+      target: { model: b, action: 'start', tier: 'host_ram' },
+      victims: [{ model: a, plan: { kind: 'stop', reason: 'no_room' } }],
+    });
+    expect(r).toMatchObject({
+      outcome: 'released',
+      victims: [{ released: 'released: stopped (no room to park)', state: 'stopped', tier: null }],
+    });
     expect((await findSwitchReceipt(lc.db, r.input.switchId))?.victims).toEqual([
       { deploymentId: a.id, instanceIndex: 0, released: releasedLines.stoppedNoRoom },
     ]);
@@ -301,7 +389,10 @@ describe('a victim that does not park', () => {
     await ready(a);
     await fault(a, { crash: true });
     const waiter = lc.gateway.request(b.id, 10);
-    const r = await runSwitch({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }] });
+    const r = await runSwitch({
+      target: { model: b, action: 'start', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+    });
     expect(r).toMatchObject({
       outcome: 'park_failed',
       victims: [{ released: releasedLines.stopped, state: 'stopped', tier: null }],
@@ -320,44 +411,82 @@ describe('a failed wake', () => {
     status: 503,
     code: 'wake_uncertain',
     message: expect.stringMatching(
-      new RegExp(`^wake of deployment ${id} failed: vLLM at http://127\\.0\\.0\\.1:\\d+ answered POST /wake_up with 404: has no such route; the model was stopped`),
+      new RegExp(
+        `^wake of deployment ${id} failed: vLLM at http://127\\.0\\.0\\.1:\\d+ answered POST /wake_up with 404: has no such route; the model was stopped`,
+      ),
     ),
     retryable: true,
   });
   it.each([
-    { code: 'wake_mismatch', tier: 'host_ram', faults: { wrong_answer_after_wake: true }, wakeWindowMs: 5_000, expected: apiErrors.wakeMismatch },
-    { code: 'wake_reload_failed', tier: 'deep', faults: { reload_fails: true }, wakeWindowMs: 5_000, expected: apiErrors.wakeReloadFailed },
-    { code: 'wake_uncertain', tier: 'host_ram', faults: { wake_hangs: true }, wakeWindowMs: 1_500, expected: (id: string) => apiErrors.wakeUncertain(id, 1_500) },
+    {
+      code: 'wake_mismatch',
+      tier: 'host_ram',
+      faults: { wrong_answer_after_wake: true },
+      wakeWindowMs: 5_000,
+      expected: apiErrors.wakeMismatch,
+    },
+    {
+      code: 'wake_reload_failed',
+      tier: 'deep',
+      faults: { reload_fails: true },
+      wakeWindowMs: 5_000,
+      expected: apiErrors.wakeReloadFailed,
+    },
+    {
+      code: 'wake_uncertain',
+      tier: 'host_ram',
+      faults: { wake_hangs: true },
+      wakeWindowMs: 1_500,
+      expected: (id: string) => apiErrors.wakeUncertain(id, 1_500),
+    },
     // A 404 after 3 ms is not "did not finish within the wake window".
-    { code: 'wake_uncertain (refused)', tier: 'host_ram', faults: { missing_routes: ['/wake_up'] }, wakeWindowMs: 5_000, expected: refusedWake },
-  ] as const)('$code: stops the target, frees the GPU, fails its waiters; a fresh start then works', async ({ code, tier, faults, wakeWindowMs, expected }) => {
-    const m = await deploy(code.replace(/[^a-z]+/g, '-').replace(/-$/, ''));
-    await ready(m);
-    await runSwitch({ victims: [{ model: m, plan: park(tier) }] });
-    expect(await lc.gpuUsedBytes()).toBe(0);
-    await fault(m, faults);
+    {
+      code: 'wake_uncertain (refused)',
+      tier: 'host_ram',
+      faults: { missing_routes: ['/wake_up'] },
+      wakeWindowMs: 5_000,
+      expected: refusedWake,
+    },
+  ] as const)(
+    '$code: stops the target, frees the GPU, fails its waiters; a fresh start then works',
+    async ({ code, tier, faults, wakeWindowMs, expected }) => {
+      const m = await deploy(code.replace(/[^a-z]+/g, '-').replace(/-$/, ''));
+      await ready(m);
+      await runSwitch({ victims: [{ model: m, plan: park(tier) }] });
+      expect(await lc.gpuUsedBytes()).toBe(0);
+      await fault(m, faults);
 
-    const waiter = lc.gateway.request(m.id, 10);
-    const r = await runSwitch({ target: { model: m, action: 'wake', tier }, timeouts: { wakeWindowMs } });
-    expect(r).toMatchObject({ outcome: 'wake_failed', target: { state: 'stopped' }, error: expected(m.id) });
-    expect(failed(await waiter)).toEqual(expected(m.id));
-    expect(await lc.gpuUsedBytes()).toBe(0);
-    expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
+      const waiter = lc.gateway.request(m.id, 10);
+      const r = await runSwitch({ target: { model: m, action: 'wake', tier }, timeouts: { wakeWindowMs } });
+      expect(r).toMatchObject({ outcome: 'wake_failed', target: { state: 'stopped' }, error: expected(m.id) });
+      expect(failed(await waiter)).toEqual(expected(m.id));
+      expect(await lc.gpuUsedBytes()).toBe(0);
+      expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
 
-    const again = lc.gateway.request(m.id, 10);
-    const fresh = await runSwitch({ target: { model: m, action: 'start', tier, generation: 2 } });
-    expect(fresh.outcome).toBe('released');
-    expect(served(await again).instance).toEqual(ref(m, 2));
-    await stop([m], 2);
-  });
+      const again = lc.gateway.request(m.id, 10);
+      const fresh = await runSwitch({ target: { model: m, action: 'start', tier, generation: 2 } });
+      expect(fresh.outcome).toBe('released');
+      expect(served(await again).instance).toEqual(ref(m, 2));
+      await stop([m], 2);
+    },
+  );
 });
 
 /** The server's workflow worker in a process of its own, on `taskQueue`; resolves once it polls. */
 function workerProcess(taskQueue: string) {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./fixtures/serverWorkerProcess.ts', import.meta.url))], {
-    env: { ...process.env, CAPYCTL_TEMPORAL_ADDRESS: lc.temporalAddress, CAPYCTL_DATABASE_URL: lc.databaseUrl, CAPYCTL_TASK_QUEUE: taskQueue },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('./fixtures/serverWorkerProcess.ts', import.meta.url))],
+    {
+      env: {
+        ...process.env,
+        CAPYCTL_TEMPORAL_ADDRESS: lc.temporalAddress,
+        CAPYCTL_DATABASE_URL: lc.databaseUrl,
+        CAPYCTL_TASK_QUEUE: taskQueue,
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const running = new Promise<void>((resolve, reject) => {
     child.stdout!.on('data', (d: Buffer) => d.toString().includes('worker running') && resolve());
@@ -374,10 +503,22 @@ describe('a restarted server', () => {
     const taskQueue = `${lc.serverTaskQueue}-killable`;
     const first = workerProcess(taskQueue);
     await first.running;
-    const input = { ...switchInput({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }] }), serverTaskQueue: taskQueue };
-    const handle = await lc.client.workflow.start(switchWorkflow, { taskQueue, workflowId: workflowIds.switch(input.switchId), args: [input] });
+    const input = {
+      ...switchInput({
+        target: { model: b, action: 'start', tier: 'host_ram' },
+        victims: [{ model: a, plan: park('host_ram') }],
+      }),
+      serverTaskQueue: taskQueue,
+    };
+    const handle = await lc.client.workflow.start(switchWorkflow, {
+      taskQueue,
+      workflowId: workflowIds.switch(input.switchId),
+      args: [input],
+    });
     await until('the park to run', async () =>
-      (await handle.describe()).raw.pendingActivities?.some((p) => p.activityType?.name === 'parkEngine') ? true : undefined,
+      (await handle.describe()).raw.pendingActivities?.some((p) => p.activityType?.name === 'parkEngine')
+        ? true
+        : undefined,
     );
     first.child.kill('SIGKILL');
     await first.exited;
@@ -385,7 +526,11 @@ describe('a restarted server', () => {
     const second = workerProcess(taskQueue);
     try {
       await second.running;
-      expect(await handle.result()).toMatchObject({ outcome: 'released', victims: [{ state: 'parked' }], target: { state: 'ready' } });
+      expect(await handle.result()).toMatchObject({
+        outcome: 'released',
+        victims: [{ state: 'parked' }],
+        target: { state: 'ready' },
+      });
       expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
     } finally {
       second.child.kill('SIGKILL');
@@ -398,12 +543,19 @@ describe('a restarted server', () => {
     const b = await deploy('slow-b');
     await ready(a);
     const waiter = lc.gateway.request(b.id, 10);
-    const input = switchInput({ target: { model: b, action: 'start', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }] });
+    const input = switchInput({
+      target: { model: b, action: 'start', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+    });
     const handle = await startSwitch(input);
     await until('the victim to begin parking', () => stepOf(input.switchId, 'withdrawVictims'));
     await lc.restartServerWorker();
 
-    expect(await handle.result()).toMatchObject({ outcome: 'released', victims: [{ state: 'parked' }], target: { state: 'ready' } });
+    expect(await handle.result()).toMatchObject({
+      outcome: 'released',
+      victims: [{ state: 'parked' }],
+      target: { state: 'ready' },
+    });
     served(await waiter);
     expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
     await stop([a, b]);
@@ -411,28 +563,45 @@ describe('a restarted server', () => {
 });
 
 describe('the wake check and the summary, as pure functions', () => {
-  const decision = (option: string, yes: number) => ({ kind: 'decision' as const, option, probabilities: { yes, no: 1 - yes } });
+  const decision = (option: string, yes: number) => ({
+    kind: 'decision' as const,
+    option,
+    probabilities: { yes, no: 1 - yes },
+  });
 
   it('passes a decision with the same option and every probability within 0.05, and nothing else', () => {
     expect(compareAnswers(decision('yes', 0.8), decision('yes', 0.76))).toBeNull();
     expect(compareAnswers(decision('yes', 0.8), decision('yes', 0.74))).toBe('wake_mismatch');
     expect(compareAnswers(decision('yes', 0.52), decision('no', 0.49))).toBe('wake_mismatch');
     expect(compareAnswers({ kind: 'prompt', text: 'one, two' }, { kind: 'prompt', text: 'one, two' })).toBeNull();
-    expect(compareAnswers({ kind: 'prompt', text: 'one, two' }, { kind: 'prompt', text: '!!!!' })).toBe('wake_mismatch');
+    expect(compareAnswers({ kind: 'prompt', text: 'one, two' }, { kind: 'prompt', text: '!!!!' })).toBe(
+      'wake_mismatch',
+    );
   });
 
-  it("asks a decision model its own decision and any other model the fixed greedy prompt", async () => {
+  it('asks a decision model its own decision and any other model the fixed greedy prompt', async () => {
     const spec = (await deploy('probe')).spec;
     expect(probeFor(spec)).toMatchObject({ kind: 'prompt', maxTokens: expect.any(Number) });
-    expect(probeFor({ ...spec, decision: { prompt: 'Approve?', options: ['yes', 'no'] } })).toEqual({ kind: 'decision', prompt: 'Approve?', options: ['yes', 'no'] });
+    expect(probeFor({ ...spec, decision: { prompt: 'Approve?', options: ['yes', 'no'] } })).toEqual({
+      kind: 'decision',
+      prompt: 'Approve?',
+      options: ['yes', 'no'],
+    });
   });
 
   it('names what a switch does in one line', async () => {
     const [a, b] = [await deploy('chat-a'), await deploy('chat-b')];
-    const input = switchInput({ target: { model: b, action: 'wake', tier: 'host_ram' }, victims: [{ model: a, plan: park('host_ram') }] });
+    const input = switchInput({
+      target: { model: b, action: 'wake', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+    });
     expect(switchSummary(input)).toBe(`wake ${b.name}, park ${a.name} on ${lc.hostId}`);
-    expect(switchSummary({ ...input, target: null, victims: input.victims.map((v) => ({ ...v, plan: { kind: 'stop', reason: 'operator' } })) })).toBe(
-      `stop ${a.name} on ${lc.hostId}`,
-    );
+    expect(
+      switchSummary({
+        ...input,
+        target: null,
+        victims: input.victims.map((v) => ({ ...v, plan: { kind: 'stop', reason: 'operator' } })),
+      }),
+    ).toBe(`stop ${a.name} on ${lc.hostId}`);
   });
 });

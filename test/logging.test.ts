@@ -23,7 +23,10 @@ describe('the logs’ destination', () => {
   it('is JSON on stdout when asked, by the flag or the variable, and the flag wins', () => {
     expect(logDestination({ jsonFile, format: 'json' }, true, {})).toEqual({ stdout: 'json' });
     expect(logDestination({ jsonFile }, true, { CAPYCTL_LOG_FORMAT: 'json' })).toEqual({ stdout: 'json' });
-    expect(logDestination({ jsonFile, format: 'pretty' }, false, { CAPYCTL_LOG_FORMAT: 'json' })).toEqual({ stdout: 'pretty', jsonFile });
+    expect(logDestination({ jsonFile, format: 'pretty' }, false, { CAPYCTL_LOG_FORMAT: 'json' })).toEqual({
+      stdout: 'pretty',
+      jsonFile,
+    });
     // A value that is not a format leaves the choice to the terminal.
     expect(logDestination({ jsonFile }, false, { CAPYCTL_LOG_FORMAT: 'yaml' })).toEqual({ stdout: 'json' });
   });
@@ -34,12 +37,19 @@ describe('the logs’ destination', () => {
     logger.info({ managementUrl: 'http://127.0.0.1:7443' }, 'standalone ready');
     const line = await until('the line in the JSON log', () => {
       try {
-        return readFileSync(file, 'utf8').split('\n').find((l) => l.includes('standalone ready'));
+        return readFileSync(file, 'utf8')
+          .split('\n')
+          .find((l) => l.includes('standalone ready'));
       } catch {
         return undefined;
       }
     });
-    expect(JSON.parse(line)).toMatchObject({ level: 30, name: 'capyctl-standalone', msg: 'standalone ready', managementUrl: 'http://127.0.0.1:7443' });
+    expect(JSON.parse(line)).toMatchObject({
+      level: 30,
+      name: 'capyctl-standalone',
+      msg: 'standalone ready',
+      managementUrl: 'http://127.0.0.1:7443',
+    });
   });
 });
 
@@ -48,8 +58,15 @@ describe('--log-format', () => {
     for (const kind of ['standalone', 'server', 'host']) {
       // An unknown key stops the start after the flags were read: the refusal is the document's, not the flag's.
       const read = await capyctl(['start', kind, '--log-format', 'json', '--set', 'nope=1']);
-      expect(read, kind).toMatchObject({ code: 2, stderr: expect.stringContaining('nope: unknown key (from --set nope=1)') });
-      expect(await capyctl(['start', kind, '--log-format', 'yaml']), kind).toEqual({ code: 2, stdout: '', stderr: 'capyctl: --log-format is json or pretty, not "yaml"\n' });
+      expect(read, kind).toMatchObject({
+        code: 2,
+        stderr: expect.stringContaining('nope: unknown key (from --set nope=1)'),
+      });
+      expect(await capyctl(['start', kind, '--log-format', 'yaml']), kind).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'capyctl: --log-format is json or pretty, not "yaml"\n',
+      });
     }
   });
 });

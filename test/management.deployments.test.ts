@@ -11,7 +11,12 @@ import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 
 const ADMIN_TOKEN = 'capy_admin_routes';
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
-const doc = (name: string, more: Record<string, unknown> = {}) => ({ name, engine: 'vllm', model: 'Qwen3-4B', ...more });
+const doc = (name: string, more: Record<string, unknown> = {}) => ({
+  name,
+  engine: 'vllm',
+  model: 'Qwen3-4B',
+  ...more,
+});
 
 describe('the operator routes for deployments and hosts', () => {
   let fresh: FreshDatabase;
@@ -23,7 +28,12 @@ describe('the operator routes for deployments and hosts', () => {
     fresh = await freshDatabase(inject('postgresAdminUrl'));
     await migrate(fresh.db);
     const token = await issueHostToken(fresh.db);
-    await registerHost(fresh.db, token, { id: 'gpu-box', gpus: [{ index: 0, name: 'sim-0', memoryBytes: 2 ** 34, memoryKind: 'discrete' }], hostRamBytes: 2 ** 36, settings: {} });
+    await registerHost(fresh.db, token, {
+      id: 'gpu-box',
+      gpus: [{ index: 0, name: 'sim-0', memoryBytes: 2 ** 34, memoryKind: 'discrete' }],
+      hostRamBytes: 2 ** 36,
+      settings: {},
+    });
     lifecycle = recordingLifecycle(fresh.db, table, ['gpu-box']);
     app = await buildAdminApp(fresh.db, { adminToken: ADMIN_TOKEN, table, lifecycle });
   });
@@ -37,18 +47,39 @@ describe('the operator routes for deployments and hosts', () => {
   });
 
   const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: unknown) =>
-    app.inject({ method, url: `/management/v1${url}`, headers: admin, ...(payload === undefined ? {} : { payload: payload as object }) });
+    app.inject({
+      method,
+      url: `/management/v1${url}`,
+      headers: admin,
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    });
 
   it('refuses every operator route without the admin token', async () => {
-    for (const [method, url] of [['GET', '/deployments'], ['POST', '/deployments'], ['POST', '/deployments/x/start'], ['GET', '/hosts'], ['POST', '/host-tokens']] as const) {
+    for (const [method, url] of [
+      ['GET', '/deployments'],
+      ['POST', '/deployments'],
+      ['POST', '/deployments/x/start'],
+      ['GET', '/hosts'],
+      ['POST', '/host-tokens'],
+    ] as const) {
       const reply = await app.inject({ method, url: `/management/v1${url}` });
       expect(reply.statusCode).toBe(401);
-      expect(reply.json()).toEqual({ code: 'unauthorized', message: apiErrors.unauthorized('admin token').message, retryable: false });
+      expect(reply.json()).toEqual({
+        code: 'unauthorized',
+        message: apiErrors.unauthorized('admin token').message,
+        retryable: false,
+      });
     }
   });
 
   it('names the field and the reason of an invalid document', async () => {
-    const reply = await call('POST', '/deployments', { name: 'bad', engine: 'llama', model: 'x', lifecycle: { activation: 'sometimes' }, colour: 'red' });
+    const reply = await call('POST', '/deployments', {
+      name: 'bad',
+      engine: 'llama',
+      model: 'x',
+      lifecycle: { activation: 'sometimes' },
+      colour: 'red',
+    });
     expect(reply.statusCode).toBe(400);
     const body = reply.json() as { code: string; message: string };
     expect(body.code).toBe('invalid_request');
@@ -62,7 +93,12 @@ describe('the operator routes for deployments and hosts', () => {
       ['a\u0000b', apiErrors.nulInBody('body.model').message],
       ['\ud800', apiErrors.loneSurrogateInBody('body.model').message],
     ] as const) {
-      const reply = await app.inject({ method: 'POST', url: '/management/v1/deployments', headers: { ...admin, 'content-type': 'application/json' }, payload: JSON.stringify(doc('unstorable', { model })) });
+      const reply = await app.inject({
+        method: 'POST',
+        url: '/management/v1/deployments',
+        headers: { ...admin, 'content-type': 'application/json' },
+        payload: JSON.stringify(doc('unstorable', { model })),
+      });
       expect(reply.statusCode).toBe(400);
       expect(reply.json()).toEqual({ code: 'invalid_request', message, retryable: false });
     }
@@ -81,7 +117,16 @@ describe('the operator routes for deployments and hosts', () => {
     expect(created.statusCode).toBe(201);
     expect(created.json()).toMatchObject({
       outcome: 'created',
-      deployment: { name: 'chat-a', revision: 1, state: 'stopped', ready_instances: 0, desired_instances: 1, hosts: [], activation: 'on_demand', checkpoint: 'measuring' },
+      deployment: {
+        name: 'chat-a',
+        revision: 1,
+        state: 'stopped',
+        ready_instances: 0,
+        desired_instances: 1,
+        hosts: [],
+        activation: 'on_demand',
+        checkpoint: 'measuring',
+      },
     });
 
     const same = await call('POST', '/deployments', doc('chat-a'));
@@ -90,7 +135,11 @@ describe('the operator routes for deployments and hosts', () => {
 
     const revised = await call('POST', '/deployments', doc('chat-a', { lifecycle: { activation: 'explicit' } }));
     expect(revised.json()).toMatchObject({ outcome: 'revised', deployment: { revision: 2, activation: 'explicit' } });
-    expect(lifecycle.calls).toEqual(['deploy chat-a created 1', 'deploy chat-a unchanged 1', 'deploy chat-a revised 2']);
+    expect(lifecycle.calls).toEqual([
+      'deploy chat-a created 1',
+      'deploy chat-a unchanged 1',
+      'deploy chat-a revised 2',
+    ]);
   });
 
   it('answers, lists and shows a document with a ranged field as it was read', async () => {
@@ -111,7 +160,14 @@ describe('the operator routes for deployments and hosts', () => {
     const b = (await call('POST', '/deployments', doc('chat-b'))).json() as { deployment: { deployment_id: string } };
     const id = b.deployment.deployment_id;
     await recordCheckpoint(fresh.db, id, 1, { weightBytes: 4 * 2 ** 30, kvBytes: 2 ** 30 });
-    table.setInstance({ deploymentId: id, index: 0, hostId: 'gpu-box', generation: 1, observedState: 'parking', parkTier: null });
+    table.setInstance({
+      deploymentId: id,
+      index: 0,
+      hostId: 'gpu-box',
+      generation: 1,
+      observedState: 'parking',
+      parkTier: null,
+    });
     const list = (await call('GET', '/deployments')).json() as { deployments: Array<Record<string, unknown>> };
     expect(list.deployments.map((d) => [d.name, d.state, d.ready_instances, d.hosts, d.checkpoint])).toEqual([
       ['chat-a', 'stopped', 0, [], 'measuring'],
@@ -120,7 +176,10 @@ describe('the operator routes for deployments and hosts', () => {
     const byName = (await call('GET', '/deployments/chat-b')).json();
     const byId = (await call('GET', `/deployments/${id}`)).json();
     expect(byName).toEqual(byId);
-    expect(byName).toMatchObject({ instances: [{ index: 0, host_id: 'gpu-box', generation: 1, state: 'parking' }], spec: doc('chat-b') });
+    expect(byName).toMatchObject({
+      instances: [{ index: 0, host_id: 'gpu-box', generation: 1, state: 'parking' }],
+      spec: doc('chat-b'),
+    });
 
     const missing = await call('GET', '/deployments/nope');
     expect(missing.statusCode).toBe(404);
@@ -130,7 +189,12 @@ describe('the operator routes for deployments and hosts', () => {
   it('sends each command to the scheduler of the host, and answers with its receipt', async () => {
     const a = table.byModel('chat-a')!;
     const b = table.byModel('chat-b')!;
-    lifecycle.next = () => ({ deploymentId: b.id, switchId: 'sw-1', victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam }], state: 'ready' });
+    lifecycle.next = () => ({
+      deploymentId: b.id,
+      switchId: 'sw-1',
+      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam }],
+      state: 'ready',
+    });
     const start = await call('POST', '/deployments/chat-b/start', { evict: true });
     expect(start.statusCode).toBe(200);
     expect(start.json()).toEqual({
@@ -141,7 +205,8 @@ describe('the operator routes for deployments and hosts', () => {
       state: 'ready',
     });
     lifecycle.next = undefined;
-    for (const command of ['stop', 'park', 'preinitialize']) expect((await call('POST', `/deployments/chat-b/${command}`)).statusCode).toBe(200);
+    for (const command of ['stop', 'park', 'preinitialize'])
+      expect((await call('POST', `/deployments/chat-b/${command}`)).statusCode).toBe(200);
     expect(lifecycle.calls).toEqual([
       `gpu-box start [{"deploymentId":"${b.id}","evict":true}]`,
       `gpu-box stop [{"deploymentId":"${b.id}"}]`,
@@ -169,7 +234,8 @@ describe('the operator routes for deployments and hosts', () => {
     expect(reply.statusCode).toBe(409);
     expect(reply.json()).toEqual({
       code: 'checkpoint_unmeasured',
-      message: 'the checkpoint of deployment chat-a is still being measured; start it again once it is measured, or use --wait',
+      message:
+        'the checkpoint of deployment chat-a is still being measured; start it again once it is measured, or use --wait',
       retryable: true,
     });
     expect(lifecycle.calls).toEqual([]);
@@ -177,7 +243,16 @@ describe('the operator routes for deployments and hosts', () => {
 
   it('lists hosts, drains one and ends its drain, and issues host tokens', async () => {
     const hosts = (await call('GET', '/hosts')).json();
-    expect(hosts).toMatchObject({ hosts: [{ host_id: 'gpu-box', gpus: [{ index: 0, memory_bytes: 2 ** 34, memory_kind: 'discrete' }], host_ram_bytes: 2 ** 36, draining: false }] });
+    expect(hosts).toMatchObject({
+      hosts: [
+        {
+          host_id: 'gpu-box',
+          gpus: [{ index: 0, memory_bytes: 2 ** 34, memory_kind: 'discrete' }],
+          host_ram_bytes: 2 ** 36,
+          draining: false,
+        },
+      ],
+    });
     const drain = await call('POST', '/hosts/gpu-box/drain');
     expect(drain.json()).toEqual({ host_id: 'gpu-box', draining: true, released: [] });
     expect(lifecycle.calls).toEqual(['gpu-box drainHost']);
@@ -185,32 +260,60 @@ describe('the operator routes for deployments and hosts', () => {
     const undrain = await call('POST', '/hosts/gpu-box/undrain');
     expect(undrain.json()).toEqual({ host_id: 'gpu-box', draining: false });
     expect(lifecycle.calls).toEqual(['gpu-box drainHost', 'gpu-box undrainHost']);
-    expect((await call('POST', '/hosts/nowhere/undrain')).json()).toEqual({ code: 'not_found', message: 'host nowhere not found', retryable: false });
+    expect((await call('POST', '/hosts/nowhere/undrain')).json()).toEqual({
+      code: 'not_found',
+      message: 'host nowhere not found',
+      retryable: false,
+    });
 
     const issued = await call('POST', '/host-tokens');
     expect(issued.statusCode).toBe(201);
     const { token } = issued.json() as { token: string };
     expect(token).toMatch(/^capy_host_/);
-    expect(await registerHost(fresh.db, token, { id: 'gpu-two', gpus: [], hostRamBytes: null, settings: {} })).toBe('registered');
+    expect(await registerHost(fresh.db, token, { id: 'gpu-two', gpus: [], hostRamBytes: null, settings: {} })).toBe(
+      'registered',
+    );
     expect(await findHost(fresh.db, 'gpu-two')).toBeDefined();
   });
 
   it('shows a switch: running, then how it ended, its target and victims by name and the error its target got', async () => {
     const a = table.byModel('chat-a')!;
     const b = table.byModel('chat-b')!;
-    const [running, ended, failed] = ['0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a01', '0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a02', '0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a03'];
+    const [running, ended, failed] = [
+      '0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a01',
+      '0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a02',
+      '0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a03',
+    ];
     const instance = { deploymentId: b.id, instanceIndex: 0, generation: 1 };
     lifecycle.switches.set(running, null);
     lifecycle.switches.set(ended, {
       switchId: ended,
       outcome: 'released',
-      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam, state: 'parked', tier: 'host_ram' }],
+      victims: [
+        {
+          deploymentId: a.id,
+          instanceIndex: 0,
+          released: releasedLines.parkedHostRam,
+          state: 'parked',
+          tier: 'host_ram',
+        },
+      ],
       target: { instance, state: 'ready', tier: null },
     });
     const error = apiErrors.startFailed(b.id, 'the engine exited');
-    lifecycle.switches.set(failed, { switchId: failed, outcome: 'start_failed', victims: [], target: { instance, state: 'stopped', tier: null }, error });
+    lifecycle.switches.set(failed, {
+      switchId: failed,
+      outcome: 'start_failed',
+      victims: [],
+      target: { instance, state: 'stopped', tier: null },
+      error,
+    });
 
-    expect((await call('GET', `/switches/${running}`)).json()).toEqual({ switch_id: running, outcome: 'running', victims: [] });
+    expect((await call('GET', `/switches/${running}`)).json()).toEqual({
+      switch_id: running,
+      outcome: 'running',
+      victims: [],
+    });
     expect((await call('GET', `/switches/${ended}`)).json()).toEqual({
       switch_id: ended,
       outcome: 'released',
@@ -225,7 +328,11 @@ describe('the operator routes for deployments and hosts', () => {
       error: { code: error.code, message: error.message, retryable: true },
     });
     const missing = '0b6c8a3e-6f0e-4c55-9d1c-4d2f0f7f1a04';
-    expect((await call('GET', `/switches/${missing}`)).json()).toEqual({ code: 'not_found', message: `switch ${missing} not found`, retryable: false });
+    expect((await call('GET', `/switches/${missing}`)).json()).toEqual({
+      code: 'not_found',
+      message: `switch ${missing} not found`,
+      retryable: false,
+    });
     expect((await call('GET', '/switches/not-a-switch')).statusCode).toBe(400);
   });
 

@@ -71,7 +71,12 @@ describe('the host routes of the management listener', () => {
 
   it('registers, then takes samples only from that host', async () => {
     const headers = { authorization: `Bearer ${token}` };
-    const registered = await app.inject({ method: 'POST', url: '/management/v1/hosts/register', headers, payload: registration('gpu-box') });
+    const registered = await app.inject({
+      method: 'POST',
+      url: '/management/v1/hosts/register',
+      headers,
+      payload: registration('gpu-box'),
+    });
     expect(registered.statusCode).toBe(200);
     expect(registered.json()).toEqual({ host_id: 'gpu-box', ingress_secret: expect.any(String) });
 
@@ -88,9 +93,19 @@ describe('the host routes of the management listener', () => {
         },
       ],
     };
-    const other = await app.inject({ method: 'POST', url: '/management/v1/hosts/other-box/samples', headers, payload: sample });
+    const other = await app.inject({
+      method: 'POST',
+      url: '/management/v1/hosts/other-box/samples',
+      headers,
+      payload: sample,
+    });
     expect(other.statusCode).toBe(401);
-    const ok = await app.inject({ method: 'POST', url: '/management/v1/hosts/gpu-box/samples', headers, payload: sample });
+    const ok = await app.inject({
+      method: 'POST',
+      url: '/management/v1/hosts/gpu-box/samples',
+      headers,
+      payload: sample,
+    });
     expect(ok.statusCode).toBe(204);
     expect(board.read('D', 0, Date.now())).toMatchObject({
       hostId: 'gpu-box',
@@ -105,7 +120,14 @@ describe('the host routes of the management listener', () => {
   it('gives a new ingress secret at each registration, and keeps the latest for a restarted server', async () => {
     const headers = { authorization: `Bearer ${token}` };
     const register = async () =>
-      (await app.inject({ method: 'POST', url: '/management/v1/hosts/register', headers, payload: registration('gpu-box') })).json().ingress_secret;
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/management/v1/hosts/register',
+          headers,
+          payload: registration('gpu-box'),
+        })
+      ).json().ingress_secret;
     const first = await register();
     const second = await register();
     // 32 random bytes, base64url.
@@ -117,7 +139,11 @@ describe('the host routes of the management listener', () => {
   it('answers an unknown route with a not_found body', async () => {
     const reply = await app.inject({ method: 'GET', url: '/management/v1/nothing' });
     expect(reply.statusCode).toBe(404);
-    expect(reply.json()).toEqual({ code: 'not_found', message: 'route GET /management/v1/nothing not found', retryable: false });
+    expect(reply.json()).toEqual({
+      code: 'not_found',
+      message: 'route GET /management/v1/nothing not found',
+      retryable: false,
+    });
   });
 });
 
@@ -126,7 +152,16 @@ describe('the load board', () => {
     const board = new LoadBoard();
     const at = 1_000_000;
     board.record([
-      { hostId: 'h', deploymentId: 'D', instanceIndex: 0, generation: 1, sampledAtMs: at, ingressInFlight: 0, engine: null, maxRunning: { source: 'on_host' } },
+      {
+        hostId: 'h',
+        deploymentId: 'D',
+        instanceIndex: 0,
+        generation: 1,
+        sampledAtMs: at,
+        ingressInFlight: 0,
+        engine: null,
+        maxRunning: { source: 'on_host' },
+      },
     ]);
     expect(board.read('D', 0, at + 2_999)).toMatchObject({ ageMs: 2_999, fresh: true, engine: null });
     expect(board.read('D', 0, at + 3_000)).toMatchObject({ ageMs: 3_000, fresh: false });
@@ -136,7 +171,15 @@ describe('the load board', () => {
 
   it('keeps the newest sample when reports arrive out of order', () => {
     const board = new LoadBoard();
-    const s = { hostId: 'h', deploymentId: 'D', instanceIndex: 0, generation: 2, ingressInFlight: 0, engine: null, maxRunning: { source: 'default' as const } };
+    const s = {
+      hostId: 'h',
+      deploymentId: 'D',
+      instanceIndex: 0,
+      generation: 2,
+      ingressInFlight: 0,
+      engine: null,
+      maxRunning: { source: 'default' as const },
+    };
     board.record([{ ...s, sampledAtMs: 2_000 }]);
     board.record([{ ...s, sampledAtMs: 1_000 }]);
     board.record([{ ...s, generation: 1, sampledAtMs: 3_000 }]);
@@ -145,7 +188,14 @@ describe('the load board', () => {
 
   it('ignores a late sample of an instance that exited, but takes its next start', () => {
     const board = new LoadBoard();
-    const s = { hostId: 'h', deploymentId: 'D', instanceIndex: 0, ingressInFlight: 0, engine: null, maxRunning: { source: 'default' as const } };
+    const s = {
+      hostId: 'h',
+      deploymentId: 'D',
+      instanceIndex: 0,
+      ingressInFlight: 0,
+      engine: null,
+      maxRunning: { source: 'default' as const },
+    };
     board.record([{ ...s, generation: 3, sampledAtMs: 1_000 }]);
     board.forget('D', 0, 3);
     board.record([{ ...s, generation: 3, sampledAtMs: 1_500 }]);

@@ -30,21 +30,39 @@ const noQueries: Db = {
   close: async () => {},
 };
 
-const ids = { a: '01KCHATA00000000000000000A', b: '01KCHATB00000000000000000B', c: '01KCHATC00000000000000000C', d: '01KCHATD00000000000000000D' };
+const ids = {
+  a: '01KCHATA00000000000000000A',
+  b: '01KCHATB00000000000000000B',
+  c: '01KCHATC00000000000000000C',
+  d: '01KCHATD00000000000000000D',
+};
 
 /** The request queue's side, as the load endpoint reads it: chat-a forwards 3 to its instance 0. */
 const figures: RouterFigures = {
   deployment: (id) =>
-    id === ids.a ? { inFlight: 3, inFlightLimit: 32, waiting: 0, waitingLimit: 0 } : { inFlight: 0, inFlightLimit: 32, waiting: 2, waitingLimit: 64 },
+    id === ids.a
+      ? { inFlight: 3, inFlightLimit: 32, waiting: 0, waitingLimit: 0 }
+      : { inFlight: 0, inFlightLimit: 32, waiting: 2, waitingLimit: 64 },
   instanceInFlight: (id, index) => (id === ids.a && index === 0 ? 3 : 0),
 };
 
 function routingTable(): RoutingTable {
   const table = new RoutingTable();
   const deploy = (id: string, name: string, engine: string) =>
-    table.putDeployment({ id, name, revision: 1, spec: loadSettings('deployment', { text: `name: ${name}\nengine: ${engine}\nmodel: m\n` }), operatorStopped: false });
-  const ready = (deploymentId: string, index: number, hostId: string, generation: number, observedState: 'ready' | 'parked' = 'ready') =>
-    table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier: null });
+    table.putDeployment({
+      id,
+      name,
+      revision: 1,
+      spec: loadSettings('deployment', { text: `name: ${name}\nengine: ${engine}\nmodel: m\n` }),
+      operatorStopped: false,
+    });
+  const ready = (
+    deploymentId: string,
+    index: number,
+    hostId: string,
+    generation: number,
+    observedState: 'ready' | 'parked' = 'ready',
+  ) => table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier: null });
   deploy(ids.a, 'chat-a', 'vllm');
   ready(ids.a, 0, 'gpu-box', 7);
   deploy(ids.b, 'chat-b', 'sglang');
@@ -60,7 +78,13 @@ function routingTable(): RoutingTable {
 
 function loadBoard(): LoadBoard {
   const board = new LoadBoard();
-  const sample = (deploymentId: string, instanceIndex: number, generation: number, ageMs: number, more: Partial<InstanceSample> = {}): InstanceSample => ({
+  const sample = (
+    deploymentId: string,
+    instanceIndex: number,
+    generation: number,
+    ageMs: number,
+    more: Partial<InstanceSample> = {},
+  ): InstanceSample => ({
     hostId: 'gpu-box',
     deploymentId,
     instanceIndex,
@@ -104,18 +128,33 @@ describe('GET /management/v1/metrics/load', () => {
     vi.useRealTimers();
   });
 
-  const load = (query = '') => app.inject({ method: 'GET', url: `/management/v1/metrics/load${query}`, headers: admin });
+  const load = (query = '') =>
+    app.inject({ method: 'GET', url: `/management/v1/metrics/load${query}`, headers: admin });
 
   it('refuses a request without the admin token, with the catalogue body', async () => {
-    for (const authorization of [undefined, 'Bearer wrong-token', `Bearer ${ADMIN_TOKEN}x`, ADMIN_TOKEN, `Basic ${ADMIN_TOKEN}`]) {
-      const reply = await app.inject({ method: 'GET', url: '/management/v1/metrics/load', headers: authorization ? { authorization } : {} });
+    for (const authorization of [
+      undefined,
+      'Bearer wrong-token',
+      `Bearer ${ADMIN_TOKEN}x`,
+      ADMIN_TOKEN,
+      `Basic ${ADMIN_TOKEN}`,
+    ]) {
+      const reply = await app.inject({
+        method: 'GET',
+        url: '/management/v1/metrics/load',
+        headers: authorization ? { authorization } : {},
+      });
       expect(reply.statusCode).toBe(401);
       expect(reply.json()).toStrictEqual(unauthorized);
     }
     // Only the operator's routes are behind it. A host agent's route without any token gets as far
     // as validating its body (its host token is checked after that), and an unknown route is still
     // not found.
-    const hostRoute = await app.inject({ method: 'POST', url: '/management/v1/hosts/gpu-box/engine-exits', payload: {} });
+    const hostRoute = await app.inject({
+      method: 'POST',
+      url: '/management/v1/hosts/gpu-box/engine-exits',
+      payload: {},
+    });
     expect(hostRoute.json()).toMatchObject({ code: 'invalid_request' });
     const unknown = await app.inject({ method: 'GET', url: '/management/v1/nothing' });
     expect(unknown.statusCode).toBe(404);
@@ -124,7 +163,11 @@ describe('GET /management/v1/metrics/load', () => {
   it('answers an ID that names no model with 404 not_found', async () => {
     const reply = await load('?deployment=01KNOSUCHMODEL000000000000');
     expect(reply.statusCode).toBe(404);
-    expect(reply.json()).toStrictEqual({ code: 'not_found', message: 'deployment 01KNOSUCHMODEL000000000000 not found', retryable: false });
+    expect(reply.json()).toStrictEqual({
+      code: 'not_found',
+      message: 'deployment 01KNOSUCHMODEL000000000000 not found',
+      retryable: false,
+    });
   });
 
   it('lists every model by name, observed now', async () => {
@@ -196,7 +239,13 @@ describe('GET /management/v1/metrics/load', () => {
           observed_state: 'ready',
           router_in_flight: 0,
           max_running: { count: 48, source: 'engine' },
-          sample: { sampled_at_ms: NOW - 900, age_ms: 900, fresh: true, ingress_in_flight: 0, engine: { running: 0, waiting: 0, kv_usage_ppm: 0 } },
+          sample: {
+            sampled_at_ms: NOW - 900,
+            age_ms: 900,
+            fresh: true,
+            ingress_in_flight: 0,
+            engine: { running: 0, waiting: 0, kv_usage_ppm: 0 },
+          },
         },
       ],
     });
@@ -222,8 +271,24 @@ describe('GET /management/v1/metrics/load', () => {
       // No engine has said, and the server does not know the host's command.
       max_running: { source: 'on_host' },
       instances: [
-        { index: 0, host_id: 'gpu-box', generation: 5, observed_state: 'parked', router_in_flight: 0, max_running: { source: 'on_host' }, sample: null },
-        { index: 1, host_id: 'gpu-two', generation: 2, observed_state: 'ready', router_in_flight: 0, max_running: { source: 'on_host' }, sample: null },
+        {
+          index: 0,
+          host_id: 'gpu-box',
+          generation: 5,
+          observed_state: 'parked',
+          router_in_flight: 0,
+          max_running: { source: 'on_host' },
+          sample: null,
+        },
+        {
+          index: 1,
+          host_id: 'gpu-two',
+          generation: 2,
+          observed_state: 'ready',
+          router_in_flight: 0,
+          max_running: { source: 'on_host' },
+          sample: null,
+        },
       ],
     });
   });
@@ -244,7 +309,13 @@ describe('GET /management/v1/metrics/load', () => {
     expect(JSON.parse(text)).toMatchObject({
       observed_at_ms: NOW,
       stale_after_ms: 3_000,
-      deployments: [{ deployment_id: ids.a, name: 'chat-a', instances: [{ index: 0, router_in_flight: 3, sample: { age_ms: 400, fresh: true } }] }],
+      deployments: [
+        {
+          deployment_id: ids.a,
+          name: 'chat-a',
+          instances: [{ index: 0, router_in_flight: 3, sample: { age_ms: 400, fresh: true } }],
+        },
+      ],
     });
   });
 });

@@ -9,7 +9,11 @@ import { apiErrors } from '../domain/catalogue.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 
 const doc = (name: string, model = 'sim/one') => ({ name, engine: 'vllm', model });
-const body = (e: { code: string; message: string; retryable: boolean }) => ({ code: e.code, message: e.message, retryable: e.retryable });
+const body = (e: { code: string; message: string; retryable: boolean }) => ({
+  code: e.code,
+  message: e.message,
+  retryable: e.retryable,
+});
 
 describe('the management API, over a socket to a server process', () => {
   let cluster: Cluster;
@@ -22,7 +26,9 @@ describe('the management API, over a socket to a server process', () => {
   });
 
   it('takes concurrent deploys of one new name one after the other: one creates it, the same document again is unchanged', async () => {
-    const replies = await Promise.all(Array.from({ length: 8 }, () => cluster.api('POST', '/management/v1/deployments', doc('same-doc'))));
+    const replies = await Promise.all(
+      Array.from({ length: 8 }, () => cluster.api('POST', '/management/v1/deployments', doc('same-doc'))),
+    );
     expect(replies.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
     expect(replies.map((r) => r.body.outcome).sort()).toEqual(['created', ...Array(7).fill('unchanged')]);
     expect(new Set(replies.map((r) => r.body.deployment.deployment_id)).size).toBe(1);
@@ -30,7 +36,11 @@ describe('the management API, over a socket to a server process', () => {
   });
 
   it('takes concurrent deploys of one new name with different documents as one creation and a revision each', async () => {
-    const replies = await Promise.all(Array.from({ length: 8 }, (_, i) => cluster.api('POST', '/management/v1/deployments', doc('many-docs', `sim/model-${i}`))));
+    const replies = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        cluster.api('POST', '/management/v1/deployments', doc('many-docs', `sim/model-${i}`)),
+      ),
+    );
     expect(replies.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
     expect(replies.map((r) => r.body.outcome).sort()).toEqual(['created', ...Array(7).fill('revised')]);
     expect(replies.map((r) => r.body.deployment.revision).sort()).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
@@ -47,7 +57,11 @@ describe('the management API, over a socket to a server process', () => {
     ] as const;
     for (const [method, path, where] of cases) {
       const reply = await cluster.api(method, path, method === 'POST' ? {} : undefined);
-      expect({ path, status: reply.status, body: reply.body }).toEqual({ path, status: 400, body: body(apiErrors.controlCharacter(where)) });
+      expect({ path, status: reply.status, body: reply.body }).toEqual({
+        path,
+        status: 400,
+        body: body(apiErrors.controlCharacter(where)),
+      });
     }
     // The deployment is still there to read by its name.
     expect((await cluster.api('GET', '/management/v1/deployments/same-doc')).status).toBe(200);

@@ -14,7 +14,10 @@ import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 const ADMIN_TOKEN = 'capy_admin_switch_list';
 const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 const WEB_UI = { url: 'http://temporal-ui.example:8080/', namespace: 'capy ns' };
-const SWITCH_IDS = Array.from({ length: 25 }, (_, i) => `0000000${i.toString().padStart(2, '0')}-0000-4000-8000-000000000000`);
+const SWITCH_IDS = Array.from(
+  { length: 25 },
+  (_, i) => `0000000${i.toString().padStart(2, '0')}-0000-4000-8000-000000000000`,
+);
 
 const receipt = (n: number, more: Partial<SwitchReceipt> = {}): SwitchReceipt => ({
   switchId: SWITCH_IDS[n]!,
@@ -56,7 +59,15 @@ describe('the switch list and the status page', () => {
         ],
       }),
     );
-    await saveSwitchReceipt(fresh.db, receipt(24, { targetDeploymentId: null, outcome: 'running', summary: 'park chat-b on gpu-box', finishedAt: null }));
+    await saveSwitchReceipt(
+      fresh.db,
+      receipt(24, {
+        targetDeploymentId: null,
+        outcome: 'running',
+        summary: 'park chat-b on gpu-box',
+        finishedAt: null,
+      }),
+    );
   });
   afterAll(async () => {
     await app?.close();
@@ -87,7 +98,9 @@ describe('the switch list and the status page', () => {
     // Names the table does not know (deleted deployments) stay IDs.
     expect(switches[1]).toMatchObject({
       target: { deployment_id: 'chat-b-id', name: 'chat-b-id' },
-      victims: [{ deployment_id: 'chat-a-id', name: 'chat-a-id', instance_index: 0, released: 'released: parked in host RAM' }],
+      victims: [
+        { deployment_id: 'chat-a-id', name: 'chat-a-id', instance_index: 0, released: 'released: parked in host RAM' },
+      ],
       outcome: 'released',
       phases: [
         { phase: 'window', park_tier: null, ms: 0 },
@@ -102,10 +115,13 @@ describe('the switch list and the status page', () => {
   });
 
   it('lists 20 without a limit, takes a limit from 1 to 100, and refuses others', async () => {
-    const list = (query: string) => app.inject({ method: 'GET', url: `/management/v1/switches${query}`, headers: admin });
+    const list = (query: string) =>
+      app.inject({ method: 'GET', url: `/management/v1/switches${query}`, headers: admin });
     expect((await list('')).json().switches).toHaveLength(20);
     expect((await list('?limit=100')).json().switches).toHaveLength(25);
-    expect((await list('?limit=1')).json().switches.map((s: { switch_id: string }) => s.switch_id)).toEqual([SWITCH_IDS[24]]);
+    expect((await list('?limit=1')).json().switches.map((s: { switch_id: string }) => s.switch_id)).toEqual([
+      SWITCH_IDS[24],
+    ]);
     for (const bad of ['0', '101', 'ten', '2.5']) {
       const reply = await list(`?limit=${bad}`);
       expect(reply.statusCode, bad).toBe(400);
@@ -126,7 +142,9 @@ describe('the switch list and the status page', () => {
     expect(reply.statusCode).toBe(200);
     expect(reply.headers['content-type']).toBe('text/html; charset=utf-8');
     const csp = String(reply.headers['content-security-policy']);
-    expect(csp).toMatch(/default-src 'none'; script-src 'sha256-[A-Za-z0-9+/]+=*'; style-src 'sha256-[A-Za-z0-9+/]+=*'; connect-src 'self'/);
+    expect(csp).toMatch(
+      /default-src 'none'; script-src 'sha256-[A-Za-z0-9+/]+=*'; style-src 'sha256-[A-Za-z0-9+/]+=*'; connect-src 'self'/,
+    );
     expect(csp).toContain("frame-ancestors 'none'");
     expect(reply.body).toContain('<form id="login"');
     // Names come from users: the page builds its rows as text, never from HTML.

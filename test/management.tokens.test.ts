@@ -69,7 +69,14 @@ describe('the management listener’s credentials', () => {
 
   it('refuses every operator route a missing token, a wrong one, a host token and another scheme (401)', async () => {
     const refused = apiErrors.unauthorized('admin token');
-    const credentials = [undefined, 'Bearer capy_admin_wrong', `Bearer ${tokens.a}`, `Basic ${ADMIN_TOKEN}`, ADMIN_TOKEN, `Bearer ${ADMIN_TOKEN} extra`];
+    const credentials = [
+      undefined,
+      'Bearer capy_admin_wrong',
+      `Bearer ${tokens.a}`,
+      `Basic ${ADMIN_TOKEN}`,
+      ADMIN_TOKEN,
+      `Bearer ${ADMIN_TOKEN} extra`,
+    ];
     for (const route of routes.filter((r) => !HOST_ROUTES.has(r.url) && !PUBLIC_ROUTES.has(r.url))) {
       for (const credential of credentials) {
         const reply = await send(route, credential);

@@ -41,7 +41,10 @@ describe('Prometheus metrics', () => {
   it('the management listener’s /metrics takes the admin token or the metrics token, which reads nothing else', async () => {
     const refused = renderApiError(apiErrors.unauthorized('admin token or metrics token')).body;
     expect(await cluster.api('GET', '/metrics', undefined, null)).toMatchObject({ status: 401, body: refused });
-    expect(await cluster.api('GET', '/metrics', undefined, 'capy_metrics_guessed_token')).toMatchObject({ status: 401, body: refused });
+    expect(await cluster.api('GET', '/metrics', undefined, 'capy_metrics_guessed_token')).toMatchObject({
+      status: 401,
+      body: refused,
+    });
     expect((await scrape(serverMetrics, CLUSTER_ADMIN_TOKEN)).status).toBe(200);
     expect((await scrape(serverMetrics, METRICS_TOKEN)).status).toBe(200);
     expect(await cluster.api('GET', '/management/v1/deployments', undefined, METRICS_TOKEN)).toMatchObject({
@@ -58,8 +61,11 @@ describe('Prometheus metrics', () => {
     });
     expect(families.types.get('capyctl_switch_phase_seconds')).toBe('HISTOGRAM');
     expect(families.types.get('capyctl_switches_total')).toBe('COUNTER');
-    const phase = (name: string, parkTier = '') => valueOf(families, 'capyctl_switch_phase_seconds', { phase: name, park_tier: parkTier }) ?? 0;
-    const parkTiers = samplesOf(families, 'capyctl_switch_phase_seconds_count', { phase: 'park' }).map((s) => s.labels?.park_tier);
+    const phase = (name: string, parkTier = '') =>
+      valueOf(families, 'capyctl_switch_phase_seconds', { phase: name, park_tier: parkTier }) ?? 0;
+    const parkTiers = samplesOf(families, 'capyctl_switch_phase_seconds_count', { phase: 'park' }).map(
+      (s) => s.labels?.park_tier,
+    );
     expect(parkTiers).toHaveLength(1);
     const tier = parkTiers[0]!;
     expect(tier).toMatch(/^(host_ram|deep|kv_only)$/);
@@ -75,7 +81,9 @@ describe('Prometheus metrics', () => {
 
     expect(valueOf(families, 'capyctl_requests_total', { deployment: 'chat-a', status: '200', code: '' })).toBe(2);
     expect(valueOf(families, 'capyctl_requests_total', { deployment: 'chat-b', status: '200', code: '' })).toBe(1);
-    expect(valueOf(families, 'capyctl_requests_total', { deployment: 'held', status: '409', code: 'deployment_inactive' })).toBe(1);
+    expect(
+      valueOf(families, 'capyctl_requests_total', { deployment: 'held', status: '409', code: 'deployment_inactive' }),
+    ).toBe(1);
     expect(valueOf(families, 'capyctl_request_wait_seconds', { deployment: 'chat-a' })).toBe(2);
     expect(valueOf(families, 'capyctl_request_time_to_first_byte_seconds', { deployment: 'chat-b' })).toBe(1);
     // chat-b's one request waited through a park and a start, and its first byte came after that wait.
@@ -92,7 +100,8 @@ describe('Prometheus metrics', () => {
   it('a host’s ingress serves its own metrics to the metrics token: its engines’ samples and its GPU memory by state', async () => {
     const hostMetrics = `${await cluster.ingressUrl(host)}/metrics`;
     // The host never holds the admin token.
-    for (const token of [null, CLUSTER_ADMIN_TOKEN]) expect((await scrape(hostMetrics, token)).status, `with ${token}`).toBe(401);
+    for (const token of [null, CLUSTER_ADMIN_TOKEN])
+      expect((await scrape(hostMetrics, token)).status, `with ${token}`).toBe(401);
     const families = await expectEngineSample(hostMetrics, { host: host.hostId, deployment: 'chat-a', instance: '0' });
     expect(valueOf(families, 'capyctl_gpu_memory_bytes', { host: host.hostId, state: 'ready' })).toBeGreaterThan(0);
   });
@@ -105,6 +114,12 @@ function expectEngineSample(url: string, labels: Record<string, string>): Promis
     expect(families.status).toBe(200);
     const running = valueOf(families, 'capyctl_engine_requests_running', labels);
     const kv = valueOf(families, 'capyctl_engine_kv_cache_usage_ratio', labels);
-    return running === 0 && valueOf(families, 'capyctl_engine_requests_waiting', labels) === 0 && kv !== undefined && kv >= 0 && kv <= 1 ? families : undefined;
+    return running === 0 &&
+      valueOf(families, 'capyctl_engine_requests_waiting', labels) === 0 &&
+      kv !== undefined &&
+      kv >= 0 &&
+      kv <= 1
+      ? families
+      : undefined;
   });
 }

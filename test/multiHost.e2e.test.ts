@@ -37,17 +37,37 @@ describe('placement over two empty hosts', () => {
     const file = join(cluster.dir, 'hb.yaml');
     writeFileSync(file, simDeployment('hb', 'vllm', [], 'residency: host_backed\n'));
     const refusals = [
-      ['name: gpt\nengine: vllm\nmodel: openai/gpt-oss-20b\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('gpt', cannotParkReasons.gptOss)],
-      ['name: tf\nengine: tensorfold\nmodel: sim/tf\nresidency: deep\n', apiErrors.capabilityMissingDeepPark('tf', cannotParkReasons.engine('tensorfold'))],
-      ['name: eagle\nengine: sglang\nmodel: sim/eagle\nresidency: host_backed\nextra_args: ["--speculative-algorithm", "EAGLE"]\n', apiErrors.invalidRequest(hostBackedRefusals.keepsWeights('eagle'))],
+      [
+        'name: gpt\nengine: vllm\nmodel: openai/gpt-oss-20b\nresidency: deep\n',
+        apiErrors.capabilityMissingDeepPark('gpt', cannotParkReasons.gptOss),
+      ],
+      [
+        'name: tf\nengine: tensorfold\nmodel: sim/tf\nresidency: deep\n',
+        apiErrors.capabilityMissingDeepPark('tf', cannotParkReasons.engine('tensorfold')),
+      ],
+      [
+        'name: eagle\nengine: sglang\nmodel: sim/eagle\nresidency: host_backed\nextra_args: ["--speculative-algorithm", "EAGLE"]\n',
+        apiErrors.invalidRequest(hostBackedRefusals.keepsWeights('eagle')),
+      ],
     ] as const;
     const deploy = (text: string) => cluster.api('POST', '/management/v1/deployments', parseYaml(text));
-    const [cli, ...api] = await Promise.all([cluster.capyctl(['deploy', 'model', '--file', file]), ...refusals.map(([text]) => deploy(text))]);
+    const [cli, ...api] = await Promise.all([
+      cluster.capyctl(['deploy', 'model', '--file', file]),
+      ...refusals.map(([text]) => deploy(text)),
+    ]);
     const unifiedRefusal = apiErrors.invalidRequest(hostBackedRefusals.unifiedMemoryOn('hb', unified.hostId));
-    expect(cli).toEqual({ code: 1, stdout: '', stderr: `capyctl: ${unifiedRefusal.code}: ${unifiedRefusal.message}\n` });
-    expect(api.map((r) => [r.status, r.body])).toEqual(refusals.map(([, e]) => [e.status, { code: e.code, message: e.message, retryable: e.retryable }]));
+    expect(cli).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `capyctl: ${unifiedRefusal.code}: ${unifiedRefusal.message}\n`,
+    });
+    expect(api.map((r) => [r.status, r.body])).toEqual(
+      refusals.map(([, e]) => [e.status, { code: e.code, message: e.message, retryable: e.retryable }]),
+    );
 
-    const pinned = await deploy(simDeployment('hb', 'vllm', [], `residency: host_backed\nhosts: [${discrete.hostId}]\n`));
+    const pinned = await deploy(
+      simDeployment('hb', 'vllm', [], `residency: host_backed\nhosts: [${discrete.hostId}]\n`),
+    );
     expect(pinned.status).toBe(201);
   }, 60_000);
   afterAll(async () => {
@@ -96,20 +116,30 @@ describe('placement over two empty hosts', () => {
 
   it('requests whose memory an explicit model holds on one host go to the other; refused for capacity only when no host can serve them', async () => {
     const [host1, host2] = cluster.hosts as [ClusterHost, ClusterHost];
-    const onHost = (host: ClusterHost, name: string, more = '', args: string[] = []) => simDeployment(name, 'vllm', args, `hosts: [${host.hostId}]\n${more}`);
+    const onHost = (host: ClusterHost, name: string, more = '', args: string[] = []) =>
+      simDeployment(name, 'vllm', args, `hosts: [${host.hostId}]\n${more}`);
     const [explicit, slow] = ['lifecycle: { activation: explicit }', ['--sim-load-ms', '3000']];
-    await Promise.all([cluster.deploy(onHost(host1, 'pin', '', slow)), cluster.deploy(simDeployment('m4')), cluster.deploy(simDeployment('m5'))]);
+    await Promise.all([
+      cluster.deploy(onHost(host1, 'pin', '', slow)),
+      cluster.deploy(simDeployment('m4')),
+      cluster.deploy(simDeployment('m5')),
+    ]);
     // pin starts on host-1 for 3 s; m4's request goes there (the hosts are alike, host-1 has the lower
     // ID) and waits behind the start, while pin is deployed again as explicit.
     expect(await cluster.capyctlOk(['start', 'deployment', 'pin', '--evict'])).toMatch(/^pin: starting/);
-    const m4 = Promise.race([cluster.chat('m4'), sleep(60_000).then(() => ({ status: 'no answer within 60 s', body: undefined }))]);
+    const m4 = Promise.race([
+      cluster.chat('m4'),
+      sleep(60_000).then(() => ({ status: 'no answer within 60 s', body: undefined })),
+    ]);
     const m4Id = (await cluster.status('m4')).deployment_id;
     await until('the request for m4 to wait', async () => {
       const load = await cluster.api('GET', `/management/v1/metrics/load?deployment=${m4Id}`);
       return load.body.deployments?.[0]?.router.waiting === 1 ? true : undefined;
     });
     // Deployed again as `capyctl deploy` does: the new revision holds at once, its measurement runs behind.
-    expect((await cluster.api('POST', '/management/v1/deployments', parseYaml(onHost(host1, 'pin', explicit, slow)))).status).toBe(200);
+    expect(
+      (await cluster.api('POST', '/management/v1/deployments', parseYaml(onHost(host1, 'pin', explicit, slow)))).status,
+    ).toBe(200);
     // Still on its way up (parking host-1's model first, or starting): explicit before it is ready.
     expect((await cluster.status('pin')).state).not.toBe('ready');
     const served = await m4;
@@ -125,7 +155,11 @@ describe('placement over two empty hosts', () => {
     const m5Id = (await cluster.status('m5')).deployment_id;
     expect({ status: refused.status, body: refused.body }).toEqual({
       status: 409,
-      body: { code: 'insufficient_capacity', message: apiErrors.insufficientCapacity(m5Id, [{ name: 'pin', keptBy: 'explicit' }]).message, retryable: false },
+      body: {
+        code: 'insufficient_capacity',
+        message: apiErrors.insufficientCapacity(m5Id, [{ name: 'pin', keptBy: 'explicit' }]).message,
+        retryable: false,
+      },
     });
     expect(Date.now() - sentAt).toBeLessThan(10_000);
   }, 180_000);
@@ -192,7 +226,10 @@ describe('waiting requests for a model ready on one host', () => {
     cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }, { gpuMemory: '8GiB' }] });
     [host1, host2] = cluster.hosts as [ClusterHost, ClusterHost];
     // 20 tokens at 10 a second: each answer runs 2 s, so 40 at once keep 8 waiting for one of the 32 slots.
-    await Promise.all([cluster.deploy(simDeployment('busy', 'vllm', ['--sim-tokens-per-s', '10'])), cluster.deploy(simDeployment('other'))]);
+    await Promise.all([
+      cluster.deploy(simDeployment('busy', 'vllm', ['--sim-tokens-per-s', '10'])),
+      cluster.deploy(simDeployment('other')),
+    ]);
     expect((await cluster.chat('busy')).status).toBe(200);
     expect((await cluster.chat('other')).status).toBe(200);
   }, 240_000);

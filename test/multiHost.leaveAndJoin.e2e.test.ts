@@ -11,21 +11,31 @@ import { SIM_MODEL_BYTES, simDeployment } from './support/lifecycle.js';
 import { until } from './support/until.js';
 
 /** What a user reads of the deployment's router in `GET /management/v1/metrics/load`. */
-async function routerOf(cluster: Cluster, deploymentId: string): Promise<{ in_flight: number; waiting: number; waiting_limit: number }> {
+async function routerOf(
+  cluster: Cluster,
+  deploymentId: string,
+): Promise<{ in_flight: number; waiting: number; waiting_limit: number }> {
   const load = await cluster.api('GET', `/management/v1/metrics/load?deployment=${deploymentId}`);
   expect(load.status).toBe(200);
   return load.body.deployments[0].router;
 }
 
 /** A chat completion and how long it took to be answered. */
-async function timedChat(cluster: Cluster, model: string): Promise<{ status: number; body: unknown; retryAfter: unknown; ms: number }> {
+async function timedChat(
+  cluster: Cluster,
+  model: string,
+): Promise<{ status: number; body: unknown; retryAfter: unknown; ms: number }> {
   const sentAt = Date.now();
   const reply = await cluster.chat(model);
   return { status: reply.status, body: reply.body, retryAfter: reply.headers['retry-after'], ms: Date.now() - sentAt };
 }
 
 /** The error body a client reads for a catalogue error. */
-const bodyOf = (e: { code: string; message: string; retryable: boolean }) => ({ code: e.code, message: e.message, retryable: e.retryable });
+const bodyOf = (e: { code: string; message: string; retryable: boolean }) => ({
+  code: e.code,
+  message: e.message,
+  retryable: e.retryable,
+});
 
 describe('the queue limits are the tightest of the hosts that serve', () => {
   let cluster: Cluster;
@@ -33,7 +43,10 @@ describe('the queue limits are the tightest of the hosts that serve', () => {
   let tight: ClusterHost;
   const ids: Record<string, string> = {};
   /** One waiting request per model and a 2 s request deadline, against the defaults' 64 and 600 s. */
-  const TIGHT = { gpuMemory: '8GiB', yaml: 'resource_policy: { queue: { max_pending_per_deployment: 1, request_deadline: 2s, admission_window: 1s } }' };
+  const TIGHT = {
+    gpuMemory: '8GiB',
+    yaml: 'resource_policy: { queue: { max_pending_per_deployment: 1, request_deadline: 2s, admission_window: 1s } }',
+  };
   /** Each model takes 6 s to start: a request for it waits past the tight deadline. */
   const SLOW_START = ['--sim-load-ms', '6000'];
 
@@ -42,7 +55,9 @@ describe('the queue limits are the tightest of the hosts that serve', () => {
     roomy = cluster.hosts[0]!;
     // All on the roomy host, which sets the defaults: only the limits of the other change.
     for (const name of ['s1', 's2', 's3']) {
-      ids[name] = (await cluster.deploy(simDeployment(name, 'vllm', SLOW_START, `hosts: [${roomy.hostId}]\n`))).deployment_id;
+      ids[name] = (
+        await cluster.deploy(simDeployment(name, 'vllm', SLOW_START, `hosts: [${roomy.hostId}]\n`))
+      ).deployment_id;
     }
   }, 240_000);
   afterAll(async () => {
@@ -54,7 +69,9 @@ describe('the queue limits are the tightest of the hosts that serve', () => {
     tight = await cluster.addHost(TIGHT);
     expect((await routerOf(cluster, ids.s1!)).waiting_limit).toBe(1);
 
-    const replies = (await Promise.all([timedChat(cluster, 's1'), timedChat(cluster, 's1')])).sort((a, b) => a.status - b.status);
+    const replies = (await Promise.all([timedChat(cluster, 's1'), timedChat(cluster, 's1')])).sort(
+      (a, b) => a.status - b.status,
+    );
     expect(replies.map(({ status, body, retryAfter }) => ({ status, body, retryAfter }))).toEqual([
       { status: 429, body: bodyOf(apiErrors.waitingLimit(ids.s1!)), retryAfter: '1' },
       { status: 503, body: bodyOf(apiErrors.queueDeadline(ids.s1!)), retryAfter: undefined },
@@ -78,7 +95,11 @@ describe('the queue limits are the tightest of the hosts that serve', () => {
 
     tight.process.child.kill('SIGKILL');
     // The 3 s bound and the server's check once a second, on a loaded machine.
-    await until('the killed host to stop setting the limit', async () => ((await routerOf(cluster, ids.s3!)).waiting_limit === 64 ? true : undefined), 20_000);
+    await until(
+      'the killed host to stop setting the limit',
+      async () => ((await routerOf(cluster, ids.s3!)).waiting_limit === 64 ? true : undefined),
+      20_000,
+    );
     expect(await cluster.capyctlOk(['list', 'hosts'])).toMatch(new RegExp(`^${tight.hostId} .* down `, 'm'));
     const replies = await Promise.all([timedChat(cluster, 's3'), timedChat(cluster, 's3')]);
     expect(replies.map((r) => r.status)).toEqual([200, 200]);
@@ -93,7 +114,8 @@ describe('a host that leaves and comes back', () => {
   /** `small`'s model: no test moves it, so its instance stays as it was started. */
   let stayed: unknown;
 
-  const listed = (list: string, name: string, state: string, ready: string, hosts: string) => expect(list).toMatch(new RegExp(`^${name} +${state} +${ready} +1 +${hosts}$`, 'm'));
+  const listed = (list: string, name: string, state: string, ready: string, hosts: string) =>
+    expect(list).toMatch(new RegExp(`^${name} +${state} +${ready} +1 +${hosts}$`, 'm'));
 
   /**
    * What a host that left shows while it is out: its models stopped, `beta` on the other host as it
@@ -132,7 +154,11 @@ describe('a host that leaves and comes back', () => {
     // The default 10 s bound to be found down: a restart at once comes well within it.
     cluster = await Cluster.start({ hosts: [{ gpuMemory: '16GiB' }, { gpuMemory: '8GiB' }] });
     [big, small] = cluster.hosts as [ClusterHost, ClusterHost];
-    await Promise.all([cluster.deploy(simDeployment('alpha')), cluster.deploy(simDeployment('beta', 'vllm', [], `hosts: [${small.hostId}]\n`)), cluster.deploy(simDeployment('gamma'))]);
+    await Promise.all([
+      cluster.deploy(simDeployment('alpha')),
+      cluster.deploy(simDeployment('beta', 'vllm', [], `hosts: [${small.hostId}]\n`)),
+      cluster.deploy(simDeployment('gamma')),
+    ]);
     expect((await cluster.chat('beta')).status).toBe(200);
     stayed = (await cluster.status('beta')).instances;
     // Both fit only on the big host, once beta holds the small one.
@@ -159,7 +185,12 @@ describe('a host that leaves and comes back', () => {
   it('killed (SIGKILL), found down, then started again', async () => {
     big.process.child.kill('SIGKILL');
     // The 10 s bound and the server's check once a second, on a loaded machine.
-    await until(`${big.hostId} to be shown down`, async () => (new RegExp(`^${big.hostId} .* down `, 'm').test(await cluster.capyctlOk(['list', 'hosts'])) ? true : undefined), 30_000);
+    await until(
+      `${big.hostId} to be shown down`,
+      async () =>
+        new RegExp(`^${big.hostId} .* down `, 'm').test(await cluster.capyctlOk(['list', 'hosts'])) ? true : undefined,
+      30_000,
+    );
     await whileOut('down');
     await cluster.restartHost(big);
     await servedAgain();

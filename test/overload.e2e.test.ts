@@ -16,7 +16,8 @@ const TOTAL = 16;
 const REQUESTS = 10 * TOTAL;
 const MiB = 2 ** 20;
 
-const rssOf = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1_024;
+const rssOf = (pid: number) =>
+  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1_024;
 
 describe('ten times the queue bounds across three models', () => {
   let cluster: Cluster;
@@ -65,15 +66,24 @@ describe('ten times the queue bounds across three models', () => {
     const after = rssOf(pid);
 
     const count = (status: number) => outcomes.filter((o) => o.status === status).length;
-    const summary = { ok: count(200), queueFull: count(429), unavailable: count(503), other: outcomes.filter((o) => ![200, 429, 503].includes(o.status)) };
-    console.info(`overload: ${JSON.stringify({ ...summary, other: summary.other.length })}; server RSS ${(before / MiB).toFixed(0)} → peak ${(peak / MiB).toFixed(0)} → ${(after / MiB).toFixed(0)} MiB`);
+    const summary = {
+      ok: count(200),
+      queueFull: count(429),
+      unavailable: count(503),
+      other: outcomes.filter((o) => ![200, 429, 503].includes(o.status)),
+    };
+    console.info(
+      `overload: ${JSON.stringify({ ...summary, other: summary.other.length })}; server RSS ${(before / MiB).toFixed(0)} → peak ${(peak / MiB).toFixed(0)} → ${(after / MiB).toFixed(0)} MiB`,
+    );
 
     expect(summary.other).toEqual([]);
     expect(summary.ok).toBeGreaterThan(0);
     // More arrive at once than may wait: the bound refuses some, as the spec's 429.
     expect(summary.queueFull).toBeGreaterThan(0);
-    for (const o of outcomes.filter((x) => x.status === 429)) expect(o).toMatchObject({ retryAfter: '1', body: { code: 'queue_full', retryable: true } });
-    for (const o of outcomes.filter((x) => x.status === 503)) expect(o.body).toMatchObject({ code: 'unavailable', retryable: true });
+    for (const o of outcomes.filter((x) => x.status === 429))
+      expect(o).toMatchObject({ retryAfter: '1', body: { code: 'queue_full', retryable: true } });
+    for (const o of outcomes.filter((x) => x.status === 503))
+      expect(o.body).toMatchObject({ code: 'unavailable', retryable: true });
     for (const o of outcomes.filter((x) => x.status === 200)) expect(MODELS).toContain(o.body.model);
     // 160 requests of a few hundred bytes: the server's memory moves by far less than this.
     expect(peak - before).toBeLessThan(150 * MiB);

@@ -19,7 +19,13 @@ const host = (hostId: string, heldGiB: number, models: number, gpusGiB: number[]
   models,
   keptBytes: keptGiB * GiB,
 });
-const instance = (hostId: string, observedState: RoutedInstance['observedState']): RoutedInstance => ({ index: 0, hostId, generation: 2, observedState, parkTier: null });
+const instance = (hostId: string, observedState: RoutedInstance['observedState']): RoutedInstance => ({
+  index: 0,
+  hostId,
+  generation: 2,
+  observedState,
+  parkTier: null,
+});
 
 describe('the host a model goes to', () => {
   it('stays where an instance of it is held, parked too, but not where it stopped or on a host not offered', () => {

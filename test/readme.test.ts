@@ -23,10 +23,16 @@ const REPO = fileURLToPath(new URL('..', import.meta.url));
  */
 function freshMachineCommands(): { mainJob: string; tests: string } {
   const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## On a fresh machine'), readme.indexOf('\n## ', readme.indexOf('## On a fresh machine') + 1));
+  const section = readme.slice(
+    readme.indexOf('## On a fresh machine'),
+    readme.indexOf('\n## ', readme.indexOf('## On a fresh machine') + 1),
+  );
   const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
   expect(blocks).toHaveLength(2);
-  const ciCommand = readFileSync(join(REPO, '.ci', 'run'), 'utf8').trim().split('\n').pop();
+  const ciCommand = readFileSync(join(REPO, '.ci', 'run'), 'utf8')
+    .trim()
+    .split('\n')
+    .pop();
   expect(blocks[1]).toBe(ciCommand);
   return { mainJob: blocks[0]!, tests: blocks[1]! };
 }
@@ -35,10 +41,17 @@ function freshMachineCommands(): { mainJob: string; tests: string } {
  * Runs a command line as a person types it, in `cwd`. The Temporal CLI is the one this machine has
  * (a newcomer's first run builds it; that is the same script, minutes slower).
  */
-function shell(command: string, cwd: string): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+function shell(
+  command: string,
+  cwd: string,
+): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
   const child = spawn('bash', ['-c', command], {
     cwd,
-    env: { ...process.env, CAPYCTL_TEMPORAL_BIN: process.env.CAPYCTL_TEMPORAL_BIN ?? resolveTemporalCli(), CAPYCTL_LOG_FORMAT: 'json' },
+    env: {
+      ...process.env,
+      CAPYCTL_TEMPORAL_BIN: process.env.CAPYCTL_TEMPORAL_BIN ?? resolveTemporalCli(),
+      CAPYCTL_LOG_FORMAT: 'json',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
     // Its own process group, so a run that never came up can be stopped whole.
     detached: true,
@@ -55,7 +68,10 @@ async function chat(model: string) {
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }),
   });
-  return { status: reply.statusCode, body: (await reply.body.json()) as { model: string; choices: Array<{ message: { content: string } }> } };
+  return {
+    status: reply.statusCode,
+    body: (await reply.body.json()) as { model: string; choices: Array<{ message: { content: string } }> },
+  };
 }
 
 describe("README.md's two commands on a fresh clone", () => {
@@ -63,48 +79,55 @@ describe("README.md's two commands on a fresh clone", () => {
   execFileSync('git', ['clone', '--quiet', REPO, clone]);
   const { mainJob, tests } = freshMachineCommands();
 
-  it('the main job starts the standalone, which answers two example models with a switch between them', { timeout: 420_000 }, async () => {
-    const run = shell(mainJob, clone);
-    let standalonePid: number | undefined;
-    try {
-      const ready = await until(
-        'the standalone to be ready',
-        () => {
-          if (run.child.exitCode !== null) throw new Error(`\`${mainJob}\` exited with ${run.child.exitCode}:\n${run.output()}`);
-          return readyLineOf(run.output());
-        },
-        300_000,
-      );
-      standalonePid = ready.pid;
-      expect(ready.adminTokenFile).toBe(join(clone, '.data', 'admin-token'));
-      expect(ready.temporalUiUrl).toBe('http://127.0.0.1:8233');
+  it(
+    'the main job starts the standalone, which answers two example models with a switch between them',
+    { timeout: 420_000 },
+    async () => {
+      const run = shell(mainJob, clone);
+      let standalonePid: number | undefined;
+      try {
+        const ready = await until(
+          'the standalone to be ready',
+          () => {
+            if (run.child.exitCode !== null)
+              throw new Error(`\`${mainJob}\` exited with ${run.child.exitCode}:\n${run.output()}`);
+            return readyLineOf(run.output());
+          },
+          300_000,
+        );
+        standalonePid = ready.pid;
+        expect(ready.adminTokenFile).toBe(join(clone, '.data', 'admin-token'));
+        expect(ready.temporalUiUrl).toBe('http://127.0.0.1:8233');
 
-      for (const model of ['chat-a', 'chat-b']) {
-        const reply = await chat(model);
-        expect(reply.status).toBe(200);
-        expect(reply.body.model).toBe(model);
-        expect(reply.body.choices[0]!.message.content.split(' ')).toHaveLength(8);
-      }
-      const load = await request('http://127.0.0.1:7443/management/v1/metrics/load', {
-        headers: { authorization: `Bearer ${readFileSync(ready.adminTokenFile, 'utf8').trim()}` },
-      });
-      const states = ((await load.body.json()) as { deployments: Array<{ name: string; instances: Array<{ observed_state: string }> }> }).deployments.map(
-        (d) => [d.name, d.instances.map((i) => i.observed_state)],
-      );
-      // chat-b needed chat-a's memory: a switch parked chat-a.
-      expect(Object.fromEntries(states)).toEqual({ 'chat-a': ['parked'], 'chat-b': ['ready'] });
+        for (const model of ['chat-a', 'chat-b']) {
+          const reply = await chat(model);
+          expect(reply.status).toBe(200);
+          expect(reply.body.model).toBe(model);
+          expect(reply.body.choices[0]!.message.content.split(' ')).toHaveLength(8);
+        }
+        const load = await request('http://127.0.0.1:7443/management/v1/metrics/load', {
+          headers: { authorization: `Bearer ${readFileSync(ready.adminTokenFile, 'utf8').trim()}` },
+        });
+        const states = (
+          (await load.body.json()) as {
+            deployments: Array<{ name: string; instances: Array<{ observed_state: string }> }>;
+          }
+        ).deployments.map((d) => [d.name, d.instances.map((i) => i.observed_state)]);
+        // chat-b needed chat-a's memory: a switch parked chat-a.
+        expect(Object.fromEntries(states)).toEqual({ 'chat-a': ['parked'], 'chat-b': ['ready'] });
 
-      process.kill(ready.pid, 'SIGTERM');
-      expect(await run.exited).toBe(0);
-    } finally {
-      // A failed run leaves nothing behind: the standalone stops its engines and dev server itself.
-      if (run.child.exitCode === null) {
-        if (standalonePid !== undefined) process.kill(standalonePid, 'SIGTERM');
-        else process.kill(-run.child.pid!, 'SIGKILL');
+        process.kill(ready.pid, 'SIGTERM');
+        expect(await run.exited).toBe(0);
+      } finally {
+        // A failed run leaves nothing behind: the standalone stops its engines and dev server itself.
+        if (run.child.exitCode === null) {
+          if (standalonePid !== undefined) process.kill(standalonePid, 'SIGTERM');
+          else process.kill(-run.child.pid!, 'SIGKILL');
+        }
+        await run.exited;
       }
-      await run.exited;
-    }
-  });
+    },
+  );
 
   // After the main job's `npm ci` in the same clone, as a newcomer runs them.
   it('the test command passes', { timeout: 420_000 }, async () => {

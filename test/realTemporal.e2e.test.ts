@@ -45,7 +45,10 @@ describe('capyctl on the Temporal server with Postgres persistence', () => {
     await cluster.deploy(simDeployment('chat-a', 'vllm', ['--sim-park-ms', SLOW_MS], on(host1)));
     await cluster.deploy(simDeployment('chat-b', 'vllm', ['--sim-wake-ms', SLOW_MS], on(host1)));
     await cluster.deploy(simDeployment('chat-c', 'vllm', [], on(host2)));
-    client = new Client({ connection: await Connection.connect({ address: temporal.address }), namespace: temporal.namespace });
+    client = new Client({
+      connection: await Connection.connect({ address: temporal.address }),
+      namespace: temporal.namespace,
+    });
   }, 240_000);
 
   afterAll(async () => {
@@ -79,63 +82,79 @@ describe('capyctl on the Temporal server with Postgres persistence', () => {
     return { ...(await reply), sentAt, signalledAt, awayMs };
   }
 
-  it('switches models on a host and serves the other host: every request is answered 200', { timeout: 120_000 }, async () => {
-    expect((await cluster.chat('chat-c')).status).toBe(200);
-    await aServes();
-    // chat-b starts in chat-a's place (chat-a parks), then chat-a is woken in chat-b's place.
-    expect((await cluster.chat('chat-b')).status).toBe(200);
-    switchesToB++;
-    expect({ a: await stateOf('chat-a'), b: await stateOf('chat-b') }).toEqual({ a: 'parked', b: 'ready' });
-    await aServes();
-    expect(await stateOf('chat-b')).toBe('parked');
-    expect((await cluster.status('chat-c')).hosts).toEqual([host2.hostId]);
-  });
+  it(
+    'switches models on a host and serves the other host: every request is answered 200',
+    { timeout: 120_000 },
+    async () => {
+      expect((await cluster.chat('chat-c')).status).toBe(200);
+      await aServes();
+      // chat-b starts in chat-a's place (chat-a parks), then chat-a is woken in chat-b's place.
+      expect((await cluster.chat('chat-b')).status).toBe(200);
+      switchesToB++;
+      expect({ a: await stateOf('chat-a'), b: await stateOf('chat-b') }).toEqual({ a: 'parked', b: 'ready' });
+      await aServes();
+      expect(await stateOf('chat-b')).toBe('parked');
+      expect((await cluster.status('chat-c')).hosts).toEqual([host2.hostId]);
+    },
+  );
 
-  it('a switch during which the Temporal server is stopped (SIGTERM) and started again completes: its waiting request is answered 200', { timeout: 180_000 }, async () => {
-    await aServes();
-    const { reply, atMs, sentAt, signalledAt, awayMs } = await restartDuringSwitch('chat-a', 'parking', 'SIGTERM');
-    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
-    // chat-b's wake comes after chat-a's park: the answer cannot have come before Temporal went away.
-    expect(atMs).toBeGreaterThan(signalledAt);
-    expect(atMs - sentAt).toBeLessThan(REQUEST_DEADLINE_MS);
-    expect(awayMs).toBeLessThan(RESTART_BOUND_MS);
-    expect({ a: await stateOf('chat-a'), b: await stateOf('chat-b') }).toEqual({ a: 'parked', b: 'ready' });
-  });
+  it(
+    'a switch during which the Temporal server is stopped (SIGTERM) and started again completes: its waiting request is answered 200',
+    { timeout: 180_000 },
+    async () => {
+      await aServes();
+      const { reply, atMs, sentAt, signalledAt, awayMs } = await restartDuringSwitch('chat-a', 'parking', 'SIGTERM');
+      expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+      // chat-b's wake comes after chat-a's park: the answer cannot have come before Temporal went away.
+      expect(atMs).toBeGreaterThan(signalledAt);
+      expect(atMs - sentAt).toBeLessThan(REQUEST_DEADLINE_MS);
+      expect(awayMs).toBeLessThan(RESTART_BOUND_MS);
+      expect({ a: await stateOf('chat-a'), b: await stateOf('chat-b') }).toEqual({ a: 'parked', b: 'ready' });
+    },
+  );
 
-  it('a switch during which the Temporal server is killed (SIGKILL) and started again completes: its waiting request is answered 200', { timeout: 180_000 }, async () => {
-    await aServes();
-    const { reply, atMs, sentAt, signalledAt, awayMs } = await restartDuringSwitch('chat-b', 'waking', 'SIGKILL');
-    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
-    expect(atMs).toBeGreaterThan(signalledAt);
-    expect(atMs - sentAt).toBeLessThan(REQUEST_DEADLINE_MS);
-    expect(awayMs).toBeLessThan(RESTART_BOUND_MS);
-    expect({ a: await stateOf('chat-a'), b: await stateOf('chat-b') }).toEqual({ a: 'parked', b: 'ready' });
-    // And both hosts serve on after it.
-    await aServes();
-    expect((await cluster.chat('chat-c')).status).toBe(200);
-  });
+  it(
+    'a switch during which the Temporal server is killed (SIGKILL) and started again completes: its waiting request is answered 200',
+    { timeout: 180_000 },
+    async () => {
+      await aServes();
+      const { reply, atMs, sentAt, signalledAt, awayMs } = await restartDuringSwitch('chat-b', 'waking', 'SIGKILL');
+      expect(reply.status, JSON.stringify(reply.body)).toBe(200);
+      expect(atMs).toBeGreaterThan(signalledAt);
+      expect(atMs - sentAt).toBeLessThan(REQUEST_DEADLINE_MS);
+      expect(awayMs).toBeLessThan(RESTART_BOUND_MS);
+      expect({ a: await stateOf('chat-a'), b: await stateOf('chat-b') }).toEqual({ a: 'parked', b: 'ready' });
+      // And both hosts serve on after it.
+      await aServes();
+      expect((await cluster.chat('chat-c')).status).toBe(200);
+    },
+  );
 
-  it("the switches are found through Temporal's visibility by their search attributes", { timeout: 60_000 }, async () => {
-    const list = async (query: string) => {
-      const found: WorkflowExecutionInfo[] = [];
-      for await (const workflow of client.workflow.list({ query })) found.push(workflow);
-      return found;
-    };
-    // Visibility is written a moment after the workflow: the last switch's outcome may still be on its way.
-    const toB = await until('every switch to chat-b, ended, in visibility', async () => {
-      const found = await list(`CapyTarget = 'chat-b' AND CapyOutcome = 'released'`);
-      return found.length === switchesToB ? found : undefined;
-    });
-    for (const workflow of toB) {
-      expect(workflow.workflowId).toMatch(/^switch\//);
-      expect(workflow.status.name).toBe('COMPLETED');
-      expect(workflow.typedSearchAttributes.get(searchAttributes.victims)).toEqual(['chat-a']);
-      expect(workflow.typedSearchAttributes.get(searchAttributes.host)).toBe(host1.hostId);
-    }
-    // "Every switch that parked chat-a" is the same switches; host 2's started chat-c only.
-    const parkedA = await list(`CapyVictims = 'chat-a'`);
-    expect(parkedA.map((w) => w.workflowId).sort()).toEqual(toB.map((w) => w.workflowId).sort());
-    const onHost2 = await list(`CapyHost = '${host2.hostId}'`);
-    expect(onHost2.map((w) => w.typedSearchAttributes.get(searchAttributes.target))).toEqual(['chat-c']);
-  });
+  it(
+    "the switches are found through Temporal's visibility by their search attributes",
+    { timeout: 60_000 },
+    async () => {
+      const list = async (query: string) => {
+        const found: WorkflowExecutionInfo[] = [];
+        for await (const workflow of client.workflow.list({ query })) found.push(workflow);
+        return found;
+      };
+      // Visibility is written a moment after the workflow: the last switch's outcome may still be on its way.
+      const toB = await until('every switch to chat-b, ended, in visibility', async () => {
+        const found = await list(`CapyTarget = 'chat-b' AND CapyOutcome = 'released'`);
+        return found.length === switchesToB ? found : undefined;
+      });
+      for (const workflow of toB) {
+        expect(workflow.workflowId).toMatch(/^switch\//);
+        expect(workflow.status.name).toBe('COMPLETED');
+        expect(workflow.typedSearchAttributes.get(searchAttributes.victims)).toEqual(['chat-a']);
+        expect(workflow.typedSearchAttributes.get(searchAttributes.host)).toBe(host1.hostId);
+      }
+      // "Every switch that parked chat-a" is the same switches; host 2's started chat-c only.
+      const parkedA = await list(`CapyVictims = 'chat-a'`);
+      expect(parkedA.map((w) => w.workflowId).sort()).toEqual(toB.map((w) => w.workflowId).sort());
+      const onHost2 = await list(`CapyHost = '${host2.hostId}'`);
+      expect(onHost2.map((w) => w.typedSearchAttributes.get(searchAttributes.target))).toEqual(['chat-c']);
+    },
+  );
 });

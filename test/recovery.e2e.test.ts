@@ -108,57 +108,71 @@ describe('a server killed (SIGKILL) while a switch parks its victim and brings i
     await killDuring('newcomer', 'newcomer', 'starting');
   });
 
-  it('starts a model whose engine lost the race for its port on a fresh port: its request is answered 200', { timeout: 60_000 }, async () => {
-    const reply = cluster.chat('racer');
-    // Another process binds the port the host chose for the engine while the engine loads.
-    const port = await until("racer's engine launched", () => launchedPort('racer'), 30_000);
-    const squatter = await occupy(port);
-    try {
-      expect((await reply).status).toBe(200);
-      expect(await stateOf('racer')).toBe('ready');
-      expect(launchedPort('racer')).not.toBe(port);
-    } finally {
-      squatter.close();
-    }
-  });
+  it(
+    'starts a model whose engine lost the race for its port on a fresh port: its request is answered 200',
+    { timeout: 60_000 },
+    async () => {
+      const reply = cluster.chat('racer');
+      // Another process binds the port the host chose for the engine while the engine loads.
+      const port = await until("racer's engine launched", () => launchedPort('racer'), 30_000);
+      const squatter = await occupy(port);
+      try {
+        expect((await reply).status).toBe(200);
+        expect(await stateOf('racer')).toBe('ready');
+        expect(launchedPort('racer')).not.toBe(port);
+      } finally {
+        squatter.close();
+      }
+    },
+  );
 });
 
 describe('a host agent that registers anew while a switch brings its target up', () => {
-  it('starts the target afresh for its next request: the switch neither releases nor records ready the engine that stopped with the agent', { timeout: 120_000 }, async () => {
-    const bench = await startServerBench({ gpuMemory: '8GiB' });
-    try {
-      const b = await bench.deploy('chat-b');
-      expect((await bench.chat(b)).status).toBe(200);
-      const started = await until(`${b.name} recorded ready`, async () => (await listInstances(bench.db, { deploymentId: b.id })).find((i) => i.observedState === 'ready'));
-      // What a server stopped after its switch started the target, and before the release, leaves:
-      // the catalogue lists the target starting.
-      const { updatedAt: _, ...instance } = started;
-      await saveInstance(bench.db, { ...instance, observedState: 'starting' });
-      await bench.restartServer();
-      // The agent starts again, its engine stopped with it, and registers anew.
-      await bench.restartHost();
+  it(
+    'starts the target afresh for its next request: the switch neither releases nor records ready the engine that stopped with the agent',
+    { timeout: 120_000 },
+    async () => {
+      const bench = await startServerBench({ gpuMemory: '8GiB' });
+      try {
+        const b = await bench.deploy('chat-b');
+        expect((await bench.chat(b)).status).toBe(200);
+        const started = await until(`${b.name} recorded ready`, async () =>
+          (await listInstances(bench.db, { deploymentId: b.id })).find((i) => i.observedState === 'ready'),
+        );
+        // What a server stopped after its switch started the target, and before the release, leaves:
+        // the catalogue lists the target starting.
+        const { updatedAt: _, ...instance } = started;
+        await saveInstance(bench.db, { ...instance, observedState: 'starting' });
+        await bench.restartServer();
+        // The agent starts again, its engine stopped with it, and registers anew.
+        await bench.restartHost();
 
-      // The switch, taken up by the new server's worker, releases its target and records it ready.
-      const taskQueue = `finish-switch-${b.id}`;
-      const worker = await Worker.create({
-        connection: await workerConnection(),
-        taskQueue,
-        workflowsPath: fileURLToPath(new URL('./fixtures/recordInstanceWorkflow.ts', import.meta.url)),
-      });
-      await worker.runUntil(
-        bench.server.client.workflow.execute(startWaitersAndRecordReady, { taskQueue, workflowId: `finish-switch/${b.id}`, args: [bench.server.serverTaskQueue, instance] }),
-      );
-      expect((await listInstances(bench.db, { deploymentId: b.id }))[0]?.observedState).toBe('stopped');
+        // The switch, taken up by the new server's worker, releases its target and records it ready.
+        const taskQueue = `finish-switch-${b.id}`;
+        const worker = await Worker.create({
+          connection: await workerConnection(),
+          taskQueue,
+          workflowsPath: fileURLToPath(new URL('./fixtures/recordInstanceWorkflow.ts', import.meta.url)),
+        });
+        await worker.runUntil(
+          bench.server.client.workflow.execute(startWaitersAndRecordReady, {
+            taskQueue,
+            workflowId: `finish-switch/${b.id}`,
+            args: [bench.server.serverTaskQueue, instance],
+          }),
+        );
+        expect((await listInstances(bench.db, { deploymentId: b.id }))[0]?.observedState).toBe('stopped');
 
-      const reply = await bench.chat(b);
-      expect(reply.status).toBe(200);
-      // Its waiters are let go just before the switch records the new generation ready.
-      await until('a new generation recorded ready', async () => {
-        const [now] = await listInstances(bench.db, { deploymentId: b.id });
-        return now?.generation === instance.generation + 1 && now.observedState === 'ready' ? true : undefined;
-      });
-    } finally {
-      await bench.close();
-    }
-  });
+        const reply = await bench.chat(b);
+        expect(reply.status).toBe(200);
+        // Its waiters are let go just before the switch records the new generation ready.
+        await until('a new generation recorded ready', async () => {
+          const [now] = await listInstances(bench.db, { deploymentId: b.id });
+          return now?.generation === instance.generation + 1 && now.observedState === 'ready' ? true : undefined;
+        });
+      } finally {
+        await bench.close();
+      }
+    },
+  );
 });

@@ -19,21 +19,51 @@ describe('the routing table', () => {
     fresh = await freshDatabase(inject('postgresAdminUrl'));
     const { db } = fresh;
     await migrate(db);
-    for (const [id, activation] of [['gpu-a', 'on_demand'], ['gpu-b', 'explicit']] as const) {
+    for (const [id, activation] of [
+      ['gpu-a', 'on_demand'],
+      ['gpu-b', 'explicit'],
+    ] as const) {
       const gpus = [{ index: 0, name: 'sim-0', memoryBytes: 2 ** 34, memoryKind: 'discrete' as const }];
       await registerHost(db, await issueHostToken(db), { id, gpus, hostRamBytes: 2 ** 36, settings: { activation } });
     }
     // chat-a may run only on gpu-a (on demand); chat-b may run anywhere, gpu-b included (explicit);
     // chat-c says explicit itself.
-    chatA = (await saveDeployment(db, spec('name: chat-a\nengine: vllm\nmodel: Qwen3-4B\nhosts: [gpu-a]\n'))).deployment;
-    chatB = (await saveDeployment(db, spec('name: chat-b\nengine: sglang\nmodel: Qwen3-8B\n'))).deployment;
-    chatC = (await saveDeployment(db, spec('name: chat-c\nengine: vllm\nmodel: Qwen3-1.7B\nhosts: [gpu-a]\nlifecycle: { activation: explicit }\n')))
+    chatA = (await saveDeployment(db, spec('name: chat-a\nengine: vllm\nmodel: Qwen3-4B\nhosts: [gpu-a]\n')))
       .deployment;
+    chatB = (await saveDeployment(db, spec('name: chat-b\nengine: sglang\nmodel: Qwen3-8B\n'))).deployment;
+    chatC = (
+      await saveDeployment(
+        db,
+        spec('name: chat-c\nengine: vllm\nmodel: Qwen3-1.7B\nhosts: [gpu-a]\nlifecycle: { activation: explicit }\n'),
+      )
+    ).deployment;
     await setOperatorStopped(db, chatB.id, true);
     const instance = { parkTier: null, gpuBytes: 0, hostRamBytes: 0 };
-    await saveInstance(db, { ...instance, deploymentId: chatA.id, index: 1, hostId: 'gpu-a', generation: 1, observedState: 'parked', parkTier: 'host_ram' });
-    await saveInstance(db, { ...instance, deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 3, observedState: 'ready' });
-    await saveInstance(db, { ...instance, deploymentId: chatB.id, index: 0, hostId: 'gpu-b', generation: 2, observedState: 'stopped' });
+    await saveInstance(db, {
+      ...instance,
+      deploymentId: chatA.id,
+      index: 1,
+      hostId: 'gpu-a',
+      generation: 1,
+      observedState: 'parked',
+      parkTier: 'host_ram',
+    });
+    await saveInstance(db, {
+      ...instance,
+      deploymentId: chatA.id,
+      index: 0,
+      hostId: 'gpu-a',
+      generation: 3,
+      observedState: 'ready',
+    });
+    await saveInstance(db, {
+      ...instance,
+      deploymentId: chatB.id,
+      index: 0,
+      hostId: 'gpu-b',
+      generation: 2,
+      observedState: 'stopped',
+    });
   });
   afterAll(() => fresh.drop());
 
@@ -70,12 +100,41 @@ describe('the routing table', () => {
     const table = new RoutingTable();
     await table.loadFrom(fresh.db);
 
-    table.setInstance({ deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 3, observedState: 'draining', parkTier: null });
-    table.setInstance({ deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 2, observedState: 'stopped', parkTier: null });
-    expect(table.byModel('chat-a')?.instances[0]).toStrictEqual({ index: 0, hostId: 'gpu-a', generation: 3, observedState: 'draining', parkTier: null });
+    table.setInstance({
+      deploymentId: chatA.id,
+      index: 0,
+      hostId: 'gpu-a',
+      generation: 3,
+      observedState: 'draining',
+      parkTier: null,
+    });
+    table.setInstance({
+      deploymentId: chatA.id,
+      index: 0,
+      hostId: 'gpu-a',
+      generation: 2,
+      observedState: 'stopped',
+      parkTier: null,
+    });
+    expect(table.byModel('chat-a')?.instances[0]).toStrictEqual({
+      index: 0,
+      hostId: 'gpu-a',
+      generation: 3,
+      observedState: 'draining',
+      parkTier: null,
+    });
 
-    table.setInstance({ deploymentId: chatC.id, index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting', parkTier: null });
-    expect(table.byModel('chat-c')?.instances).toStrictEqual([{ index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting', parkTier: null }]);
+    table.setInstance({
+      deploymentId: chatC.id,
+      index: 0,
+      hostId: 'gpu-a',
+      generation: 1,
+      observedState: 'starting',
+      parkTier: null,
+    });
+    expect(table.byModel('chat-c')?.instances).toStrictEqual([
+      { index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting', parkTier: null },
+    ]);
 
     table.setOperatorStopped(chatB.id, false);
     expect(table.byModel('chat-b')?.operatorStopped).toBe(false);
@@ -89,13 +148,26 @@ describe('the routing table', () => {
 
     table.removeDeployment(chatA.id);
     expect(table.byModel('chat-a')).toBeUndefined();
-    table.setInstance({ deploymentId: chatA.id, index: 0, hostId: 'gpu-a', generation: 4, observedState: 'ready', parkTier: null });
+    table.setInstance({
+      deploymentId: chatA.id,
+      index: 0,
+      hostId: 'gpu-a',
+      generation: 4,
+      observedState: 'ready',
+      parkTier: null,
+    });
     expect(table.get(chatA.id)).toBeUndefined();
   });
 
   it('is rebuilt from the store on start, keeping nothing it guessed before', async () => {
     const table = new RoutingTable();
-    table.putDeployment({ id: 'GONE', name: 'gone', revision: 1, spec: spec('name: gone\nengine: vllm\nmodel: m\n'), operatorStopped: false });
+    table.putDeployment({
+      id: 'GONE',
+      name: 'gone',
+      revision: 1,
+      spec: spec('name: gone\nengine: vllm\nmodel: m\n'),
+      operatorStopped: false,
+    });
     table.setHostActivation('gpu-a', 'explicit');
     await table.loadFrom(fresh.db);
     expect(table.byModel('gone')).toBeUndefined();

@@ -24,7 +24,10 @@ describe('the server with a host agent: a request starts its model, and another 
 
   beforeAll(async () => {
     // One 5 GiB model at a time.
-    bench = await startServerBench({ gpuMemory: '8GiB', hostYaml: 'resource_policy: { queue: { admission_window: 200ms } }' });
+    bench = await startServerBench({
+      gpuMemory: '8GiB',
+      hostYaml: 'resource_policy: { queue: { admission_window: 200ms } }',
+    });
     a = await bench.deploy('chat-a');
     b = await bench.deploy('chat-b');
   });
@@ -46,14 +49,20 @@ describe('the server with a host agent: a request starts its model, and another 
     const text = await ask(a);
     expect(text.split(' ')).toHaveLength(4);
     expect(await ask(a)).toBe(text);
-    expect(bench.server.table.get(a.id)?.instances).toMatchObject([{ index: 0, hostId: bench.hostId, generation: 1, observedState: 'ready' }]);
+    expect(bench.server.table.get(a.id)?.instances).toMatchObject([
+      { index: 0, hostId: bench.hostId, generation: 1, observedState: 'ready' },
+    ]);
     // A sample taken after the answers: the engine idle again.
     const sampled = await until('a load sample of chat-a, idle', async () => {
       const d = (await load()).deployments.find((x) => x.name === 'chat-a');
       const sample = d?.instances[0]?.sample as { engine?: { running: number } } | null | undefined;
       return sample?.engine?.running === 0 ? d : undefined;
     });
-    expect(sampled.instances[0]).toMatchObject({ observed_state: 'ready', host_id: bench.hostId, sample: { fresh: true, engine: { running: 0, waiting: 0 } } });
+    expect(sampled.instances[0]).toMatchObject({
+      observed_state: 'ready',
+      host_id: bench.hostId,
+      sample: { fresh: true, engine: { running: 0, waiting: 0 } },
+    });
   });
 
   it('parks the loaded model and starts the other for a request, then wakes the first again', async () => {
@@ -86,11 +95,20 @@ describe('the server with a host agent: a request starts its model, and another 
 
   it('serves the official openai client, streamed and not, unchanged', async () => {
     const openai = new OpenAI({ baseURL: `${bench.server.inferenceUrl}/v1`, apiKey: 'unused' });
-    const whole = await openai.chat.completions.create({ model: b.name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 });
+    const whole = await openai.chat.completions.create({
+      model: b.name,
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 5,
+    });
     expect(whole.choices[0]?.message.content?.split(' ')).toHaveLength(5);
     expect(instanceOf(b)?.observedState).toBe('ready');
     let streamed = '';
-    for await (const chunk of await openai.chat.completions.create({ model: b.name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, stream: true })) {
+    for await (const chunk of await openai.chat.completions.create({
+      model: b.name,
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 5,
+      stream: true,
+    })) {
       streamed += chunk.choices[0]?.delta.content ?? '';
     }
     expect(streamed).toBe(whole.choices[0]?.message.content);
@@ -98,7 +116,9 @@ describe('the server with a host agent: a request starts its model, and another 
 
   /** The deployment's instance once the catalogue lists it ready: its switch records that just after its answers. */
   const recordedReady = (d: Deployment) =>
-    until(`${d.name} to be recorded ready`, async () => (await listInstances(bench.db, { deploymentId: d.id })).find((i) => i.observedState === 'ready'));
+    until(`${d.name} to be recorded ready`, async () =>
+      (await listInstances(bench.db, { deploymentId: d.id })).find((i) => i.observedState === 'ready'),
+    );
 
   it('serves a loaded model at once after the server restarts', async () => {
     await recordedReady(b);
@@ -125,7 +145,11 @@ describe('the server with a host agent: a request starts its model, and another 
     });
     const { updatedAt: _, ...ready } = instance;
     await worker.runUntil(
-      bench.server.client.workflow.execute(recordInstance, { taskQueue, workflowId: `record/${randomUUID()}`, args: [bench.server.serverTaskQueue, ready] }),
+      bench.server.client.workflow.execute(recordInstance, {
+        taskQueue,
+        workflowId: `record/${randomUUID()}`,
+        args: [bench.server.serverTaskQueue, ready],
+      }),
     );
     const recordedAt = Date.now();
     expect((await reply).status).toBe(200);
@@ -196,8 +220,12 @@ describe('a server restarted with other settings', () => {
       const a = await bench.deploy('chat-a');
       expect((await bench.chat(a)).status).toBe(200);
       // Its start is over once recorded (the answer comes just before): the restart interrupts no switch.
-      await until('chat-a to be recorded ready', async () => ((await listInstances(bench.db, { deploymentId: a.id }))[0]?.observedState === 'ready' ? true : undefined));
-      await bench.restartServer('switching: { drain_timeout: 5s, start_timeout: 60s }\nlifecycle_defaults: { ready_idle_timeout: 1s }');
+      await until('chat-a to be recorded ready', async () =>
+        (await listInstances(bench.db, { deploymentId: a.id }))[0]?.observedState === 'ready' ? true : undefined,
+      );
+      await bench.restartServer(
+        'switching: { drain_timeout: 5s, start_timeout: 60s }\nlifecycle_defaults: { ready_idle_timeout: 1s }',
+      );
       await until('chat-a to park', () => (bench.stateOf(a) === 'parked' ? true : undefined), 30_000);
     } finally {
       await bench.close();
@@ -217,9 +245,25 @@ describe('capyctl start server, as a process', () => {
     try {
       const child = spawn(
         process.execPath,
-        [CAPYCTL, 'start', 'server', '--set', `temporal.address=${inject('temporalAddress')}`, '--set', 'listen.management=127.0.0.1:0', '--set', 'listen.inference=127.0.0.1:0'],
+        [
+          CAPYCTL,
+          'start',
+          'server',
+          '--set',
+          `temporal.address=${inject('temporalAddress')}`,
+          '--set',
+          'listen.management=127.0.0.1:0',
+          '--set',
+          'listen.inference=127.0.0.1:0',
+        ],
         {
-          env: { ...process.env, DATABASE_URL: fresh.url, CAPYCTL_ADMIN_TOKEN: ADMIN_TOKEN, CAPYCTL_SERVER_ID: randomUUID().slice(0, 8), CAPYCTL_LOG_FORMAT: 'json' },
+          env: {
+            ...process.env,
+            DATABASE_URL: fresh.url,
+            CAPYCTL_ADMIN_TOKEN: ADMIN_TOKEN,
+            CAPYCTL_SERVER_ID: randomUUID().slice(0, 8),
+            CAPYCTL_LOG_FORMAT: 'json',
+          },
           stdio: ['ignore', 'pipe', 'pipe'],
         },
       );
@@ -228,7 +272,9 @@ describe('capyctl start server, as a process', () => {
       child.stderr!.on('data', (d) => (output += d));
       const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
       const url = await until('the server to start', () => output.match(/"managementUrl":"([^"]+)"/)?.[1], 60_000);
-      const reply = await request(`${url}/management/v1/metrics/load`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      const reply = await request(`${url}/management/v1/metrics/load`, {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
       expect(reply.statusCode).toBe(200);
       expect(await reply.body.json()).toMatchObject({ stale_after_ms: 3000, deployments: [] });
       child.kill('SIGTERM');

@@ -24,12 +24,26 @@ describe('a second server on the same ports', () => {
     const management = new URL(cluster.managementUrl).host;
     const inference = new URL(cluster.inferenceUrl).host;
     second = new CapyProcess(
-      ['start', 'server', '--set', `listen.management=${management}`, '--set', `listen.inference=${inference}`, '--set', `temporal.address=${cluster.services.temporalAddress}`],
+      [
+        'start',
+        'server',
+        '--set',
+        `listen.management=${management}`,
+        '--set',
+        `listen.inference=${inference}`,
+        '--set',
+        `temporal.address=${cluster.services.temporalAddress}`,
+      ],
       cluster.serverEnv(),
     );
-    const code = await Promise.race([second.exited, new Promise((r) => setTimeout(() => r('still running after 60 s'), 60_000))]);
+    const code = await Promise.race([
+      second.exited,
+      new Promise((r) => setTimeout(() => r('still running after 60 s'), 60_000)),
+    ]);
     expect(code, second.output().slice(-2_000)).toBe(1);
-    expect(second.output()).toMatch(new RegExp(`^capyctl: cannot listen on ${management.replace(/\./g, '\\.')}: address already in use$`, 'm'));
+    expect(second.output()).toMatch(
+      new RegExp(`^capyctl: cannot listen on ${management.replace(/\./g, '\\.')}: address already in use$`, 'm'),
+    );
     expect(second.output()).not.toMatch(/server started/);
 
     // A switch on the first server: a start, then the other model parks the first to make room.
@@ -56,8 +70,13 @@ describe('a second server on the same ports', () => {
       ],
       {},
     );
-    const code = await Promise.race([standalone.exited, new Promise((r) => setTimeout(() => r('still running after 60 s'), 60_000))]);
+    const code = await Promise.race([
+      standalone.exited,
+      new Promise((r) => setTimeout(() => r('still running after 60 s'), 60_000)),
+    ]);
     expect(code, standalone.output().slice(-2_000)).toBe(1);
-    expect(standalone.output()).toMatch(new RegExp(`^capyctl: cannot listen on ${inference.replace(/\./g, '\\.')}: address already in use$`, 'm'));
+    expect(standalone.output()).toMatch(
+      new RegExp(`^capyctl: cannot listen on ${inference.replace(/\./g, '\\.')}: address already in use$`, 'm'),
+    );
   }, 90_000);
 });

@@ -86,18 +86,24 @@ const ranges: Array<[path: string, low: string, high: string, below: string, abo
 describe('ranges', () => {
   it.each(ranges)('%s accepts %s and %s', (path, low, high) => {
     for (const value of [low, high]) {
-      const s = loadSettings('standalone', { text: yamlAt(path, value), env: {} }) as unknown as Record<string, unknown>;
+      const s = loadSettings('standalone', { text: yamlAt(path, value), env: {} }) as unknown as Record<
+        string,
+        unknown
+      >;
       const read = path.split('.').reduce<unknown>((v, k) => (v as Record<string, unknown>)[k], s);
       const expected = parseDuration(value) ?? parseBytes(value);
       expect(read).toBe(expected);
     }
   });
 
-  it.each(ranges)('%s refuses %s and %s with the path, the value and the range', (path, _low, _high, below, above, range) => {
-    for (const value of [below, above]) {
-      expect(refusal('standalone', yamlAt(path, value))).toEqual([`${path}: ${value} is out of range: ${range}`]);
-    }
-  });
+  it.each(ranges)(
+    '%s refuses %s and %s with the path, the value and the range',
+    (path, _low, _high, below, above, range) => {
+      for (const value of [below, above]) {
+        expect(refusal('standalone', yamlAt(path, value))).toEqual([`${path}: ${value} is out of range: ${range}`]);
+      }
+    },
+  );
 
   it('applies the same ranges to a host document', () => {
     expect(refusal('host', HOST_TOKEN + yamlAt('resource_policy.queue.request_deadline', '3601s'))).toEqual([
@@ -121,7 +127,10 @@ describe('ranges', () => {
   });
 
   it('reads timers written off as off', () => {
-    const s = loadSettings('server', { text: 'lifecycle_defaults:\n  ready_idle_timeout: off\n  parked_idle_timeout: "30m"\n', env: {} });
+    const s = loadSettings('server', {
+      text: 'lifecycle_defaults:\n  ready_idle_timeout: off\n  parked_idle_timeout: "30m"\n',
+      env: {},
+    });
     expect(s.lifecycle_defaults).toEqual({ ready_idle_timeout: null, parked_idle_timeout: 1_800_000 });
   });
 });
@@ -156,7 +165,10 @@ describe('precedence: --set over CAPYCTL_SET__ over the document', () => {
   });
 
   it('host document: the same order without the host. prefix', () => {
-    const text = HOST_TOKEN + yamlAt('resource_policy.queue.max_pending_per_deployment', '10') + 'lifecycle:\n  activation: on_demand\n';
+    const text =
+      HOST_TOKEN +
+      yamlAt('resource_policy.queue.max_pending_per_deployment', '10') +
+      'lifecycle:\n  activation: on_demand\n';
     const read = (sets: string[], env: NodeJS.ProcessEnv) => loadSettings('host', { text, sets, env });
     expect(read([], {}).resource_policy.queue.max_pending_per_deployment).toBe(10);
     const env = {
@@ -196,7 +208,9 @@ describe('refusals', () => {
     expect(refusal('standalone', '', [], { CAPYCTL_SET__HOST__QUEUE__X: '1' })).toEqual([
       'host.queue: unknown key (from CAPYCTL_SET__HOST__QUEUE__X)',
     ]);
-    expect(refusal('server', '', ['switching.drain=5s'])).toEqual(['switching.drain: unknown key (from --set switching.drain=5s)']);
+    expect(refusal('server', '', ['switching.drain=5s'])).toEqual([
+      'switching.drain: unknown key (from --set switching.drain=5s)',
+    ]);
   });
 
   it('reports every problem of a document at once', () => {
@@ -210,12 +224,21 @@ describe('refusals', () => {
   });
 
   it('refuses a malformed document with where it broke', () => {
-    expect(refusal('server', 'switching:\n  drain_timeout: [5s\n')[0]).toMatch(/^malformed YAML: .* at line \d+, column \d+$/);
+    expect(refusal('server', 'switching:\n  drain_timeout: [5s\n')[0]).toMatch(
+      /^malformed YAML: .* at line \d+, column \d+$/,
+    );
     expect(refusal('server', '- a\n- b\n')).toEqual(['the document must be a mapping of settings, not ["a","b"]']);
     expect(refusal('server', 'a: 1\na: 2\n')[0]).toMatch(/^malformed YAML: Map keys must be unique/);
     // Thousands deep, the YAML parser would run out of memory and take the process with it.
-    expect(refusal('deployment', `name: ${'['.repeat(5_000)}${']'.repeat(5_000)}`)).toEqual(['malformed YAML: lists and mappings nest 5000 levels deep; settings nest at most 64']);
-    expect(refusal('deployment', 'name: "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["\nengine: vllm\nmodel: m')).toEqual([
+    expect(refusal('deployment', `name: ${'['.repeat(5_000)}${']'.repeat(5_000)}`)).toEqual([
+      'malformed YAML: lists and mappings nest 5000 levels deep; settings nest at most 64',
+    ]);
+    expect(
+      refusal(
+        'deployment',
+        'name: "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["\nengine: vllm\nmodel: m',
+      ),
+    ).toEqual([
       'name: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ must be lowercase letters, digits and dashes, 1 to 63 long, starting and ending with a letter or digit',
     ]);
   });
@@ -238,7 +261,9 @@ describe('several hosts: the tightest limits apply', () => {
 
   it('takes the smallest waiting limits and request deadline any host sets', () => {
     const a = host(yamlAt('resource_policy.queue.max_pending_per_deployment', '0'));
-    const b = host('resource_policy:\n  queue:\n    request_deadline: 60s\n    max_pending_total: 100\n    max_buffered_bytes_total: 1MiB\n');
+    const b = host(
+      'resource_policy:\n  queue:\n    request_deadline: 60s\n    max_pending_total: 100\n    max_buffered_bytes_total: 1MiB\n',
+    );
     expect(tightestOfHosts([a, b], host(''))).toEqual({
       max_pending_per_deployment: 0,
       max_pending_total: 100,

@@ -2,13 +2,26 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { post, type RunningSimulator, startSimulator, stopSimulators, streamFrames } from './support/simulator.js';
 
-const FAST = ['--sim-load-ms', '50', '--sim-park-ms', '20', '--sim-wake-ms', '20', '--sim-reload-ms', '20', '--sim-tokens-per-s', '2000'];
+const FAST = [
+  '--sim-load-ms',
+  '50',
+  '--sim-park-ms',
+  '20',
+  '--sim-wake-ms',
+  '20',
+  '--sim-reload-ms',
+  '20',
+  '--sim-tokens-per-s',
+  '2000',
+];
 const DEV_MODE = { VLLM_SERVER_DEV_MODE: '1' };
 
 afterEach(stopSimulators);
 
-const vllm = (extra: string[] = []) => startSimulator('vllm', ['m', '--enable-sleep-mode', ...FAST, ...extra], { env: DEV_MODE });
-const sglang = (extra: string[] = []) => startSimulator('sglang', ['--model-path', 'm', '--enable-memory-saver', ...FAST, ...extra]);
+const vllm = (extra: string[] = []) =>
+  startSimulator('vllm', ['m', '--enable-sleep-mode', ...FAST, ...extra], { env: DEV_MODE });
+const sglang = (extra: string[] = []) =>
+  startSimulator('sglang', ['--model-path', 'm', '--enable-memory-saver', ...FAST, ...extra]);
 
 async function fault(sim: RunningSimulator, faults: Record<string, boolean>): Promise<void> {
   const res = await post(`${sim.baseUrl}/sim/faults`, faults);
@@ -16,7 +29,10 @@ async function fault(sim: RunningSimulator, faults: Record<string, boolean>): Pr
 }
 
 async function answer(sim: RunningSimulator, extra: Record<string, unknown> = {}): Promise<any> {
-  const res = await post(`${sim.baseUrl}/v1/chat/completions`, { messages: [{ role: 'user', content: 'the wake check' }], ...extra });
+  const res = await post(`${sim.baseUrl}/v1/chat/completions`, {
+    messages: [{ role: 'user', content: 'the wake check' }],
+    ...extra,
+  });
   expect(res.status).toBe(200);
   return ((await res.json()) as any).choices[0];
 }
@@ -46,7 +62,12 @@ describe('simulator faults', () => {
   it('reload_fails: vLLM’s reload_weights and SGLang’s update_weights_from_disk answer 500', async () => {
     const [v, s] = await Promise.all([vllm(), sglang()]);
     await Promise.all([fault(v, { reload_fails: true }), fault(s, { reload_fails: true })]);
-    const rpc = await post(`${v.baseUrl}/collective_rpc`, { method: 'reload_weights', args: [], kwargs: {}, timeout: null });
+    const rpc = await post(`${v.baseUrl}/collective_rpc`, {
+      method: 'reload_weights',
+      args: [],
+      kwargs: {},
+      timeout: null,
+    });
     expect(rpc.status).toBe(500);
     expect(await rpc.json()).toMatchObject({ error: { type: 'InternalServerError', code: 500 } });
     const update = await post(`${s.baseUrl}/update_weights_from_disk`, { model_path: 'm' });
@@ -60,7 +81,9 @@ describe('simulator faults', () => {
     await post(`${s.baseUrl}/release_memory_occupation`, {});
     await Promise.all([fault(v, { wake_hangs: true }), fault(s, { wake_hangs: true })]);
     await expect(post(`${v.baseUrl}/wake_up`, undefined, AbortSignal.timeout(400))).rejects.toThrow(/abort|timeout/i);
-    await expect(post(`${s.baseUrl}/resume_memory_occupation`, {}, AbortSignal.timeout(400))).rejects.toThrow(/abort|timeout/i);
+    await expect(post(`${s.baseUrl}/resume_memory_occupation`, {}, AbortSignal.timeout(400))).rejects.toThrow(
+      /abort|timeout/i,
+    );
     expect(await v.state()).toMatchObject({ state: 'waking', gpu_bytes: 0 });
     expect(await (await fetch(`${v.baseUrl}/is_sleeping`)).json()).toEqual({ is_sleeping: true });
   });
@@ -69,7 +92,11 @@ describe('simulator faults', () => {
     const sim = await vllm();
     await fault(sim, { requests_never_finish: true });
     const controller = new AbortController();
-    const res = await post(`${sim.baseUrl}/v1/chat/completions`, { messages: [{ role: 'user', content: 'x' }], stream: true }, controller.signal);
+    const res = await post(
+      `${sim.baseUrl}/v1/chat/completions`,
+      { messages: [{ role: 'user', content: 'x' }], stream: true },
+      controller.signal,
+    );
     expect(res.status).toBe(200);
     const frames = streamFrames(res);
     const first = JSON.parse((await frames.next()).value!.slice('data: '.length));
@@ -89,9 +116,16 @@ describe('simulator faults', () => {
     const sim = await vllm();
     await fault(sim, { streams_go_silent: true });
     const controller = new AbortController();
-    const res = await post(`${sim.baseUrl}/v1/chat/completions`, { messages: [{ role: 'user', content: 'x' }], stream: true }, controller.signal);
+    const res = await post(
+      `${sim.baseUrl}/v1/chat/completions`,
+      { messages: [{ role: 'user', content: 'x' }], stream: true },
+      controller.signal,
+    );
     const frames = streamFrames(res);
-    const deltas = [JSON.parse((await frames.next()).value!.slice('data: '.length)), JSON.parse((await frames.next()).value!.slice('data: '.length))];
+    const deltas = [
+      JSON.parse((await frames.next()).value!.slice('data: '.length)),
+      JSON.parse((await frames.next()).value!.slice('data: '.length)),
+    ];
     expect(deltas[0].choices[0].delta).toEqual({ role: 'assistant', content: '' });
     expect(deltas[1].choices[0].delta.content).toMatch(/\S/);
     const next = frames.next();

@@ -24,7 +24,15 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 /** A vLLM bounded, as capyctl launches it, to its weights and KV cache on the 10 GiB card. */
 const model = (name: string, weights: number, kv = 2) => [
-  name, '--enable-sleep-mode', '--sim-weights', `${weights}GiB`, '--sim-kv', `${kv}GiB`, '--gpu-memory-utilization', String((weights + kv) / 10), ...FAST,
+  name,
+  '--enable-sleep-mode',
+  '--sim-weights',
+  `${weights}GiB`,
+  '--sim-kv',
+  `${kv}GiB`,
+  '--gpu-memory-utilization',
+  String((weights + kv) / 10),
+  ...FAST,
 ];
 
 describe('simulated GPU', () => {
@@ -35,13 +43,22 @@ describe('simulated GPU', () => {
     expect(usage.owners).toEqual([{ pid: first.child.pid, gpuBytes: 8 * GiB, hostRamBytes: 0, label: 'vllm a' }]);
 
     // SGLang loads its weights before it sizes its KV cache: they alone do not fit.
-    const second = await startSimulator('sglang', ['--model-path', 'b', '--sim-weights', '6GiB', ...FAST], { gpu: { dir, index: 0 }, waitReady: false });
+    const second = await startSimulator('sglang', ['--model-path', 'b', '--sim-weights', '6GiB', ...FAST], {
+      gpu: { dir, index: 0 },
+      waitReady: false,
+    });
     expect((await second.exited).code).toBe(1);
-    expect(second.stderr()).toMatch(/^torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate 6\.00 GiB\. GPU 0 has a total capacity of 10\.00 GiB of which 2\.00 GiB is free\.$/m);
+    expect(second.stderr()).toMatch(
+      /^torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate 6\.00 GiB\. GPU 0 has a total capacity of 10\.00 GiB of which 2\.00 GiB is free\.$/m,
+    );
     expect(second.stdout()).toBe('');
 
     // Another device is another ledger.
-    await startSimulator('sglang', ['--model-path', 'b', '--sim-weights', '6GiB', '--mem-fraction-static', '0.8', ...FAST], { gpu: { dir, index: 1 } });
+    await startSimulator(
+      'sglang',
+      ['--model-path', 'b', '--sim-weights', '6GiB', '--mem-fraction-static', '0.8', ...FAST],
+      { gpu: { dir, index: 1 } },
+    );
     expect((await gpuUsage(dir, 1)).usedBytes).toBe(8 * GiB);
     expect((await gpuUsage(dir, 0)).usedBytes).toBe(8 * GiB);
   });
@@ -59,7 +76,10 @@ describe('simulated GPU', () => {
     // SGLang fills the card to its 0.88: a second one cannot even load its weights beside it.
     await startSimulator('sglang', ['--model-path', 'c', ...unbounded], { gpu: { dir, index: 1 } });
     expect((await gpuUsage(dir, 1)).usedBytes).toBe(Math.floor(0.88 * 10 * GiB));
-    const tight = await startSimulator('sglang', ['--model-path', 'd', ...unbounded], { gpu: { dir, index: 1 }, waitReady: false });
+    const tight = await startSimulator('sglang', ['--model-path', 'd', ...unbounded], {
+      gpu: { dir, index: 1 },
+      waitReady: false,
+    });
     expect((await tight.exited).code).toBe(1);
     expect(tight.stderr()).toMatch(/^torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate 4\.00 GiB\./m);
   });
@@ -67,14 +87,18 @@ describe('simulated GPU', () => {
   it('a parked engine frees its GPU memory; its wake with no room answers 500 and it stays parked', async () => {
     const a = await startSimulator('vllm', model('a', 6), { gpu: { dir, index: 0 }, env: DEV_MODE });
     expect((await post(`${a.baseUrl}/sleep?level=1`)).status).toBe(200);
-    expect(await gpuUsage(dir, 0)).toMatchObject({ usedBytes: 0, owners: [{ pid: a.child.pid, gpuBytes: 0, hostRamBytes: 6 * GiB }] });
+    expect(await gpuUsage(dir, 0)).toMatchObject({
+      usedBytes: 0,
+      owners: [{ pid: a.child.pid, gpuBytes: 0, hostRamBytes: 6 * GiB }],
+    });
 
     const b = await startSimulator('vllm', model('b', 6), { gpu: { dir, index: 0 }, env: DEV_MODE });
     const wake = await post(`${a.baseUrl}/wake_up`);
     expect(wake.status).toBe(500);
     expect(await wake.json()).toEqual({
       error: {
-        message: 'CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 10.00 GiB of which 2.00 GiB is free.',
+        message:
+          'CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 10.00 GiB of which 2.00 GiB is free.',
         type: 'InternalServerError',
         param: null,
         code: 500,
@@ -91,12 +115,16 @@ describe('simulated GPU', () => {
   });
 
   it('a crashed engine frees its memory, as a dead process frees a real GPU', async () => {
-    const a = await startSimulator('tensorfold', ['--model', 'a', '--sim-weights', '7GiB', ...FAST], { gpu: { dir, index: 0 } });
+    const a = await startSimulator('tensorfold', ['--model', 'a', '--sim-weights', '7GiB', ...FAST], {
+      gpu: { dir, index: 0 },
+    });
     const crash = post(`${a.baseUrl}/sim/faults`, { crash: true });
     await expect(crash).rejects.toThrow();
     expect((await a.exited).code).not.toBe(0);
     expect((await gpuUsage(dir, 0)).usedBytes).toBe(0);
-    const b = await startSimulator('tensorfold', ['--model', 'b', '--sim-weights', '7GiB', ...FAST], { gpu: { dir, index: 0 } });
+    const b = await startSimulator('tensorfold', ['--model', 'b', '--sim-weights', '7GiB', ...FAST], {
+      gpu: { dir, index: 0 },
+    });
     expect((await gpuUsage(dir, 0)).owners.map((o) => o.pid)).toEqual([b.child.pid]);
 
     // SIGKILL too: nothing runs in the dying process, yet the memory comes back.

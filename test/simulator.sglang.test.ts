@@ -1,41 +1,98 @@
 /** The simulator's SGLang and TensorFold dialects, and its command line. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseSimArgs } from '../engines/simulatorArgs.js';
-import { post, readEvents, type RunningSimulator, startSimulator, stopSimulators, streamFrames } from './support/simulator.js';
+import {
+  post,
+  readEvents,
+  type RunningSimulator,
+  startSimulator,
+  stopSimulators,
+  streamFrames,
+} from './support/simulator.js';
 
-const FAST = ['--sim-load-ms', '50', '--sim-park-ms', '20', '--sim-wake-ms', '20', '--sim-reload-ms', '20', '--sim-tokens-per-s', '2000'];
+const FAST = [
+  '--sim-load-ms',
+  '50',
+  '--sim-park-ms',
+  '20',
+  '--sim-wake-ms',
+  '20',
+  '--sim-reload-ms',
+  '20',
+  '--sim-tokens-per-s',
+  '2000',
+];
 const GiB = 2 ** 30;
 
 afterEach(stopSimulators);
 
 const sglang = (extra: string[] = []) => startSimulator('sglang', ['--model-path', 'org/m', ...FAST, ...extra]);
 
-async function say(sim: RunningSimulator, content = 'hello', extra: Record<string, unknown> = {}): Promise<{ status: number; body: any }> {
-  const res = await post(`${sim.baseUrl}/v1/chat/completions`, { model: 'org/m', messages: [{ role: 'user', content }], max_tokens: 4, ...extra });
+async function say(
+  sim: RunningSimulator,
+  content = 'hello',
+  extra: Record<string, unknown> = {},
+): Promise<{ status: number; body: any }> {
+  const res = await post(`${sim.baseUrl}/v1/chat/completions`, {
+    model: 'org/m',
+    messages: [{ role: 'user', content }],
+    max_tokens: 4,
+    ...extra,
+  });
   return { status: res.status, body: await res.json() };
 }
 
 const slowStream = (sim: RunningSimulator, signal?: AbortSignal, extra: Record<string, unknown> = {}) =>
-  post(`${sim.baseUrl}/v1/chat/completions`, { messages: [{ role: 'user', content: 'x' }], max_tokens: 500, stream: true, ...extra }, signal);
+  post(
+    `${sim.baseUrl}/v1/chat/completions`,
+    { messages: [{ role: 'user', content: 'x' }], max_tokens: 500, stream: true, ...extra },
+    signal,
+  );
 
 describe('SGLang dialect', () => {
   it('listens at once, answers /health 503 while loading, then 200', async () => {
-    const sim = await startSimulator('sglang', ['--model-path', 'org/m', '--sim-load-ms', '1500'], { waitReady: false });
-    await expect.poll(() => fetch(`${sim.baseUrl}/health`).then((r) => r.status, () => 0), { timeout: 15_000, interval: 20 }).toBe(503);
+    const sim = await startSimulator('sglang', ['--model-path', 'org/m', '--sim-load-ms', '1500'], {
+      waitReady: false,
+    });
+    await expect
+      .poll(
+        () =>
+          fetch(`${sim.baseUrl}/health`).then(
+            (r) => r.status,
+            () => 0,
+          ),
+        { timeout: 15_000, interval: 20 },
+      )
+      .toBe(503);
     expect((await say(sim)).status).toBe(503);
-    await expect.poll(() => fetch(`${sim.baseUrl}/health`).then((r) => r.status, () => 0), { timeout: 15_000, interval: 50 }).toBe(200);
+    await expect
+      .poll(
+        () =>
+          fetch(`${sim.baseUrl}/health`).then(
+            (r) => r.status,
+            () => 0,
+          ),
+        { timeout: 15_000, interval: 50 },
+      )
+      .toBe(200);
     expect(sim.stdout()).toContain('The server is fired up and ready to roll!');
     expect(sim.stdout()).toContain('max_running_requests=256');
   });
 
   it('reports its server and model info, max_running_requests as given and as effective', async () => {
-    const [plain, capped] = await Promise.all([sglang(), sglang(['--max-running-requests', '8', '--served-model-name', 'chat'])]);
+    const [plain, capped] = await Promise.all([
+      sglang(),
+      sglang(['--max-running-requests', '8', '--served-model-name', 'chat']),
+    ]);
     expect(await (await fetch(`${plain.baseUrl}/get_server_info`)).json()).toMatchObject({
       model_path: 'org/m',
       max_running_requests: null,
       internal_states: [{ max_running_requests: 256 }],
     });
-    expect(await (await fetch(`${capped.baseUrl}/get_server_info`)).json()).toMatchObject({ max_running_requests: 8, internal_states: [{ max_running_requests: 8 }] });
+    expect(await (await fetch(`${capped.baseUrl}/get_server_info`)).json()).toMatchObject({
+      max_running_requests: 8,
+      internal_states: [{ max_running_requests: 8 }],
+    });
     expect(await (await fetch(`${plain.baseUrl}/get_model_info`)).json()).toEqual({
       model_path: 'org/m',
       tokenizer_path: 'org/m',
@@ -43,7 +100,10 @@ describe('SGLang dialect', () => {
       preferred_sampling_params: null,
       weight_version: 'default',
     });
-    const unknown = await post(`${capped.baseUrl}/v1/chat/completions`, { model: 'org/m', messages: [{ role: 'user', content: 'x' }] });
+    const unknown = await post(`${capped.baseUrl}/v1/chat/completions`, {
+      model: 'org/m',
+      messages: [{ role: 'user', content: 'x' }],
+    });
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toMatchObject({ object: 'error', type: 'Not Found', param: null, code: 404 });
   });
@@ -70,16 +130,25 @@ describe('SGLang dialect', () => {
     const good = (await say(sim)).body.choices[0].message.content;
     const paused = await post(`${sim.baseUrl}/pause_generation`);
     expect(await paused.json()).toEqual({ message: 'Generation paused successfully.', status: 'ok' });
-    expect((await post(`${sim.baseUrl}/release_memory_occupation`, { tags: ['kv_cache', 'weights', 'cuda_graph'] })).status).toBe(200);
+    expect(
+      (await post(`${sim.baseUrl}/release_memory_occupation`, { tags: ['kv_cache', 'weights', 'cuda_graph'] })).status,
+    ).toBe(200);
     expect(await sim.state()).toMatchObject({ state: 'parked', parked_tier: 'deep', gpu_bytes: 0, host_ram_bytes: 0 });
     const resume = await post(`${sim.baseUrl}/resume_memory_occupation`, {});
     expect(resume.status).toBe(200);
     expect(await resume.text()).toBe('null');
-    expect(await (await post(`${sim.baseUrl}/continue_generation`)).json()).toEqual({ message: 'Generation continued successfully.', status: 'ok' });
+    expect(await (await post(`${sim.baseUrl}/continue_generation`)).json()).toEqual({
+      message: 'Generation continued successfully.',
+      status: 'ok',
+    });
     expect((await say(sim)).body.choices[0].message.content).toBe('!!!!');
 
     const update = await post(`${sim.baseUrl}/update_weights_from_disk`, { model_path: 'org/m' });
-    expect(await update.json()).toEqual({ success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
+    expect(await update.json()).toEqual({
+      success: true,
+      message: 'Succeeded to update model weights.',
+      num_paused_requests: 0,
+    });
     expect((await say(sim)).body.choices[0].message.content).toBe('!!!!');
 
     // flush_cache refuses while a request runs.
@@ -98,7 +167,14 @@ describe('SGLang dialect', () => {
   });
 
   it('with --enable-weights-cpu-backup: the weights wait in host RAM and come back intact', async () => {
-    const sim = await sglang(['--enable-memory-saver', '--enable-weights-cpu-backup', '--sim-weights', '3GiB', '--sim-kv', '1GiB']);
+    const sim = await sglang([
+      '--enable-memory-saver',
+      '--enable-weights-cpu-backup',
+      '--sim-weights',
+      '3GiB',
+      '--sim-kv',
+      '1GiB',
+    ]);
     const good = (await say(sim)).body.choices[0].message.content;
     await post(`${sim.baseUrl}/release_memory_occupation`, {});
     expect(await sim.state()).toMatchObject({ parked_tier: 'host_ram', gpu_bytes: 0, host_ram_bytes: 3 * GiB });
@@ -111,9 +187,22 @@ describe('SGLang dialect', () => {
   });
 
   it('with --speculative-algorithm: releasing the KV cache keeps the draft, releasing the weights wipes it', async () => {
-    const sim = await sglang(['--enable-memory-saver', '--speculative-algorithm', 'EAGLE', '--sim-weights', '3GiB', '--sim-kv', '1GiB']);
+    const sim = await sglang([
+      '--enable-memory-saver',
+      '--speculative-algorithm',
+      'EAGLE',
+      '--sim-weights',
+      '3GiB',
+      '--sim-kv',
+      '1GiB',
+    ]);
     await post(`${sim.baseUrl}/release_memory_occupation`, { tags: ['kv_cache'] });
-    expect(await sim.state()).toMatchObject({ state: 'parked', parked_tier: 'kv_only', gpu_bytes: 3 * GiB, draft_lost: false });
+    expect(await sim.state()).toMatchObject({
+      state: 'parked',
+      parked_tier: 'kv_only',
+      gpu_bytes: 3 * GiB,
+      draft_lost: false,
+    });
     await post(`${sim.baseUrl}/resume_memory_occupation`, { tags: ['kv_cache'] });
     expect(await sim.state()).toMatchObject({ state: 'ready', draft_lost: false });
     await post(`${sim.baseUrl}/release_memory_occupation`, { tags: ['weights'] });
@@ -144,7 +233,9 @@ describe('SGLang dialect', () => {
     expect(events.at(-2).choices[0].finish_reason).toBe('abort');
     const held = say(sim);
     await expect.poll(async () => (await sim.state()).waiting).toBe(1);
-    expect(await (await fetch(`${sim.baseUrl}/metrics`)).text()).toContain('sglang:num_queue_reqs{model_name="org/m"} 1.0');
+    expect(await (await fetch(`${sim.baseUrl}/metrics`)).text()).toContain(
+      'sglang:num_queue_reqs{model_name="org/m"} 1.0',
+    );
     await post(`${sim.baseUrl}/continue_generation`);
     expect((await held).status).toBe(200);
     expect((await sim.state()).violations).toEqual(['pause_generation aborted 1 request(s)']);
@@ -154,10 +245,20 @@ describe('SGLang dialect', () => {
 describe('TensorFold dialect', () => {
   it('sends the role chunk on arrival, before the prompt’s prefill; vLLM sends it with the first token', async () => {
     const args = ['--sim-load-ms', '50', '--sim-prefill-ms', '600'];
-    const [tf, vllm] = await Promise.all([startSimulator('tensorfold', ['--model', 'm', ...args]), startSimulator('vllm', ['m', ...args])]);
-    for (const [sim, roleFirst] of [[tf, true], [vllm, false]] as const) {
+    const [tf, vllm] = await Promise.all([
+      startSimulator('tensorfold', ['--model', 'm', ...args]),
+      startSimulator('vllm', ['m', ...args]),
+    ]);
+    for (const [sim, roleFirst] of [
+      [tf, true],
+      [vllm, false],
+    ] as const) {
       const started = Date.now();
-      const res = await post(`${sim.baseUrl}/v1/chat/completions`, { messages: [{ role: 'user', content: 'x' }], max_tokens: 2, stream: true });
+      const res = await post(`${sim.baseUrl}/v1/chat/completions`, {
+        messages: [{ role: 'user', content: 'x' }],
+        max_tokens: 2,
+        stream: true,
+      });
       const frames = streamFrames(res);
       const role = JSON.parse((await frames.next()).value!.slice(6));
       const roleAt = Date.now() - started;
@@ -182,7 +283,8 @@ describe('TensorFold dialect', () => {
     expect(text).toContain('tensorfold:kv_cache_usage_ratio{model_name="m"} 1.0\n');
     controller.abort();
     await Promise.all(requests);
-    for (const path of ['/sleep', '/release_memory_occupation', '/wake_up']) expect((await post(`${sim.baseUrl}${path}`)).status).toBe(404);
+    for (const path of ['/sleep', '/release_memory_occupation', '/wake_up'])
+      expect((await post(`${sim.baseUrl}${path}`)).status).toBe(404);
     const unknown = await post(`${sim.baseUrl}/v1/completions`, { model: 'other', prompt: 'x' });
     expect(await unknown.json()).toMatchObject({ error: { type: 'Not Found', code: 404 } });
   });
@@ -190,8 +292,30 @@ describe('TensorFold dialect', () => {
 
 describe('simulator command line', () => {
   it('reads the engines’ flags, accepts and ignores unknown ones in both forms', () => {
-    const config = parseSimArgs(['vllm', '--dtype', 'auto', 'org/model', '--enforce-eager', '--port=9000', '--max-num-seqs', '32', '--gpu-memory-utilization=0.9', '--sim-weights', '512MiB', '--sim-load-ms', '2s']);
-    expect(config).toMatchObject({ dialect: 'vllm', model: 'org/model', servedModelName: 'org/model', host: '127.0.0.1', port: 9000, maxRunning: 32, weightsBytes: 512 * 2 ** 20 });
+    const config = parseSimArgs([
+      'vllm',
+      '--dtype',
+      'auto',
+      'org/model',
+      '--enforce-eager',
+      '--port=9000',
+      '--max-num-seqs',
+      '32',
+      '--gpu-memory-utilization=0.9',
+      '--sim-weights',
+      '512MiB',
+      '--sim-load-ms',
+      '2s',
+    ]);
+    expect(config).toMatchObject({
+      dialect: 'vllm',
+      model: 'org/model',
+      servedModelName: 'org/model',
+      host: '127.0.0.1',
+      port: 9000,
+      maxRunning: 32,
+      weightsBytes: 512 * 2 ** 20,
+    });
     expect(config.timings.loadMs).toBe(2000);
     expect(parseSimArgs(['sglang', '--model-path', 'm', '--enable-metrics', '--tp', '2']).maxRunning).toBe(256);
     expect(parseSimArgs(['tensorfold', '--model', 'm']).maxRunning).toBe(8);

@@ -1,8 +1,26 @@
 /** The simulator's vLLM dialect, as a client sees it over HTTP: routes, JSON, SSE, sleep mode, metrics. */
 import { afterEach, describe, expect, it } from 'vitest';
-import { post, readEvents, type RunningSimulator, startSimulator, stopSimulators, streamFrames } from './support/simulator.js';
+import {
+  post,
+  readEvents,
+  type RunningSimulator,
+  startSimulator,
+  stopSimulators,
+  streamFrames,
+} from './support/simulator.js';
 
-const FAST = ['--sim-load-ms', '50', '--sim-park-ms', '20', '--sim-wake-ms', '20', '--sim-reload-ms', '20', '--sim-tokens-per-s', '2000'];
+const FAST = [
+  '--sim-load-ms',
+  '50',
+  '--sim-park-ms',
+  '20',
+  '--sim-wake-ms',
+  '20',
+  '--sim-reload-ms',
+  '20',
+  '--sim-tokens-per-s',
+  '2000',
+];
 const DEV_MODE = { VLLM_SERVER_DEV_MODE: '1' };
 const MODEL = 'Qwen/Qwen3-4B';
 
@@ -13,7 +31,11 @@ function vllm(extra: string[] = [], env: Record<string, string> = DEV_MODE): Pro
 }
 
 async function chat(sim: RunningSimulator, content: string, extra: Record<string, unknown> = {}) {
-  const res = await post(`${sim.baseUrl}/v1/chat/completions`, { model: MODEL, messages: [{ role: 'user', content }], ...extra });
+  const res = await post(`${sim.baseUrl}/v1/chat/completions`, {
+    model: MODEL,
+    messages: [{ role: 'user', content }],
+    ...extra,
+  });
   return { status: res.status, body: (await res.json()) as any };
 }
 
@@ -21,8 +43,26 @@ describe('vLLM dialect: serving', () => {
   it('refuses connections until loaded, then answers /health 200 with an empty body', async () => {
     const sim = await startSimulator('vllm', [MODEL, '--sim-load-ms', '1500'], { waitReady: false });
     // Wait until the process has started (and is loading), then check the socket is still closed.
-    await expect.poll(() => sim.state().then(() => 'up', (e: Error) => (e.cause as { code?: string })?.code), { timeout: 1_000 }).toBe('ECONNREFUSED');
-    await expect.poll(() => fetch(`${sim.baseUrl}/health`).then((r) => r.status, () => 0), { timeout: 10_000, interval: 50 }).toBe(200);
+    await expect
+      .poll(
+        () =>
+          sim.state().then(
+            () => 'up',
+            (e: Error) => (e.cause as { code?: string })?.code,
+          ),
+        { timeout: 1_000 },
+      )
+      .toBe('ECONNREFUSED');
+    await expect
+      .poll(
+        () =>
+          fetch(`${sim.baseUrl}/health`).then(
+            (r) => r.status,
+            () => 0,
+          ),
+        { timeout: 10_000, interval: 50 },
+      )
+      .toBe(200);
     const health = await fetch(`${sim.baseUrl}/health`);
     expect(await health.text()).toBe('');
     expect(sim.stdout()).toContain('Application startup complete.');
@@ -30,11 +70,25 @@ describe('vLLM dialect: serving', () => {
   });
 
   it('lists its model in vLLM’s shape, under --served-model-name when given', async () => {
-    const sim = await startSimulator('vllm', [MODEL, '--served-model-name', 'chat-a', '--tensor-parallel-size', '1', '--trust-remote-code', ...FAST]);
+    const sim = await startSimulator('vllm', [
+      MODEL,
+      '--served-model-name',
+      'chat-a',
+      '--tensor-parallel-size',
+      '1',
+      '--trust-remote-code',
+      ...FAST,
+    ]);
     const models = (await (await fetch(`${sim.baseUrl}/v1/models`)).json()) as any;
-    expect(models).toMatchObject({ object: 'list', data: [{ id: 'chat-a', object: 'model', owned_by: 'vllm', root: MODEL, parent: null, max_model_len: 40960 }] });
+    expect(models).toMatchObject({
+      object: 'list',
+      data: [{ id: 'chat-a', object: 'model', owned_by: 'vllm', root: MODEL, parent: null, max_model_len: 40960 }],
+    });
     expect(models.data[0].permission).toHaveLength(1);
-    const named = await post(`${sim.baseUrl}/v1/chat/completions`, { model: 'chat-a', messages: [{ role: 'user', content: 'hi' }] });
+    const named = await post(`${sim.baseUrl}/v1/chat/completions`, {
+      model: 'chat-a',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(named.status).toBe(200);
   });
 
@@ -55,11 +109,21 @@ describe('vLLM dialect: serving', () => {
     expect(again.body.choices[0].message.content).toBe(first.body.choices[0].message.content);
     expect(other.body.choices[0].message.content).not.toBe(first.body.choices[0].message.content);
     const short = await chat(sim, 'What is a capybara?', { max_tokens: 3 });
-    expect(short.body.choices[0].message.content).toBe(first.body.choices[0].message.content.split(' ').slice(0, 3).join(' '));
+    expect(short.body.choices[0].message.content).toBe(
+      first.body.choices[0].message.content.split(' ').slice(0, 3).join(' '),
+    );
     expect(short.body.usage.total_tokens).toBe(short.body.usage.prompt_tokens + 3);
 
-    const text = await post(`${sim.baseUrl}/v1/completions`, { model: MODEL, prompt: 'Once upon a time', max_tokens: 4 });
-    expect(await text.json()).toMatchObject({ object: 'text_completion', choices: [{ index: 0, finish_reason: 'length' }], usage: { completion_tokens: 4 } });
+    const text = await post(`${sim.baseUrl}/v1/completions`, {
+      model: MODEL,
+      prompt: 'Once upon a time',
+      max_tokens: 4,
+    });
+    expect(await text.json()).toMatchObject({
+      object: 'text_completion',
+      choices: [{ index: 0, finish_reason: 'length' }],
+      usage: { completion_tokens: 4 },
+    });
   });
 
   it('streams SSE: the role chunk, one chunk per token, finish_reason on the last, usage, then [DONE]', async () => {
@@ -76,31 +140,58 @@ describe('vLLM dialect: serving', () => {
     expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     const events = (await readEvents(res)) as any[];
     expect(events).toHaveLength(1 + 5 + 1 + 1);
-    expect(events[0].choices[0]).toEqual({ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null });
+    expect(events[0].choices[0]).toEqual({
+      index: 0,
+      delta: { role: 'assistant', content: '' },
+      logprobs: null,
+      finish_reason: null,
+    });
     const tokens = events.slice(1, 6);
-    expect(tokens[0]).toEqual({ id: events[0].id, object: 'chat.completion.chunk', created: events[0].created, model: MODEL, choices: [{ index: 0, delta: { content: expect.any(String) }, logprobs: null, finish_reason: null }] });
+    expect(tokens[0]).toEqual({
+      id: events[0].id,
+      object: 'chat.completion.chunk',
+      created: events[0].created,
+      model: MODEL,
+      choices: [{ index: 0, delta: { content: expect.any(String) }, logprobs: null, finish_reason: null }],
+    });
     expect(tokens.map((e) => e.choices[0].finish_reason)).toEqual([null, null, null, null, 'length']);
     expect(tokens.map((e) => e.choices[0].delta.content).join('')).toBe(plain.body.choices[0].message.content);
     expect(new Set(events.slice(0, 7).map((e) => e.id)).size).toBe(1);
     expect(events[6]).toMatchObject({ object: 'chat.completion.chunk', choices: [], usage: { completion_tokens: 5 } });
     expect(events[7]).toBe('[DONE]');
 
-    const textStream = await post(`${sim.baseUrl}/v1/completions`, { model: MODEL, prompt: 'abc', max_tokens: 2, stream: true });
+    const textStream = await post(`${sim.baseUrl}/v1/completions`, {
+      model: MODEL,
+      prompt: 'abc',
+      max_tokens: 2,
+      stream: true,
+    });
     const textEvents = (await readEvents(textStream)) as any[];
-    expect(textEvents.map((e) => e === '[DONE]' ? e : e.choices[0].finish_reason)).toEqual([null, 'length', '[DONE]']);
+    expect(textEvents.map((e) => (e === '[DONE]' ? e : e.choices[0].finish_reason))).toEqual([
+      null,
+      'length',
+      '[DONE]',
+    ]);
   });
 
   it('answers an unknown model or a bad body in vLLM’s error JSON', async () => {
     const sim = await vllm();
-    const unknown = await post(`${sim.baseUrl}/v1/chat/completions`, { model: 'nope', messages: [{ role: 'user', content: 'hi' }] });
+    const unknown = await post(`${sim.baseUrl}/v1/chat/completions`, {
+      model: 'nope',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(unknown.status).toBe(404);
-    expect(await unknown.json()).toEqual({ error: { message: 'The model `nope` does not exist.', type: 'NotFoundError', param: null, code: 404 } });
+    expect(await unknown.json()).toEqual({
+      error: { message: 'The model `nope` does not exist.', type: 'NotFoundError', param: null, code: 404 },
+    });
     const bad = await post(`${sim.baseUrl}/v1/chat/completions`, { model: MODEL });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { type: 'BadRequestError', code: 400 } });
     const long = await post(`${sim.baseUrl}/v1/completions`, { model: MODEL, prompt: 'one two', max_tokens: 40959 });
     expect(long.status).toBe(400);
-    expect(((await long.json()) as any).error.message).toContain("This model's maximum context length is 40960 tokens. However, you requested 40961 tokens");
+    expect(((await long.json()) as any).error.message).toContain(
+      "This model's maximum context length is 40960 tokens. However, you requested 40961 tokens",
+    );
     const route = await fetch(`${sim.baseUrl}/nowhere`);
     expect(route.status).toBe(404);
     expect(await route.json()).toEqual({ detail: 'Not Found' });
@@ -108,7 +199,8 @@ describe('vLLM dialect: serving', () => {
 
   it('answers a decision model with one option and every option in top_logprobs', async () => {
     const sim = await vllm(['--sim-decision', 'yes,no,maybe']);
-    const ask = () => chat(sim, 'Is the river warm?', { logprobs: true, top_logprobs: 3, max_tokens: 1, temperature: 0.7 });
+    const ask = () =>
+      chat(sim, 'Is the river warm?', { logprobs: true, top_logprobs: 3, max_tokens: 1, temperature: 0.7 });
     const { status, body } = await ask();
     expect(status).toBe(200);
     const choice = body.choices[0];
@@ -123,7 +215,11 @@ describe('vLLM dialect: serving', () => {
   it('aborts a request when its client hangs up', async () => {
     const sim = await vllm(['--sim-tokens-per-s', '20']);
     const controller = new AbortController();
-    const res = await post(`${sim.baseUrl}/v1/chat/completions`, { model: MODEL, messages: [{ role: 'user', content: 'long' }], max_tokens: 200, stream: true }, controller.signal);
+    const res = await post(
+      `${sim.baseUrl}/v1/chat/completions`,
+      { model: MODEL, messages: [{ role: 'user', content: 'long' }], max_tokens: 200, stream: true },
+      controller.signal,
+    );
     const frames = streamFrames(res);
     await frames.next();
     expect((await sim.state()).running).toBe(1);
@@ -135,7 +231,10 @@ describe('vLLM dialect: serving', () => {
     const sim = await vllm(['--max-num-seqs', '1', '--sim-tokens-per-s', '20']);
     const controller = new AbortController();
     const body = { model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 100, stream: true };
-    const requests = [post(`${sim.baseUrl}/v1/chat/completions`, body, controller.signal), post(`${sim.baseUrl}/v1/chat/completions`, body, controller.signal)];
+    const requests = [
+      post(`${sim.baseUrl}/v1/chat/completions`, body, controller.signal),
+      post(`${sim.baseUrl}/v1/chat/completions`, body, controller.signal),
+    ];
     await expect.poll(async () => (await sim.state()).waiting, { timeout: 2_000 }).toBe(1);
     const res = await fetch(`${sim.baseUrl}/metrics`);
     expect(res.headers.get('content-type')).toContain('text/plain');
@@ -146,15 +245,24 @@ describe('vLLM dialect: serving', () => {
     expect(text).toContain('# TYPE vllm:num_requests_running gauge');
     controller.abort();
     await Promise.allSettled(requests);
-    await expect.poll(async () => (await fetch(`${sim.baseUrl}/metrics`).then((r) => r.text())), { timeout: 2_000 }).toContain('vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-4B"} 0.0');
+    await expect
+      .poll(async () => await fetch(`${sim.baseUrl}/metrics`).then((r) => r.text()), { timeout: 2_000 })
+      .toContain('vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-4B"} 0.0');
   });
 });
 
 describe('vLLM dialect: sleep mode', () => {
   it('has no sleep routes without VLLM_SERVER_DEV_MODE=1 or without --enable-sleep-mode', async () => {
-    const [noDevMode, noSleepMode] = await Promise.all([vllm([], {}), startSimulator('vllm', [MODEL, ...FAST], { env: DEV_MODE })]);
+    const [noDevMode, noSleepMode] = await Promise.all([
+      vllm([], {}),
+      startSimulator('vllm', [MODEL, ...FAST], { env: DEV_MODE }),
+    ]);
     for (const sim of [noDevMode, noSleepMode]) {
-      for (const [method, path] of [['POST', '/sleep?level=1'], ['POST', '/wake_up'], ['GET', '/is_sleeping']] as const) {
+      for (const [method, path] of [
+        ['POST', '/sleep?level=1'],
+        ['POST', '/wake_up'],
+        ['GET', '/is_sleeping'],
+      ] as const) {
         const res = await fetch(`${sim.baseUrl}${path}`, { method });
         expect(res.status, `${path}`).toBe(404);
       }
@@ -169,13 +277,25 @@ describe('vLLM dialect: sleep mode', () => {
     expect(sleep.status).toBe(200);
     expect(await sleep.text()).toBe('');
     expect(await (await fetch(`${sim.baseUrl}/is_sleeping`)).json()).toEqual({ is_sleeping: true });
-    expect(await sim.state()).toMatchObject({ state: 'parked', parked_level: 1, parked_tier: 'host_ram', gpu_bytes: 0, host_ram_bytes: 4 * 2 ** 30 });
+    expect(await sim.state()).toMatchObject({
+      state: 'parked',
+      parked_level: 1,
+      parked_tier: 'host_ram',
+      gpu_bytes: 0,
+      host_ram_bytes: 4 * 2 ** 30,
+    });
     expect((await fetch(`${sim.baseUrl}/health`)).status).toBe(200);
 
     const wake = await post(`${sim.baseUrl}/wake_up`);
     expect(wake.status).toBe(200);
     expect(await (await fetch(`${sim.baseUrl}/is_sleeping`)).json()).toEqual({ is_sleeping: false });
-    expect(await sim.state()).toMatchObject({ state: 'ready', parked_level: null, gpu_bytes: 5 * 2 ** 30, host_ram_bytes: 0, violations: [] });
+    expect(await sim.state()).toMatchObject({
+      state: 'ready',
+      parked_level: null,
+      gpu_bytes: 5 * 2 ** 30,
+      host_ram_bytes: 0,
+      violations: [],
+    });
     expect((await chat(sim, 'hello')).body.choices[0].message.content).toBe(before.body.choices[0].message.content);
   });
 
@@ -191,7 +311,12 @@ describe('vLLM dialect: sleep mode', () => {
     expect(garbage.status).toBe(200);
     expect(garbage.body.choices[0].message.content).toBe('!!!!');
 
-    const reload = await post(`${sim.baseUrl}/collective_rpc`, { method: 'reload_weights', args: [], kwargs: {}, timeout: null });
+    const reload = await post(`${sim.baseUrl}/collective_rpc`, {
+      method: 'reload_weights',
+      args: [],
+      kwargs: {},
+      timeout: null,
+    });
     expect(reload.status).toBe(200);
     expect(await reload.json()).toEqual({ results: [null] });
     expect((await chat(sim, 'hello')).body.choices[0].message.content).toBe(before.body.choices[0].message.content);
@@ -201,7 +326,11 @@ describe('vLLM dialect: sleep mode', () => {
   it('records misuse: a request to a sleeping engine gets 500, a sleep with requests running still answers 200', async () => {
     const sim = await vllm(['--sim-tokens-per-s', '20']);
     const controller = new AbortController();
-    const running = post(`${sim.baseUrl}/v1/chat/completions`, { model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 100, stream: true }, controller.signal);
+    const running = post(
+      `${sim.baseUrl}/v1/chat/completions`,
+      { model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 100, stream: true },
+      controller.signal,
+    );
     await expect.poll(async () => (await sim.state()).running).toBe(1);
     expect((await post(`${sim.baseUrl}/sleep?level=1`)).status).toBe(200);
     controller.abort();
@@ -210,6 +339,9 @@ describe('vLLM dialect: sleep mode', () => {
     expect(refused.status).toBe(500);
     expect(refused.body).toMatchObject({ error: { type: 'InternalServerError', code: 500 } });
     const { violations } = await sim.state();
-    expect(violations).toEqual(['sleep (level 1) with 1 request(s) in flight', 'a request reached the engine while it was parked']);
+    expect(violations).toEqual([
+      'sleep (level 1) with 1 request(s) in flight',
+      'a request reached the engine while it was parked',
+    ]);
   });
 });

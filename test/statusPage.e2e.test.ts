@@ -72,36 +72,61 @@ describe('the status page in Chromium', () => {
   it('shows a switch as it happens: its phases, its Web UI link, and the GPU now holding the other model', async () => {
     const hostSection = page.locator(`section[data-host="${host.hostId}"]`);
     expect((await cluster.chat('chat-a')).status).toBe(200);
-    await until('chat-a ready on the GPU view', async () => ((await hostSection.innerText()).includes('Ready on the GPU\nchat-a') ? true : undefined));
+    await until('chat-a ready on the GPU view', async () =>
+      (await hostSection.innerText()).includes('Ready on the GPU\nchat-a') ? true : undefined,
+    );
 
     expect((await cluster.chat('chat-b')).status).toBe(200);
     const row = page.locator('#switches tr', { hasText: 'park chat-a' });
     // The last receipt, with the phases, is written just after the waiters are released.
-    await until('the switch to chat-b listed with its phases', async () => ((await row.count()) === 1 && (await row.locator('.phases').innerText()).includes('release') ? true : undefined));
+    await until('the switch to chat-b listed with its phases', async () =>
+      (await row.count()) === 1 && (await row.locator('.phases').innerText()).includes('release') ? true : undefined,
+    );
     const cells = await row.locator('td').allInnerTexts();
     expect(cells[1]).toBe(`start chat-b, park chat-a on ${host.hostId}`);
     expect(cells[2]).toBe('released');
     const took = '[\\d.]+ m?s';
-    expect(cells[4]).toMatch(new RegExp(`^window ${took} · drain ${took} · park \\((host_ram|deep)\\) ${took} · start ${took} · release ${took}$`));
+    expect(cells[4]).toMatch(
+      new RegExp(
+        `^window ${took} · drain ${took} · park \\((host_ram|deep)\\) ${took} · start ${took} · release ${took}$`,
+      ),
+    );
     const switchId = await row.getAttribute('data-switch-id');
     expect(await row.locator('a.web-ui').getAttribute('href')).toBe(
       `http://127.0.0.1:8233/namespaces/default/workflows?query=${encodeURIComponent(`WorkflowId="switch/${switchId}"`)}`,
     );
     // The first switch, which started chat-a, is listed below it.
-    expect(await textsOf(page, '#switches tr td:nth-child(2)')).toEqual([`start chat-b, park chat-a on ${host.hostId}`, `start chat-a on ${host.hostId}`]);
+    expect(await textsOf(page, '#switches tr td:nth-child(2)')).toEqual([
+      `start chat-b, park chat-a on ${host.hostId}`,
+      `start chat-a on ${host.hostId}`,
+    ]);
 
     await until('the GPU view to hold chat-b ready and chat-a parked', async () => {
       const text = await hostSection.innerText();
-      return text.includes('Ready on the GPU\nchat-b') && /Parked (in host RAM|deep \(on disk\))\nchat-a/.test(text) ? true : undefined;
+      return text.includes('Ready on the GPU\nchat-b') && /Parked (in host RAM|deep \(on disk\))\nchat-a/.test(text)
+        ? true
+        : undefined;
     });
-    expect(await page.innerText('tr[data-deployment="chat-a"] td:nth-child(2)')).toMatch(/^parked \((host_ram|deep)\)$/);
+    expect(await page.innerText('tr[data-deployment="chat-a"] td:nth-child(2)')).toMatch(
+      /^parked \((host_ram|deep)\)$/,
+    );
     expect(await page.innerText('tr[data-deployment="chat-b"] td:nth-child(2)')).toBe('ready');
     expect(await page.innerText('tr[data-deployment="chat-b"] td:nth-child(4)')).toBe('0 / 64');
     expect(requested.filter((url) => url.includes(CLUSTER_ADMIN_TOKEN))).toEqual([]);
     // Polled every 2 s, the reads log only what fails: the server's log is not buried in them.
-    const polled = ['/management/v1/hosts', '/management/v1/deployments', '/management/v1/metrics/load', '/management/v1/switches?limit=20'];
+    const polled = [
+      '/management/v1/hosts',
+      '/management/v1/deployments',
+      '/management/v1/metrics/load',
+      '/management/v1/switches?limit=20',
+    ];
     for (const path of polled) expect(requested.filter((url) => url.endsWith(path)).length, path).toBeGreaterThan(3);
-    expect(cluster.server.output().split('\n').filter((line) => polled.some((path) => line.includes(`"method":"GET","url":"${path}"`)))).toEqual([]);
+    expect(
+      cluster.server
+        .output()
+        .split('\n')
+        .filter((line) => polled.some((path) => line.includes(`"method":"GET","url":"${path}"`))),
+    ).toEqual([]);
 
     mkdirSync(OUTPUT_DIR, { recursive: true });
     await page.screenshot({ path: join(OUTPUT_DIR, 'statusPage.png'), fullPage: true });

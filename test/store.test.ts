@@ -1,6 +1,14 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type Db, embeddedDb } from '../store/db.js';
-import { deleteDeployment, findDeployment, listDeployments, recordCheckpoint, recordMeasureFailure, saveDeployment, setOperatorStopped } from '../store/deployments.js';
+import {
+  deleteDeployment,
+  findDeployment,
+  listDeployments,
+  recordCheckpoint,
+  recordMeasureFailure,
+  saveDeployment,
+  setOperatorStopped,
+} from '../store/deployments.js';
 import { findHost, issueHostToken, listHosts, registerHost, revokeHostToken } from '../store/hosts.js';
 import { listInstances, saveInstance } from '../store/instances.js';
 import { bundledMigrations, migrate } from '../store/migrate.js';
@@ -42,7 +50,14 @@ describe.each([
     expect(await migrate(fresh.db)).toEqual(versions);
     const before = await schemaOf(fresh.db);
     expect(before.map((c) => c.table_name)).toEqual(
-      expect.arrayContaining(['deployments', 'deployment_revisions', 'hosts', 'instances', 'wake_references', 'switch_receipts']),
+      expect.arrayContaining([
+        'deployments',
+        'deployment_revisions',
+        'hosts',
+        'instances',
+        'wake_references',
+        'switch_receipts',
+      ]),
     );
     expect(await migrate(fresh.db)).toEqual([]);
     expect(await schemaOf(fresh.db)).toEqual(before);
@@ -76,7 +91,13 @@ describe('the store on Postgres', () => {
     const created = await saveDeployment(db, chatA);
     expect(created.outcome).toBe('created');
     expect(created.deployment.id).toMatch(ULID);
-    expect(created.deployment).toMatchObject({ name: 'chat-a', revision: 1, spec: chatA, operatorStopped: false, checkpoint: null });
+    expect(created.deployment).toMatchObject({
+      name: 'chat-a',
+      revision: 1,
+      spec: chatA,
+      operatorStopped: false,
+      checkpoint: null,
+    });
 
     const again = await saveDeployment(db, spec('name: chat-a\nengine: vllm\nmodel: Qwen3-4B\n'));
     expect(again.outcome).toBe('unchanged');
@@ -96,7 +117,10 @@ describe('the store on Postgres', () => {
     const { deployment } = await saveDeployment(db, spec('name: chat-b\nengine: sglang\nmodel: m\n'));
     await recordCheckpoint(db, deployment.id, 1, { weight_bytes: 8_000_000_000 });
     await setOperatorStopped(db, deployment.id, true);
-    expect(await findDeployment(db, 'chat-b')).toMatchObject({ checkpoint: { weight_bytes: 8_000_000_000 }, operatorStopped: true });
+    expect(await findDeployment(db, 'chat-b')).toMatchObject({
+      checkpoint: { weight_bytes: 8_000_000_000 },
+      operatorStopped: true,
+    });
     expect((await listDeployments(db)).map((d) => d.name)).toEqual(['chat-a', 'chat-b']);
     expect(await deleteDeployment(db, deployment.id)).toBe(true);
     expect(await deleteDeployment(db, deployment.id)).toBe(false);
@@ -111,7 +135,11 @@ describe('the store on Postgres', () => {
     await recordMeasureFailure(db, deployment.id, 1, reason);
     expect(await findDeployment(db, 'chat-c')).toMatchObject({ checkpoint: null, measureFailure: reason });
     // Deployed again unchanged: another try, the failure forgotten.
-    expect(await saveDeployment(db, chatC)).toMatchObject({ outcome: 'unchanged', measure: true, deployment: { revision: 1, measureFailure: null } });
+    expect(await saveDeployment(db, chatC)).toMatchObject({
+      outcome: 'unchanged',
+      measure: true,
+      deployment: { revision: 1, measureFailure: null },
+    });
     expect(await saveDeployment(db, chatC)).toMatchObject({ outcome: 'unchanged', measure: false });
     await recordMeasureFailure(db, deployment.id, 1, reason);
     await recordMeasureFailure(db, deployment.id, 1, null);
@@ -119,9 +147,15 @@ describe('the store on Postgres', () => {
 
     await recordMeasureFailure(db, deployment.id, 1, reason);
     await recordCheckpoint(db, deployment.id, 1, { weight_bytes: 1_000 });
-    expect(await findDeployment(db, 'chat-c')).toMatchObject({ checkpoint: { weight_bytes: 1_000 }, measureFailure: null });
+    expect(await findDeployment(db, 'chat-c')).toMatchObject({
+      checkpoint: { weight_bytes: 1_000 },
+      measureFailure: null,
+    });
     await recordMeasureFailure(db, deployment.id, 1, reason);
-    expect(await findDeployment(db, 'chat-c')).toMatchObject({ checkpoint: { weight_bytes: 1_000 }, measureFailure: null });
+    expect(await findDeployment(db, 'chat-c')).toMatchObject({
+      checkpoint: { weight_bytes: 1_000 },
+      measureFailure: null,
+    });
     await deleteDeployment(db, deployment.id);
   });
 
@@ -145,12 +179,30 @@ describe('the store on Postgres', () => {
 
   it('keeps an instance at its newest generation', async () => {
     const chat = (await findDeployment(db, 'chat-a'))!;
-    const base = { deploymentId: chat.id, index: 0, hostId: 'gpu-box', gpuBytes: 9 * 2 ** 30, hostRamBytes: 0, parkTier: null };
+    const base = {
+      deploymentId: chat.id,
+      index: 0,
+      hostId: 'gpu-box',
+      gpuBytes: 9 * 2 ** 30,
+      hostRamBytes: 0,
+      parkTier: null,
+    };
     await saveInstance(db, { ...base, generation: 2, observedState: 'ready' });
     await saveInstance(db, { ...base, generation: 1, observedState: 'stopped' });
-    expect(await listInstances(db, { deploymentId: chat.id })).toMatchObject([{ generation: 2, observedState: 'ready' }]);
-    await saveInstance(db, { ...base, generation: 2, observedState: 'parked', parkTier: 'host_ram', gpuBytes: 0, hostRamBytes: 8 * 2 ** 30 });
-    expect(await listInstances(db, { hostId: 'gpu-box' })).toMatchObject([{ observedState: 'parked', parkTier: 'host_ram', hostRamBytes: 8 * 2 ** 30 }]);
+    expect(await listInstances(db, { deploymentId: chat.id })).toMatchObject([
+      { generation: 2, observedState: 'ready' },
+    ]);
+    await saveInstance(db, {
+      ...base,
+      generation: 2,
+      observedState: 'parked',
+      parkTier: 'host_ram',
+      gpuBytes: 0,
+      hostRamBytes: 8 * 2 ** 30,
+    });
+    expect(await listInstances(db, { hostId: 'gpu-box' })).toMatchObject([
+      { observedState: 'parked', parkTier: 'host_ram', hostRamBytes: 8 * 2 ** 30 },
+    ]);
   });
 
   it('keeps the first answer of a generation and replaces it after a restart', async () => {

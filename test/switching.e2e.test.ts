@@ -30,7 +30,10 @@ describe('switching, end to end', () => {
       hostYaml: `resource_policy: { queue: { admission_window: ${WINDOW_MS}ms } }`,
     });
     // chat-a streams slowly (20 tokens/s) and takes 1.5 s to park, so "it has begun parking" lasts a while.
-    a = await bench.deploy('chat-a', simDeployment('chat-a', 'vllm', ['--sim-park-ms', '1500', '--sim-tokens-per-s', '20']));
+    a = await bench.deploy(
+      'chat-a',
+      simDeployment('chat-a', 'vllm', ['--sim-park-ms', '1500', '--sim-tokens-per-s', '20']),
+    );
     b = await bench.deploy('chat-b');
   });
   afterAll(async () => {
@@ -38,8 +41,13 @@ describe('switching, end to end', () => {
   });
 
   /** Set-up, not a check: the model serves (any switch still finishing first). */
-  const loaded = (d: Deployment) => until(`${d.name} to serve`, async () => ((await bench.chat(d)).status === 200 ? true : undefined), 30_000);
-  const closedBody = (d: Deployment) => ({ code: 'unavailable', message: `dispatch to deployment ${d.id} is closed; retry shortly`, retryable: true });
+  const loaded = (d: Deployment) =>
+    until(`${d.name} to serve`, async () => ((await bench.chat(d)).status === 200 ? true : undefined), 30_000);
+  const closedBody = (d: Deployment) => ({
+    code: 'unavailable',
+    message: `dispatch to deployment ${d.id} is closed; retry shortly`,
+    retryable: true,
+  });
 
   it('two apps, one GPU: the window, the 503s of the drain, one switch for every waiting request, and the switch back', async () => {
     await loaded(a);
@@ -49,7 +57,11 @@ describe('switching, end to end', () => {
 
     // 0 s: App 2 sends three requests for chat-b; they wait and one switch begins.
     const t0 = Date.now();
-    const app2 = [bench.chat(b, { max_tokens: 20 }), bench.chat(b, { max_tokens: 20 }), bench.chat(b, { max_tokens: 20 })];
+    const app2 = [
+      bench.chat(b, { max_tokens: 20 }),
+      bench.chat(b, { max_tokens: 20 }),
+      bench.chat(b, { max_tokens: 20 }),
+    ];
 
     // App 1 keeps sending short requests: served during the window, 503 once chat-a drains.
     const app1: { sentAtMs: number; reply: Reply }[] = [];
@@ -109,7 +121,8 @@ describe('switching, end to end', () => {
     const client = new AbortController();
     const leaving = bench.chat(slow, {}, client.signal).catch((e: Error) => e);
     const staying = bench.chat(slow);
-    const waitingFor = async (n: number) => ((await bench.load(`?deployment=${slow.id}`)).deployments[0]!.router.waiting === n ? true : undefined);
+    const waitingFor = async (n: number) =>
+      (await bench.load(`?deployment=${slow.id}`)).deployments[0]!.router.waiting === n ? true : undefined;
     await until('two requests to wait', () => waitingFor(2));
     client.abort();
     expect(await leaving).toBeInstanceOf(Error);
@@ -128,7 +141,9 @@ describe('switching, end to end', () => {
       const [da, db] = [a, b].map((d) => load.deployments.find((x) => x.deployment_id === d.id));
       const sample = da?.instances[0]?.sample;
       // A sample taken since the stream opened: one before may still count the set-up's request.
-      return sample && sample.sampled_at_ms > now && sample.engine?.running === 1 && db?.router.waiting === 1 ? { load, da, db } : undefined;
+      return sample && sample.sampled_at_ms > now && sample.engine?.running === 1 && db?.router.waiting === 1
+        ? { load, da, db }
+        : undefined;
     });
     expect(shown.load.stale_after_ms).toBe(3000);
     expect(Math.abs(shown.load.observed_at_ms - now)).toBeLessThan(20_000);
@@ -165,7 +180,17 @@ describe('switching, end to end', () => {
       name: 'chat-b',
       router: { in_flight: 0, in_flight_limit: 32, waiting: 1, waiting_limit: 64 },
       max_running: { source: 'on_host' },
-      instances: [{ index: 0, host_id: bench.hostId, generation: 1, observed_state: 'parked', router_in_flight: 0, max_running: { source: 'on_host' }, sample: null }],
+      instances: [
+        {
+          index: 0,
+          host_id: bench.hostId,
+          generation: 1,
+          observed_state: 'parked',
+          router_in_flight: 0,
+          max_running: { source: 'on_host' },
+          sample: null,
+        },
+      ],
     });
     stream.end();
     expect((await waiter).status).toBe(200);
@@ -195,7 +220,9 @@ describe('switching, end to end', () => {
     const whole = bench.chat(a, { max_tokens: 400 }, client.signal).catch((e: Error) => e);
     await until('chat-a to run it', async () => ((await bench.engine(a)).running === 1 ? true : undefined));
     const waiter = bench.chat(b);
-    await until('chat-a to close its dispatch after the window', () => (bench.server.queue.dispatchOf(a.id) === 'closed' ? true : undefined));
+    await until('chat-a to close its dispatch after the window', () =>
+      bench.server.queue.dispatchOf(a.id) === 'closed' ? true : undefined,
+    );
     client.abort();
     expect(await whole).toBeInstanceOf(Error);
     return waiter;
@@ -222,30 +249,49 @@ describe('switching, end to end', () => {
     // The engine may not have started it, so its count proves nothing: the stop settles it.
     expect(bench.stateOf(a)).toBe('stopped');
     expect((await bench.chat(a)).status).toBe(200);
-    expect(bench.server.table.get(a.id)!.instances[0]).toMatchObject({ generation: generation + 1, observedState: 'ready' });
+    expect(bench.server.table.get(a.id)!.instances[0]).toMatchObject({
+      generation: generation + 1,
+      observedState: 'ready',
+    });
   });
 
-  it(`a client that reads nothing for ${CLIENT_READ_IDLE_MS / 1000} s has its stream ended; then the victim parks`, { timeout: 60_000 }, async () => {
-    const fast = await bench.deploy('chat-fast', simDeployment('chat-fast', 'vllm', ['--sim-tokens-per-s', '100000']));
-    await loaded(fast);
-    // About 1.5 KiB a token with 20 alternatives each: far more than the sockets between hold.
-    const body = JSON.stringify({ model: fast.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 30_000, logprobs: true, top_logprobs: 20, stream: true });
-    const url = new URL(bench.server.inferenceUrl);
-    const socket = connect(Number(url.port), url.hostname);
-    try {
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-      await once(socket, 'data');
-      socket.pause();
-      const pausedAtMs = Date.now();
-      const reply = await bench.chat(b);
-      expect(reply.status).toBe(200);
-      expect(reply.endAtMs - pausedAtMs).toBeGreaterThanOrEqual(CLIENT_READ_IDLE_MS);
-      expect(reply.endAtMs - pausedAtMs).toBeLessThan(CLIENT_READ_IDLE_MS + 8_000);
-      expect(await bench.engine(fast)).toMatchObject({ state: 'parked', running: 0, violations: [] });
-    } finally {
-      socket.destroy();
-    }
-  });
+  it(
+    `a client that reads nothing for ${CLIENT_READ_IDLE_MS / 1000} s has its stream ended; then the victim parks`,
+    { timeout: 60_000 },
+    async () => {
+      const fast = await bench.deploy(
+        'chat-fast',
+        simDeployment('chat-fast', 'vllm', ['--sim-tokens-per-s', '100000']),
+      );
+      await loaded(fast);
+      // About 1.5 KiB a token with 20 alternatives each: far more than the sockets between hold.
+      const body = JSON.stringify({
+        model: fast.name,
+        messages: [{ role: 'user', content: 'hello' }],
+        max_tokens: 30_000,
+        logprobs: true,
+        top_logprobs: 20,
+        stream: true,
+      });
+      const url = new URL(bench.server.inferenceUrl);
+      const socket = connect(Number(url.port), url.hostname);
+      try {
+        socket.write(
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        );
+        await once(socket, 'data');
+        socket.pause();
+        const pausedAtMs = Date.now();
+        const reply = await bench.chat(b);
+        expect(reply.status).toBe(200);
+        expect(reply.endAtMs - pausedAtMs).toBeGreaterThanOrEqual(CLIENT_READ_IDLE_MS);
+        expect(reply.endAtMs - pausedAtMs).toBeLessThan(CLIENT_READ_IDLE_MS + 8_000);
+        expect(await bench.engine(fast)).toMatchObject({ state: 'parked', running: 0, violations: [] });
+      } finally {
+        socket.destroy();
+      }
+    },
+  );
 
   it('a single piece of an answer larger than 64 KiB ends it, streamed or not; the engine runs nothing after', async () => {
     // A decision model lists every option with its log-probability in its one token's piece.
@@ -254,10 +300,21 @@ describe('switching, end to end', () => {
     await loaded(decide);
     // The engine is asked for a stream of a whole answer too, and its one piece is too large.
     expect(await bench.chat(decide, { logprobs: true, top_logprobs: 1 }).catch((e: Error) => e)).toBeInstanceOf(Error);
-    await until('the engine to run nothing', async () => ((await bench.engine(decide)).running === 0 ? true : undefined), 3_000);
-    const stream = await bench.stream(decide, { logprobs: true, top_logprobs: 1 }).then((s) => s.rest()).catch((e: Error) => e);
+    await until(
+      'the engine to run nothing',
+      async () => ((await bench.engine(decide)).running === 0 ? true : undefined),
+      3_000,
+    );
+    const stream = await bench
+      .stream(decide, { logprobs: true, top_logprobs: 1 })
+      .then((s) => s.rest())
+      .catch((e: Error) => e);
     expect(stream).toBeInstanceOf(Error);
-    await until('the engine to run nothing', async () => ((await bench.engine(decide)).running === 0 ? true : undefined), 3_000);
+    await until(
+      'the engine to run nothing',
+      async () => ((await bench.engine(decide)).running === 0 ? true : undefined),
+      3_000,
+    );
   });
 });
 
@@ -270,7 +327,8 @@ describe('where a released model parks: one decision for an operator park, a swi
   beforeAll(async () => {
     // An 8 GiB card and 7 GiB of host RAM: ja's 5 GiB copy in host RAM leaves no room for ib's 3 GiB.
     bench = await startServerBench({ gpuMemory: '8GiB', hostRam: '7GiB' });
-    const sglang = (name: string, weights: string) => bench.deploy(name, simDeployment(name, 'sglang', ['--sim-weights', weights, '--sim-kv', '512MiB']));
+    const sglang = (name: string, weights: string) =>
+      bench.deploy(name, simDeployment(name, 'sglang', ['--sim-weights', weights, '--sim-kv', '512MiB']));
     [ja, ib, jb] = [await sglang('ja', '5GiB'), await sglang('ib', '3GiB'), await sglang('jb', '5GiB')];
   });
   afterAll(async () => {
@@ -286,11 +344,17 @@ describe('where a released model parks: one decision for an operator park, a swi
   async function position() {
     for (const d of [ja, ib, jb]) await bench.command('stop', d.id);
     await start(ja);
-    expect((await start(ib)).victims).toEqual([{ deploymentId: ja.id, instanceIndex: 0, released: 'releasing: parking (host RAM)' }]);
+    expect((await start(ib)).victims).toEqual([
+      { deploymentId: ja.id, instanceIndex: 0, released: 'releasing: parking (host RAM)' },
+    ]);
   }
   /** ib parks deep: it is listed parked, its engine is up and holds no copy in host RAM. */
   async function parksDeep() {
-    const state = await until('ib to be released', () => (['parked', 'stopped'].includes(bench.stateOf(ib)!) ? bench.stateOf(ib) : undefined), 30_000);
+    const state = await until(
+      'ib to be released',
+      () => (['parked', 'stopped'].includes(bench.stateOf(ib)!) ? bench.stateOf(ib) : undefined),
+      30_000,
+    );
     expect(state).toBe('parked');
     expect(await bench.engine(ib)).toMatchObject({ state: 'parked', host_ram_bytes: 0 });
   }
@@ -303,13 +367,17 @@ describe('where a released model parks: one decision for an operator park, a swi
 
   it('a switch: start jb --evict parks it deep', async () => {
     await position();
-    expect((await start(jb)).victims).toEqual([{ deploymentId: ib.id, instanceIndex: 0, released: 'releasing: parking (deep)' }]);
+    expect((await start(jb)).victims).toEqual([
+      { deploymentId: ib.id, instanceIndex: 0, released: 'releasing: parking (deep)' },
+    ]);
     await parksDeep();
   });
 
   it('the ready idle timer parks it deep', async () => {
     await position();
-    await bench.restartServer('switching: { drain_timeout: 5s, start_timeout: 60s }\nlifecycle_defaults: { ready_idle_timeout: 1s }');
+    await bench.restartServer(
+      'switching: { drain_timeout: 5s, start_timeout: 60s }\nlifecycle_defaults: { ready_idle_timeout: 1s }',
+    );
     await parksDeep();
   });
 });

@@ -39,7 +39,11 @@ describe('the real Temporal dev server the harness started', () => {
     });
     const victim = `chat-${randomUUID().slice(0, 8)}`;
     const result = await worker.runUntil(
-      client.workflow.execute(searchableWorkflow, { taskQueue, workflowId: `harness/${randomUUID()}`, args: ['chat-b', [victim], 'gpu-box'] }),
+      client.workflow.execute(searchableWorkflow, {
+        taskQueue,
+        workflowId: `harness/${randomUUID()}`,
+        args: ['chat-b', [victim], 'gpu-box'],
+      }),
     );
     expect(result).toBe(`wake chat-b, park ${victim} on gpu-box`);
 
@@ -63,7 +67,9 @@ describe('a dev server that cannot start', () => {
     try {
       const { port } = taken.address() as AddressInfo;
       const started = Date.now();
-      await expect(startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log'), port })).rejects.toThrow(
+      await expect(
+        startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log'), port }),
+      ).rejects.toThrow(
         new RegExp(`the Temporal dev server at 127.0.0.1:${port} exited during start: .*address already in use`),
       );
       expect(Date.now() - started).toBeLessThan(15_000);
@@ -80,8 +86,12 @@ describe('a dev server on ports of its own choosing that exits during start', ()
     const logFile = join(dir, 'temporal.log');
     try {
       // Every try fails the same way here (no folder for its database); a lost port race fails one.
-      await expect(startDevServer({ dbFile: join(dir, 'missing', 'temporal.db'), logFile })).rejects.toThrow(/exited during start: .*no such file or directory/);
-      const tries = readFileSync(logFile, 'utf8').split('\n').filter((line) => line.includes('failed starting server'));
+      await expect(startDevServer({ dbFile: join(dir, 'missing', 'temporal.db'), logFile })).rejects.toThrow(
+        /exited during start: .*no such file or directory/,
+      );
+      const tries = readFileSync(logFile, 'utf8')
+        .split('\n')
+        .filter((line) => line.includes('failed starting server'));
       expect(tries).toHaveLength(3);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -91,13 +101,21 @@ describe('a dev server on ports of its own choosing that exits during start', ()
 
 describe('a dev server whose capyctl process is killed outright (SIGKILL)', () => {
   it('ends with it, so it holds no port the next start needs', async () => {
-    const parent = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./fixtures/devServerProcess.ts', import.meta.url))], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const parent = spawn(
+      process.execPath,
+      ['--import', 'tsx', fileURLToPath(new URL('./fixtures/devServerProcess.ts', import.meta.url))],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     let printed = '';
     parent.stdout!.on('data', (d) => (printed += d));
     try {
-      const { devServerPid } = await until('the dev server to start', () => (printed.includes('\n') ? (JSON.parse(printed) as { devServerPid: number }) : undefined), 60_000);
+      const { devServerPid } = await until(
+        'the dev server to start',
+        () => (printed.includes('\n') ? (JSON.parse(printed) as { devServerPid: number }) : undefined),
+        60_000,
+      );
       expect(isRunning(devServerPid)).toBe(true);
       parent.kill('SIGKILL');
       await until('the dev server to end', () => (isRunning(devServerPid) ? undefined : true), 10_000);

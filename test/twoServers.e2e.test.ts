@@ -42,12 +42,17 @@ describe('two servers on one Temporal and one store', () => {
     // to the second once the first is gone. One 8 GiB card: each model holds 5 GiB, never both.
     balancer = await startBalancer([cluster.managementUrl, second.managementUrl]);
     await cluster.addHost({ gpuMemory: '8GiB', serverUrl: balancer.url });
-    await second.process.awaitOutput('the second server to learn the host', /"msg":"(host registered with another server of this store)"/);
+    await second.process.awaitOutput(
+      'the second server to learn the host',
+      /"msg":"(host registered with another server of this store)"/,
+    );
     await cluster.deploy(simDeployment('left', 'vllm', ['--sim-load-ms', LOAD_MS, '--sim-wake-ms', WAKE_MS]));
     await cluster.deploy(simDeployment('right', 'vllm', ['--sim-load-ms', LOAD_MS]));
     // Deployed through the first server: the second learns them from the store.
     await until('the second server to route both models', async () => {
-      const listed = (await (await request(`${second.inferenceUrl}/v1/models`)).body.json()) as { data: Array<{ id: string }> };
+      const listed = (await (await request(`${second.inferenceUrl}/v1/models`)).body.json()) as {
+        data: Array<{ id: string }>;
+      };
       return ['left', 'right'].every((m) => listed.data.some((d) => d.id === m)) ? true : undefined;
     });
   }, 120_000);
@@ -59,12 +64,20 @@ describe('two servers on one Temporal and one store', () => {
 
   /** The switches that brought `name` up, as the management API lists them (newest first). */
   const switchesTo = async (name: string) =>
-    ((await cluster.api('GET', '/management/v1/switches?limit=100')).body.switches as Array<{ target: { name: string } | null; outcome: string; victims: unknown[] }>).filter(
-      (s) => s.target?.name === name,
-    );
+    (
+      (await cluster.api('GET', '/management/v1/switches?limit=100')).body.switches as Array<{
+        target: { name: string } | null;
+        outcome: string;
+        victims: unknown[];
+      }>
+    ).filter((s) => s.target?.name === name);
   /** Waits for a switch that brings `name` up to be running. */
   const switchRunning = (name: string) =>
-    until(`a switch to ${name} to run`, async () => ((await switchesTo(name)).some((s) => s.outcome === 'running') ? true : undefined), 30_000);
+    until(
+      `a switch to ${name} to run`,
+      async () => ((await switchesTo(name)).some((s) => s.outcome === 'running') ? true : undefined),
+      30_000,
+    );
 
   const servedBy = (reply: ApiReply | string, model: string) => {
     if (typeof reply === 'string') throw new Error(`${model}: ${reply}`);
@@ -97,7 +110,10 @@ describe('two servers on one Temporal and one store', () => {
       return listed.every((x) => x.outcome !== 'running') ? listed : undefined;
     });
     expect(toRight).toHaveLength(1);
-    expect(toRight[0]).toMatchObject({ outcome: 'released', victims: [{ released: expect.stringMatching(/^released: parked/) }] });
+    expect(toRight[0]).toMatchObject({
+      outcome: 'released',
+      victims: [{ released: expect.stringMatching(/^released: parked/) }],
+    });
   }, 90_000);
 
   it("answers the surviving server's waiters when the other is killed (SIGKILL) mid-switch; the killed one's clients lose their connection", async () => {

@@ -34,7 +34,9 @@ describe('a thousand concurrent requests for a parked model', () => {
     expect(answers.filter((a) => a.kind === 'error')).toEqual([]);
     expect(served).toHaveLength(REQUESTS);
     // One instance, one generation: the one the wake brought back.
-    expect(new Set(served.map((a) => JSON.stringify(a.instance)))).toEqual(new Set([JSON.stringify({ deploymentId: model, instanceIndex: 0, generation: 1 })]));
+    expect(new Set(served.map((a) => JSON.stringify(a.instance)))).toEqual(
+      new Set([JSON.stringify({ deploymentId: model, instanceIndex: 0, generation: 1 })]),
+    );
     const starts = s.lc.gateway.steps.slice(stepsBefore).filter((x) => x.step === 'startWaiters');
     expect(starts).toHaveLength(1);
     const receipt = await findSwitchReceipt(s.lc.db, starts[0]!.switchId);

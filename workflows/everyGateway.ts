@@ -8,7 +8,14 @@
  * within `SERVER_STEP_TIMEOUT_MS` is gone, and so are its requests: it holds the switch no longer
  * than that.
  */
-import { ActivityFailure, isCancellation, log, proxyActivities, proxyLocalActivities, type ActivityOptions } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  isCancellation,
+  log,
+  proxyActivities,
+  proxyLocalActivities,
+  type ActivityOptions,
+} from '@temporalio/workflow';
 import type { DrainOutcome, GatewaySteps, RanOn } from '../activities/gatewaySteps.js';
 import { SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
 
@@ -16,7 +23,11 @@ import { SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
 export const HEARTBEAT_TIMEOUT_MS = 5_000;
 /** Room for a gateway step to be scheduled and answer on top of the time it is asked to wait. */
 const GATEWAY_MARGIN_MS = 10_000;
-export const RETRY: ActivityOptions['retry'] = { initialInterval: '250ms', backoffCoefficient: 2, maximumInterval: '2s' };
+export const RETRY: ActivityOptions['retry'] = {
+  initialInterval: '250ms',
+  backoffCoefficient: 2,
+  maximumInterval: '2s',
+};
 
 type InstantStep = 'withdrawVictims' | 'reopen' | 'startWaiters' | 'failWaiters';
 type WaitStep = 'closeAdmission' | 'awaitDrain';
@@ -24,13 +35,22 @@ type WaitStep = 'closeAdmission' | 'awaitDrain';
 /** A registered server's step that failed: the server is gone, or going; a cancellation is the workflow's. */
 export const serverGone = (taskQueue: string, step: string) => (e: unknown) => {
   if (isCancellation(e) || !(e instanceof ActivityFailure)) throw e;
-  log.warn('a server did not take its gateway step; its requests are gone with it', { taskQueue, step, error: String(e) });
+  log.warn('a server did not take its gateway step; its requests are gone with it', {
+    taskQueue,
+    step,
+    error: String(e),
+  });
   return null;
 };
 
 /** Another server's gateway, as activities on its own queue; one that does not take a step in time is gone. */
 export const gatewayOn = (taskQueue: string) =>
-  proxyActivities<GatewaySteps>({ taskQueue, scheduleToStartTimeout: SERVER_STEP_TIMEOUT_MS, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS, retry: RETRY });
+  proxyActivities<GatewaySteps>({
+    taskQueue,
+    scheduleToStartTimeout: SERVER_STEP_TIMEOUT_MS,
+    startToCloseTimeout: SERVER_STEP_TIMEOUT_MS,
+    retry: RETRY,
+  });
 
 /**
  * `servers`: the task queues of the live servers, as the store lists them (read once per switch).
@@ -48,29 +68,42 @@ export function everyGateway(ownQueue: string, servers: Promise<string[]>) {
       retry: RETRY,
     });
 
-
   /** The instant step here at once, then on every other registered server; the local answer is returned. */
-  async function instant<K extends InstantStep>(step: K, input: Parameters<GatewaySteps[K]>[0]): Promise<Awaited<ReturnType<GatewaySteps[K]>>> {
+  async function instant<K extends InstantStep>(
+    step: K,
+    input: Parameters<GatewaySteps[K]>[0],
+  ): Promise<Awaited<ReturnType<GatewaySteps[K]>>> {
     type Call = (i: typeof input) => Promise<Awaited<ReturnType<GatewaySteps[K]>> & RanOn>;
     const [here, queues] = await Promise.all([(local[step] as Call)(input), servers]);
-    await Promise.all(queues.filter((q) => q !== here.ranOn).map((q) => (gatewayOn(q)[step] as Call)(input).catch(serverGone(q, step))));
+    await Promise.all(
+      queues.filter((q) => q !== here.ranOn).map((q) => (gatewayOn(q)[step] as Call)(input).catch(serverGone(q, step))),
+    );
     return here;
   }
 
   /** A waiting step on every server at once; drained once every server that answered is. */
-  async function wait<K extends WaitStep>(step: K, waitsMs: number, input: Parameters<GatewaySteps[K]>[0]): Promise<DrainOutcome> {
+  async function wait<K extends WaitStep>(
+    step: K,
+    waitsMs: number,
+    input: Parameters<GatewaySteps[K]>[0],
+  ): Promise<DrainOutcome> {
     type Call = (i: typeof input) => Promise<DrainOutcome>;
     const queues = await servers;
     if (queues.length === 0) return (waitAt(ownQueue, waitsMs, false)[step] as Call)(input);
-    const answered = (await Promise.all(queues.map((q) => (waitAt(q, waitsMs, true)[step] as Call)(input).catch(serverGone(q, step))))).filter(
-      (o): o is DrainOutcome => o !== null,
-    );
+    const answered = (
+      await Promise.all(queues.map((q) => (waitAt(q, waitsMs, true)[step] as Call)(input).catch(serverGone(q, step))))
+    ).filter((o): o is DrainOutcome => o !== null);
     const requestsStillRunning = answered.reduce((sum, o) => sum + o.requestsStillRunning, 0);
-    return { drained: requestsStillRunning === 0, requestsStillRunning, cutBeforeOutput: [...new Set(answered.flatMap((o) => o.cutBeforeOutput))] };
+    return {
+      drained: requestsStillRunning === 0,
+      requestsStillRunning,
+      cutBeforeOutput: [...new Set(answered.flatMap((o) => o.cutBeforeOutput))],
+    };
   }
 
   return {
-    closeAdmission: (input: Parameters<GatewaySteps['closeAdmission']>[0]) => wait('closeAdmission', input.windowMs ?? 0, input),
+    closeAdmission: (input: Parameters<GatewaySteps['closeAdmission']>[0]) =>
+      wait('closeAdmission', input.windowMs ?? 0, input),
     awaitDrain: (input: Parameters<GatewaySteps['awaitDrain']>[0]) => wait('awaitDrain', input.timeoutMs, input),
     withdrawVictims: (input: Parameters<GatewaySteps['withdrawVictims']>[0]) => instant('withdrawVictims', input),
     reopen: (input: Parameters<GatewaySteps['reopen']>[0]) => instant('reopen', input),

@@ -18,14 +18,22 @@ export const gpuNeed = (c: Checkpoint): number => c.weightBytes + c.kvBytes;
 const parkedGpuBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number => (tier === 'kv_only' ? c.weightBytes : 0);
 
 /** Host RAM an instance holds parked at `tier`: only a `host_ram` park keeps a copy of its weights. */
-const parkedHostRamBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number => (tier === 'host_ram' ? c.weightBytes : 0);
+const parkedHostRamBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number =>
+  tier === 'host_ram' ? c.weightBytes : 0;
 
 /**
  * States in which an instance holds (or has reserved) all it holds ready. One on its way out
  * (`parking`, `stopping`) keeps its memory until its engine gave it back: counting only what its
  * tier keeps would let another model be placed on memory that is not free yet.
  */
-const holdsGpu: ReadonlySet<InstanceState> = new Set(['starting', 'ready', 'draining', 'waking', 'parking', 'stopping']);
+const holdsGpu: ReadonlySet<InstanceState> = new Set([
+  'starting',
+  'ready',
+  'draining',
+  'waking',
+  'parking',
+  'stopping',
+]);
 
 /**
  * What an instance holds in `state` at `tier`: the one rule for the scheduler's ledger and the rows
@@ -33,7 +41,11 @@ const holdsGpu: ReadonlySet<InstanceState> = new Set(['starting', 'ready', 'drai
  * RAM its copy is being written to; a parked one only what its tier keeps; a stopped one nothing.
  * An unmeasured checkpoint (null) holds nothing anyone can count.
  */
-export function holdings(c: Checkpoint | null, state: InstanceState, tier: LedgerEntry['tier']): { gpuBytes: number; hostRamBytes: number } {
+export function holdings(
+  c: Checkpoint | null,
+  state: InstanceState,
+  tier: LedgerEntry['tier'],
+): { gpuBytes: number; hostRamBytes: number } {
   if (c === null) return { gpuBytes: 0, hostRamBytes: 0 };
   const hostRamBytes = state === 'parked' || state === 'parking' ? parkedHostRamBytes(c, tier) : 0;
   if (holdsGpu.has(state)) return { gpuBytes: gpuNeed(c), hostRamBytes };
@@ -83,7 +95,13 @@ const keptHolder = (h: Holder): KeptHolder => ({ name: h.name, keptBy: h.explici
  * weights are: one GPU). A GPU that fits wins; else the GPU that needs the fewest victims, least
  * recently used first. Victims are only ready instances that may yield; `evict` false never parks.
  */
-export function planRoom(input: { ledger: HostLedger; gpuIndexes: number[]; need: number; holders: Holder[]; evict: boolean }): RoomPlan {
+export function planRoom(input: {
+  ledger: HostLedger;
+  gpuIndexes: number[];
+  need: number;
+  holders: Holder[];
+  evict: boolean;
+}): RoomPlan {
   const { ledger, gpuIndexes, need, holders, evict } = input;
   let best: { gpuIndex: number; victims: Holder[] } | undefined;
   let blockedByWaiting = false;
@@ -91,7 +109,9 @@ export function planRoom(input: { ledger: HostLedger; gpuIndexes: number[]; need
   for (const gpuIndex of gpuIndexes) {
     let free = gpuFree(ledger, gpuIndex);
     if (free >= need) return { kind: 'fits', gpuIndex };
-    const onGpu = holders.filter((h) => h.entry.gpuIndex === gpuIndex && h.entry.state === 'ready' && h.entry.gpuBytes > 0);
+    const onGpu = holders.filter(
+      (h) => h.entry.gpuIndex === gpuIndex && h.entry.state === 'ready' && h.entry.gpuBytes > 0,
+    );
     const candidates = onGpu.filter(mayYield).sort((a, b) => a.lastUsedMs - b.lastUsedMs);
     const victims: Holder[] = [];
     for (const h of candidates) {
@@ -162,7 +182,8 @@ export function planVictims(input: {
       launchedTier: entry.tier,
     });
     if (plan.kind === 'refused') return input.operator ? plan : { kind: 'stop', reason: 'engine_cannot_park' };
-    if (plan.kind === 'stop' && plan.reason === 'no_room' && deployment.explicit) return { kind: 'refused', error: apiErrors.parkedCapacity(deployment.id) };
+    if (plan.kind === 'stop' && plan.reason === 'no_room' && deployment.explicit)
+      return { kind: 'refused', error: apiErrors.parkedCapacity(deployment.id) };
     if (plan.kind === 'park') ramFree -= parkedHostRamBytes(deployment.checkpoint, plan.tier);
     return plan;
   });
@@ -174,8 +195,17 @@ export function planVictims(input: {
  * switch that starts it leaves, its victims' copies counted: an engine whose tier is fixed at launch
  * must not count on room they take); null when it cannot park.
  */
-export function launchTier(input: { deployment: DeploymentView & { checkpoint: Checkpoint }; memoryKind: MemoryKind; hostRamFreeBytes: number }): ParkTier | null {
+export function launchTier(input: {
+  deployment: DeploymentView & { checkpoint: Checkpoint };
+  memoryKind: MemoryKind;
+  hostRamFreeBytes: number;
+}): ParkTier | null {
   const { deployment, memoryKind, hostRamFreeBytes } = input;
-  const plan = parkPlan({ spec: deployment.spec, memoryKind, weightsBytes: deployment.checkpoint.weightBytes, hostRamFreeBytes });
+  const plan = parkPlan({
+    spec: deployment.spec,
+    memoryKind,
+    weightsBytes: deployment.checkpoint.weightBytes,
+    hostRamFreeBytes,
+  });
   return plan.kind === 'park' ? plan.tier : null;
 }

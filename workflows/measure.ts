@@ -22,9 +22,16 @@ export interface MeasureInput {
 }
 
 export async function measureCheckpointWorkflow(input: MeasureInput): Promise<Checkpoint> {
-  const store = proxyActivities<StoreActivities>({ taskQueue: input.serverTaskQueue, startToCloseTimeout: SERVER_STEP_TIMEOUT_MS });
+  const store = proxyActivities<StoreActivities>({
+    taskQueue: input.serverTaskQueue,
+    startToCloseTimeout: SERVER_STEP_TIMEOUT_MS,
+  });
   // Schedule-to-close: a host that is down never picks the task up.
-  const host = proxyActivities<HostActivities>({ taskQueue: taskQueues.host(input.hostId), scheduleToCloseTimeout: MEASURE_WITHIN, startToCloseTimeout: '2m' });
+  const host = proxyActivities<HostActivities>({
+    taskQueue: taskQueues.host(input.hostId),
+    scheduleToCloseTimeout: MEASURE_WITHIN,
+    startToCloseTimeout: '2m',
+  });
   const { deploymentId, revision } = input;
   const { spec } = await store.describeDeployment({ deploymentId });
   // Requests that came before the measurement wait in the host's scheduler, for a result or a
@@ -42,7 +49,11 @@ export async function measureCheckpointWorkflow(input: MeasureInput): Promise<Ch
     await ended();
     throw e;
   }
-  await store.recordCheckpoint({ deploymentId, revision, checkpoint: { weightBytes: checkpoint.weightBytes, kvBytes: checkpoint.kvBytes } });
+  await store.recordCheckpoint({
+    deploymentId,
+    revision,
+    checkpoint: { weightBytes: checkpoint.weightBytes, kvBytes: checkpoint.kvBytes },
+  });
   await ended();
   return checkpoint;
 }

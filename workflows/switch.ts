@@ -39,7 +39,6 @@ import { holdings } from './ledger.js';
 import { switchSummary } from './switchSummary.js';
 import { compareAnswers, probeFor } from './wakeCheck.js';
 
-
 type VictimResult = SwitchResult['victims'][number];
 interface VictimOutcome {
   victim: SwitchVictim;
@@ -55,7 +54,10 @@ type WakeReference = NonNullable<Awaited<ReturnType<StoreActivities['findWakeRef
 export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> {
   const { switchId, hostId, target, victims, timeouts } = input;
   if (target?.action === 'wake' && target.tier === null) {
-    throw ApplicationFailure.nonRetryable(`switch ${switchId}: a wake of ${target.name} needs the tier it parked at`, 'invalid_switch');
+    throw ApplicationFailure.nonRetryable(
+      `switch ${switchId}: a wake of ${target.name} needs the tier it parked at`,
+      'invalid_switch',
+    );
   }
   const victimIds = victims.map((v) => v.instance.deploymentId);
 
@@ -94,7 +96,11 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       switchId,
       hostId,
       targetDeploymentId: target?.instance.deploymentId ?? null,
-      victims: victimResults.map(({ deploymentId, instanceIndex, released: line }) => ({ deploymentId, instanceIndex, released: line })),
+      victims: victimResults.map(({ deploymentId, instanceIndex, released: line }) => ({
+        deploymentId,
+        instanceIndex,
+        released: line,
+      })),
       outcome,
       summary: switchSummary(input),
       startedAtMs: input.startedAtMs,
@@ -106,14 +112,28 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
     const { gpuBytes, hostRamBytes } = holdings(input.checkpoints[instance.deploymentId] ?? null, state, tier);
     const { deploymentId, instanceIndex: index, generation } = instance;
-    return store.saveInstance({ deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes });
+    return store.saveInstance({
+      deploymentId,
+      index,
+      generation,
+      hostId,
+      observedState: state,
+      parkTier: tier,
+      gpuBytes,
+      hostRamBytes,
+    });
   };
   /**
    * Runs a step while its in-between state (`parking`, `waking` …) is written, so a list shows what
    * is happening without the write adding to the waiters' clock. The write is awaited even when the
    * step fails: it must not land after the state that follows.
    */
-  const during = async <T>(instance: InstanceRef, state: InstanceState, tier: ParkTier | null, step: () => Promise<T>): Promise<T> => {
+  const during = async <T>(
+    instance: InstanceRef,
+    state: InstanceState,
+    tier: ParkTier | null,
+    step: () => Promise<T>,
+  ): Promise<T> => {
     const saving = saveInstance(instance, state, tier);
     try {
       return await step();
@@ -166,7 +186,10 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimIds });
     }
 
-    const [outcomes] = await Promise.all([Promise.all(victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline))), victimsWithdrawn]);
+    const [outcomes] = await Promise.all([
+      Promise.all(victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline))),
+      victimsWithdrawn,
+    ]);
     const requestsStillRunning = outcomes.reduce((sum, r) => sum + r.requestsStillRunning, 0);
     if (requestsStillRunning > 0) return engineNotDrained(outcomes, requestsStillRunning);
     const parkFailed = outcomes.some((r) => r.parkFailed);
@@ -213,7 +236,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   async function engineNotDrained(outcomes: VictimOutcome[], requestsStillRunning: number): Promise<SwitchResult> {
     const failed = await CancellationScope.nonCancellable(async () => {
       await Promise.all(outcomes.map((r) => r.recorded));
-      await Promise.all(outcomes.filter((r) => r.requestsStillRunning > 0).map((r) => saveInstance(r.victim.instance, 'ready', null)));
+      await Promise.all(
+        outcomes.filter((r) => r.requestsStillRunning > 0).map((r) => saveInstance(r.victim.instance, 'ready', null)),
+      );
       return drainTimedOut(requestsStillRunning);
     });
     const victimResults = outcomes.filter((r) => r.requestsStillRunning === 0).map((r) => r.result);
@@ -226,7 +251,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * the park's to wait for, until `deadline`, the end of the same drain bound. A cancellation counts
    * as a drain that did not finish: the victims must serve again either way.
    */
-  async function admitAndDrain(): Promise<{ drained: true; cut: Set<string>; deadline: number } | { drained: false; requestsStillRunning: number }> {
+  async function admitAndDrain(): Promise<
+    { drained: true; cut: Set<string>; deadline: number } | { drained: false; requestsStillRunning: number }
+  > {
     try {
       const closed = await timed('window', null, () =>
         gateway.closeAdmission({
@@ -238,7 +265,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       );
       return await timed('drain', null, async () => {
         const deadline = Date.now() + timeouts.drainMs;
-        const drain = closed.drained ? closed : await gateway.awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
+        const drain = closed.drained
+          ? closed
+          : await gateway.awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
         if (!drain.drained) return { drained: false as const, requestsStillRunning: drain.requestsStillRunning };
         return { drained: true as const, cut: new Set(drain.cutBeforeOutput), deadline };
       });
@@ -268,16 +297,37 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       try {
         await timed('park', plan.tier, () =>
           during(v.instance, 'parking', plan.tier, () =>
-            host(timeouts.startMs).parkEngine({ key: v.instance, tier: plan.tier, idleWithinMs: Math.max(0, idleBy - Date.now()) }),
+            host(timeouts.startMs).parkEngine({
+              key: v.instance,
+              tier: plan.tier,
+              idleWithinMs: Math.max(0, idleBy - Date.now()),
+            }),
           ),
         );
         const recorded = saveInstance(v.instance, 'parked', plan.tier);
-        return { victim: v, result: done(releasedLine(plan), 'parked', plan.tier), parkFailed, requestsStillRunning: 0, recorded };
+        return {
+          victim: v,
+          result: done(releasedLine(plan), 'parked', plan.tier),
+          parkFailed,
+          requestsStillRunning: 0,
+          recorded,
+        };
       } catch (e) {
         const busy = busyOf(e);
-        if (busy) return { victim: v, result: done(releasedLine(plan), 'ready', null), parkFailed, requestsStillRunning: busy.requestsStillRunning, recorded: Promise.resolve() };
+        if (busy)
+          return {
+            victim: v,
+            result: done(releasedLine(plan), 'ready', null),
+            parkFailed,
+            requestsStillRunning: busy.requestsStillRunning,
+            recorded: Promise.resolve(),
+          };
         if (!(e instanceof ActivityFailure) && !isCancellation(e)) throw e;
-        log.warn('park failed; stopping the victim', { switchId, deploymentId: v.instance.deploymentId, error: String(e) });
+        log.warn('park failed; stopping the victim', {
+          switchId,
+          deploymentId: v.instance.deploymentId,
+          error: String(e),
+        });
         parkFailed = true;
       }
     }
@@ -287,7 +337,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         await saveInstance(v.instance, 'stopped', null);
       }),
     );
-    return { victim: v, result: done(stopLine(plan), 'stopped', null), parkFailed, requestsStillRunning: 0, recorded: Promise.resolve() };
+    return {
+      victim: v,
+      result: done(stopLine(plan), 'stopped', null),
+      parkFailed,
+      requestsStillRunning: 0,
+      recorded: Promise.resolve(),
+    };
   }
 
   /** Wakes or starts the target; null when it is ready to serve, else why not. */
@@ -317,7 +373,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   /** A full start: launch, ready, and the first answer to the wake check, recorded for this generation. */
   async function startAndRecord(t: SwitchTarget): Promise<void> {
     const deadline = Date.now() + timeouts.startMs;
-    await host(timeouts.startMs).launchEngine({ key: t.instance, spec: t.spec, gpuIndex: t.gpuIndex, parkTier: t.tier, memory: t.memory });
+    await host(timeouts.startMs).launchEngine({
+      key: t.instance,
+      spec: t.spec,
+      gpuIndex: t.gpuIndex,
+      parkTier: t.tier,
+      memory: t.memory,
+    });
     await host(deadline - Date.now()).awaitEngineReady({ key: t.instance });
     const probe = probeFor(t.spec);
     const answer = await host(deadline - Date.now()).probeEngine({ key: t.instance, probe });
@@ -332,10 +394,18 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   async function wakeAndCheck(t: SwitchTarget, first: WakeReference | null): Promise<boolean> {
     const checked = t.spec.engine === 'vllm' || t.spec.engine === 'sglang';
     const reference = first?.generation === t.instance.generation ? first : null;
-    if (checked && !reference) log.warn('no first answer for this generation; the wake is not checked', { switchId, deploymentId: t.instance.deploymentId });
+    if (checked && !reference)
+      log.warn('no first answer for this generation; the wake is not checked', {
+        switchId,
+        deploymentId: t.instance.deploymentId,
+      });
     const probe = checked && reference ? (reference.probe as Probe) : undefined;
     const began = Date.now();
-    const woke = await host(timeouts.wakeWindowMs).wakeEngine({ key: t.instance, tier: t.tier! /* checked at the start */, probe });
+    const woke = await host(timeouts.wakeWindowMs).wakeEngine({
+      key: t.instance,
+      tier: t.tier! /* checked at the start */,
+      probe,
+    });
     phases.push({ phase: 'wake', tier: t.tier, ms: Date.now() - began - woke.checkMs });
     if (!reference || !woke.answer) return false;
     phases.push({ phase: 'check', tier: t.tier, ms: woke.checkMs });
@@ -350,7 +420,9 @@ const stopLine = (plan: VictimPlan) =>
 /** A park refused because the engine still had requests at the drain bound, with how many. */
 function busyOf(e: unknown): EngineBusyDetails | undefined {
   const cause = e instanceof ActivityFailure ? e.cause : undefined;
-  return cause instanceof ApplicationFailure && cause.type === hostFailureTypes.engineBusy ? (cause.details?.[0] as EngineBusyDetails) : undefined;
+  return cause instanceof ApplicationFailure && cause.type === hostFailureTypes.engineBusy
+    ? (cause.details?.[0] as EngineBusyDetails)
+    : undefined;
 }
 
 /** What went wrong in a step: its kind, the words of whatever failed, and an exited engine's details. */
@@ -371,7 +443,11 @@ interface StepFailure {
 function failureOf(e: unknown): StepFailure {
   const cause = e instanceof ActivityFailure ? e.cause : e;
   if (cause instanceof ApplicationFailure) {
-    return { kind: cause.type ?? 'error', message: cause.message, exit: cause.details?.[0] as ExitFailureDetails | undefined };
+    return {
+      kind: cause.type ?? 'error',
+      message: cause.message,
+      exit: cause.details?.[0] as ExitFailureDetails | undefined,
+    };
   }
   if (cause instanceof TimeoutFailure) return { kind: 'timeout', message: cause.message };
   if (cause instanceof CancelledFailure || isCancellation(e)) return { kind: 'cancelled', message: 'cancelled' };
@@ -384,17 +460,26 @@ function failureOf(e: unknown): StepFailure {
  * says what happened, in the words of what failed.
  */
 function wakeError(deploymentId: string, failure: StepFailure, wakeWindowMs: number): ApiError {
-  if (failure.kind === 'reload_failed' || failure.kind === 'out_of_memory') return apiErrors.wakeReloadFailed(deploymentId);
+  if (failure.kind === 'reload_failed' || failure.kind === 'out_of_memory')
+    return apiErrors.wakeReloadFailed(deploymentId);
   if (failure.kind === 'timeout') return apiErrors.wakeUncertain(deploymentId, wakeWindowMs);
   return apiErrors.wakeFailed(deploymentId, failure.message);
 }
 
-/** Why a start failed: an engine that exited says how and its last lines of stderr; a step that ran out of time says so. */
+/**
+ * Why a start failed: an engine that exited says how and its last lines of stderr; a step that ran out
+ * of time says so.
+ */
 function startError(deploymentId: string, failure: StepFailure, startMs: number): ApiError {
   if (failure.exit) {
     const how = `${failure.exit.how}${failure.kind === 'out_of_memory' ? ': out of memory' : ''}`;
     return apiErrors.startFailedEngineExited(deploymentId, how, failure.exit.stderr);
   }
-  const reason = failure.kind === 'timeout' ? `not ready within ${startMs} ms` : failure.kind === 'cancelled' ? 'the start was cancelled' : failure.message;
+  const reason =
+    failure.kind === 'timeout'
+      ? `not ready within ${startMs} ms`
+      : failure.kind === 'cancelled'
+        ? 'the start was cancelled'
+        : failure.message;
   return apiErrors.startFailed(deploymentId, reason);
 }

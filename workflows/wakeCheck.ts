@@ -29,7 +29,8 @@ export function compareAnswers(first: ProbeAnswer, now: ProbeAnswer): null | 'wa
     if (first.option !== now.option) return 'wake_mismatch';
     const options = new Set([...Object.keys(first.probabilities), ...Object.keys(now.probabilities)]);
     for (const o of options) {
-      if (Math.abs((first.probabilities[o] ?? 0) - (now.probabilities[o] ?? 0)) > DECISION_PROBABILITY_TOLERANCE) return 'wake_mismatch';
+      if (Math.abs((first.probabilities[o] ?? 0) - (now.probabilities[o] ?? 0)) > DECISION_PROBABILITY_TOLERANCE)
+        return 'wake_mismatch';
     }
     return null;
   }

@@ -23,7 +23,10 @@ export interface Call extends CallOptions {
   json?: unknown;
 }
 
-/** Any answer at all, whatever its status. Throws `timeout` when the signal aborts and `unreachable` when nothing answers. */
+/**
+ * Any answer at all, whatever its status. Throws `timeout` when the signal aborts and `unreachable`
+ * when nothing answers.
+ */
 export async function exchange(endpoint: EngineEndpoint, path: string, call: Call = {}): Promise<EngineReply> {
   const { method = 'GET', json, signal } = call;
   try {
@@ -50,7 +53,12 @@ const outOfMemory = /out of memory|OutOfMemoryError/i;
  * The error an engine's non-2xx answer means, naming who answered, the request and the answer: a
  * route the engine does not have says so.
  */
-export function refusal(endpoint: EngineEndpoint, request: string, reply: EngineReply, who = 'the engine'): EngineError {
+export function refusal(
+  endpoint: EngineEndpoint,
+  request: string,
+  reply: EngineReply,
+  who = 'the engine',
+): EngineError {
   const kind = reply.status >= 500 && outOfMemory.test(reply.body) ? 'out_of_memory' : 'refused';
   const what = reply.status === 404 ? 'has no such route' : reply.body.slice(0, 500);
   return new EngineError(kind, `${who} at ${endpoint.baseUrl} answered ${request} with ${reply.status}: ${what}`);
@@ -66,7 +74,13 @@ export async function post(endpoint: EngineEndpoint, path: string, call: Omit<Ca
 }
 
 /** A successful answer parsed with `schema`; any other answer is an `EngineError` naming `who` answered. */
-export function expectJson<S extends z.ZodType>(endpoint: EngineEndpoint, request: string, reply: EngineReply, schema: S, who = 'the engine'): z.output<S> {
+export function expectJson<S extends z.ZodType>(
+  endpoint: EngineEndpoint,
+  request: string,
+  reply: EngineReply,
+  schema: S,
+  who = 'the engine',
+): z.output<S> {
   if (!succeeded(reply)) throw refusal(endpoint, request, reply, who);
   let value: unknown;
   try {
@@ -76,7 +90,11 @@ export function expectJson<S extends z.ZodType>(endpoint: EngineEndpoint, reques
   }
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
-    throw new EngineError('refused', `${who} at ${endpoint.baseUrl} answered ${request} with ${reply.status} but an unexpected body: ${reply.body.slice(0, 200)}`);
+    throw new EngineError(
+      'refused',
+      `${who} at ${endpoint.baseUrl} answered ${request} with ${reply.status} but an unexpected body: ` +
+        `${reply.body.slice(0, 200)}`,
+    );
   }
   return parsed.data;
 }

@@ -55,10 +55,21 @@ function withoutTopK(knobs: Readonly<Record<string, number>>): Record<string, nu
  * and `seed` and `top_k: 1` where it takes them, so an engine that samples at temperature 0 still
  * answers the same twice.
  */
-export async function askProbe(endpoint: EngineEndpoint, probe: Probe, determinism: Readonly<Record<string, number>>, options: CallOptions = {}): Promise<ProbeAnswer> {
+export async function askProbe(
+  endpoint: EngineEndpoint,
+  probe: Probe,
+  determinism: Readonly<Record<string, number>>,
+  options: CallOptions = {},
+): Promise<ProbeAnswer> {
   const { signal } = options;
   if (probe.kind === 'prompt') {
-    const json = { model: endpoint.model, prompt: probe.prompt, max_tokens: probe.maxTokens, ...determinism, stream: false };
+    const json = {
+      model: endpoint.model,
+      prompt: probe.prompt,
+      max_tokens: probe.maxTokens,
+      ...determinism,
+      stream: false,
+    };
     const answer = await fetchJson(endpoint, '/v1/completions', completion, { method: 'POST', json, signal });
     return { kind: 'prompt', text: answer.choices[0]!.text };
   }
@@ -73,7 +84,11 @@ export async function askProbe(endpoint: EngineEndpoint, probe: Probe, determini
     top_logprobs: Math.max(TOP_LOGPROBS, probe.options.length),
     stream: false,
   };
-  const answer = await fetchJson(endpoint, '/v1/chat/completions', decisionCompletion, { method: 'POST', json, signal });
+  const answer = await fetchJson(endpoint, '/v1/chat/completions', decisionCompletion, {
+    method: 'POST',
+    json,
+    signal,
+  });
   const choice = answer.choices[0]!;
   const first = choice.logprobs.content[0]!;
   const alternatives = [first, ...first.top_logprobs.filter((a) => a.token !== first.token)];

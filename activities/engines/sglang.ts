@@ -16,7 +16,11 @@ import { adapterFacts } from '../../engines/traits.js';
 
 const contract = engineContracts.sglang;
 
-const loadMetrics = { running: 'sglang:num_running_reqs', waiting: 'sglang:num_queue_reqs', kvUsage: ['sglang:token_usage'] };
+const loadMetrics = {
+  running: 'sglang:num_running_reqs',
+  waiting: 'sglang:num_queue_reqs',
+  kvUsage: ['sglang:token_usage'],
+};
 
 /**
  * `max_running_requests` at the top is the command-line value; the one each scheduler settled on
@@ -36,7 +40,8 @@ export const sglang: EngineAdapter = {
   // 503 while starting; 200 once a one-token generation succeeds.
   isReady: (endpoint, options) => answers200(endpoint, '/health', options),
 
-  park: (endpoint, tier, options = {}) => parkByContract('sglang', endpoint, tier, () => sglang.version(endpoint, options), options),
+  park: (endpoint, tier, options = {}) =>
+    parkByContract('sglang', endpoint, tier, () => sglang.version(endpoint, options), options),
   wake: (endpoint, tier, options = {}) => wakeByContract('sglang', endpoint, tier, options),
 
   // null without `--enable-metrics` (the route answers 404).

@@ -36,14 +36,23 @@ function jsonOf(body: string): unknown {
 }
 
 /** What a step's successful answer says, checked by its role. */
-function checkAnswer(engine: EngineName, endpoint: EngineEndpoint, step: Step, line: string, reply: EngineReply, facts: StepFacts): void {
+function checkAnswer(
+  engine: EngineName,
+  endpoint: EngineEndpoint,
+  step: Step,
+  line: string,
+  reply: EngineReply,
+  facts: StepFacts,
+): void {
   const who = `${label(engine)} at ${endpoint.baseUrl}`;
   switch (step.role) {
     case 'expect_asleep':
-      if (!expectJson(endpoint, line, reply, sleepState, label(engine)).is_sleeping) throw new EngineError('refused', `${who} answered the sleep with 200 but ${line} says it is not sleeping`);
+      if (!expectJson(endpoint, line, reply, sleepState, label(engine)).is_sleeping)
+        throw new EngineError('refused', `${who} answered the sleep with 200 but ${line} says it is not sleeping`);
       return;
     case 'expect_awake':
-      if (expectJson(endpoint, line, reply, sleepState, label(engine)).is_sleeping) throw new EngineError('not_ready', `${who} answered the wake with 200 but ${line} says it is still sleeping`);
+      if (expectJson(endpoint, line, reply, sleepState, label(engine)).is_sleeping)
+        throw new EngineError('not_ready', `${who} answered the wake with 200 but ${line} says it is still sleeping`);
       return;
     case 'read_model_path':
       facts.modelPath = expectJson(endpoint, line, reply, modelInfo, label(engine)).model_path;
@@ -51,7 +60,11 @@ function checkAnswer(engine: EngineName, endpoint: EngineEndpoint, step: Step, l
     case 'reload': {
       // A failed load usually answers an error status, but a 200 with `success: false` (SGLang) says the same.
       const outcome = weightsUpdate.safeParse(jsonOf(reply.body));
-      if (outcome.success && !outcome.data.success) throw new EngineError('reload_failed', `${who} did not reload its weights: ${line} answered ${outcome.data.message ?? 'success: false'}`);
+      if (outcome.success && !outcome.data.success)
+        throw new EngineError(
+          'reload_failed',
+          `${who} did not reload its weights: ${line} answered ${outcome.data.message ?? 'success: false'}`,
+        );
       return;
     }
     case undefined:
@@ -60,21 +73,42 @@ function checkAnswer(engine: EngineName, endpoint: EngineEndpoint, step: Step, l
 }
 
 /** The error of a step the engine answered with an error status. */
-function failedStep(engine: EngineName, endpoint: EngineEndpoint, step: Step, line: string, reply: EngineReply): EngineError {
+function failedStep(
+  engine: EngineName,
+  endpoint: EngineEndpoint,
+  step: Step,
+  line: string,
+  reply: EngineReply,
+): EngineError {
   const error = refusal(endpoint, line, reply, label(engine));
   // An error answer from a reload (a full GPU among them) means the weights did not come back.
-  if (step.role === 'reload') return new EngineError('reload_failed', `${label(engine)} at ${endpoint.baseUrl} did not reload its weights: ${error.message}`);
+  if (step.role === 'reload')
+    return new EngineError(
+      'reload_failed',
+      `${label(engine)} at ${endpoint.baseUrl} did not reload its weights: ${error.message}`,
+    );
   return error;
 }
 
-async function runSteps(engine: EngineName, endpoint: EngineEndpoint, steps: readonly Step[], options: CallOptions = {}): Promise<void> {
+async function runSteps(
+  engine: EngineName,
+  endpoint: EngineEndpoint,
+  steps: readonly Step[],
+  options: CallOptions = {},
+): Promise<void> {
   const facts: StepFacts = { modelPath: '' };
   for (const step of steps) {
     const line = requestLine(step.route, step.query);
     const json = typeof step.json === 'function' ? (step.json as (f: StepFacts) => unknown)(facts) : step.json;
-    const reply = await exchange(endpoint, target(step.route, step.query), { method: step.route.method, json, signal: options.signal });
+    const reply = await exchange(endpoint, target(step.route, step.query), {
+      method: step.route.method,
+      json,
+      signal: options.signal,
+    });
     if (reply.status === 404 && step.route.optional) {
-      options.warn?.(`${label(engine)} at ${endpoint.baseUrl} has no ${line} (404); skipped, since it only refines the step`);
+      options.warn?.(
+        `${label(engine)} at ${endpoint.baseUrl} has no ${line} (404); skipped, since it only refines the step`,
+      );
       continue;
     }
     if (!succeeded(reply)) throw failedStep(engine, endpoint, step, line, reply);
@@ -87,7 +121,11 @@ async function runSteps(engine: EngineName, endpoint: EngineEndpoint, steps: rea
  * doing anything (a GET route, or `GET` on a POST route: 405 when it has it). A missing one refuses
  * the park, so the model stops instead of parking where it could never wake.
  */
-async function missingRoutes(endpoint: EngineEndpoint, routes: readonly RouteContract[], options: CallOptions = {}): Promise<string[]> {
+async function missingRoutes(
+  endpoint: EngineEndpoint,
+  routes: readonly RouteContract[],
+  options: CallOptions = {},
+): Promise<string[]> {
   const missing: string[] = [];
   for (const route of routes) {
     if (route.method !== 'GET' && !route.probedByGet) continue;
@@ -130,5 +168,9 @@ export async function parkByContract(
   await runSteps(engine, endpoint, steps, options);
 }
 
-export const wakeByContract = (engine: EngineName, endpoint: EngineEndpoint, tier: ParkTier, options: CallOptions = {}): Promise<void> =>
-  runSteps(engine, endpoint, tierSteps(engine, 'wake', tier), options);
+export const wakeByContract = (
+  engine: EngineName,
+  endpoint: EngineEndpoint,
+  tier: ParkTier,
+  options: CallOptions = {},
+): Promise<void> => runSteps(engine, endpoint, tierSteps(engine, 'wake', tier), options);

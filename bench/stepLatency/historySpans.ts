@@ -8,7 +8,6 @@ import { eventMs } from '../../deploy/demo/switchHistory.js';
 
 type History = temporal.api.history.v1.IHistory;
 
-
 export function spansOf(history: History): Record<string, number[]> {
   const events = history.events ?? [];
   const at = new Map(events.map((e) => [Number(e.eventId), eventMs(e)]));
@@ -16,10 +15,14 @@ export function spansOf(history: History): Record<string, number[]> {
   const add = (k: string, v: number) => (spans[k] ??= []).push(v);
   for (const e of events) {
     const t = eventMs(e);
-    if (e.activityTaskStartedEventAttributes) add('activity pickup', t - at.get(Number(e.activityTaskStartedEventAttributes.scheduledEventId))!);
-    if (e.activityTaskCompletedEventAttributes) add('activity run', t - at.get(Number(e.activityTaskCompletedEventAttributes.startedEventId))!);
-    if (e.workflowTaskStartedEventAttributes) add('wft pickup', t - at.get(Number(e.workflowTaskStartedEventAttributes.scheduledEventId))!);
-    if (e.workflowTaskCompletedEventAttributes) add('wft run', t - at.get(Number(e.workflowTaskCompletedEventAttributes.startedEventId))!);
+    if (e.activityTaskStartedEventAttributes)
+      add('activity pickup', t - at.get(Number(e.activityTaskStartedEventAttributes.scheduledEventId))!);
+    if (e.activityTaskCompletedEventAttributes)
+      add('activity run', t - at.get(Number(e.activityTaskCompletedEventAttributes.startedEventId))!);
+    if (e.workflowTaskStartedEventAttributes)
+      add('wft pickup', t - at.get(Number(e.workflowTaskStartedEventAttributes.scheduledEventId))!);
+    if (e.workflowTaskCompletedEventAttributes)
+      add('wft run', t - at.get(Number(e.workflowTaskCompletedEventAttributes.startedEventId))!);
   }
   return spans;
 }

@@ -31,7 +31,11 @@ const KINDS = [
 
 async function measure(label: string, temporalDefaults: boolean) {
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-steps-'));
-  const temporal = await startDevServer({ dbFile: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log'), temporalDefaults });
+  const temporal = await startDevServer({
+    dbFile: join(dir, 'temporal.db'),
+    logFile: join(dir, 'temporal.log'),
+    temporalDefaults,
+  });
   const client = new Client({ connection: await Connection.connect({ address: temporal.address }) });
   const bundle = await workflowBundle(fileURLToPath(new URL('./workflows.ts', import.meta.url)));
   const wfQueue = `steps-workflows-${process.pid}`;
@@ -52,7 +56,11 @@ async function measure(label: string, temporalDefaults: boolean) {
       const spans: Record<string, number[]> = {};
       for (let r = 0; r < RUNS; r++) {
         const began = Date.now();
-        const handle = await client.workflow.start(workflow, { taskQueue: wfQueue, workflowId: `${workflow}-${r}`, args: [{ steps: STEPS, taskQueue: remoteQueue }] });
+        const handle = await client.workflow.start(workflow, {
+          taskQueue: wfQueue,
+          workflowId: `${workflow}-${r}`,
+          args: [{ steps: STEPS, taskQueue: remoteQueue }],
+        });
         await handle.result();
         totals.push(Date.now() - began);
         for (const [k, v] of Object.entries(spansOf(await handle.fetchHistory()))) (spans[k] ??= []).push(...v);
@@ -60,7 +68,9 @@ async function measure(label: string, temporalDefaults: boolean) {
       const spanText = Object.entries(spans)
         .map(([k, v]) => `${k} ${median(v).toFixed(0)}`)
         .join(', ');
-      console.log(`  ${kind.padEnd(27)} ${STEPS} steps ${String(median(totals)).padStart(5)} ms, ${(median(totals) / STEPS).toFixed(1).padStart(5)} ms a step | span medians (ms): ${spanText}`);
+      console.log(
+        `  ${kind.padEnd(27)} ${STEPS} steps ${String(median(totals)).padStart(5)} ms, ${(median(totals) / STEPS).toFixed(1).padStart(5)} ms a step | span medians (ms): ${spanText}`,
+      );
     }
   } finally {
     for (const w of workers) w.shutdown();

@@ -37,7 +37,9 @@ export const deployModel = operatorCommand({
         measuring: 'its checkpoint is being measured',
         failed: `its checkpoint could not be measured: ${d.checkpoint_failure}`,
       }[d.checkpoint];
-      process.stdout.write(`${d.name}: ${reply.outcome}, revision ${d.revision} (deployment ${d.deployment_id}); ${checkpoint}\n`);
+      process.stdout.write(
+        `${d.name}: ${reply.outcome}, revision ${d.revision} (deployment ${d.deployment_id}); ${checkpoint}\n`,
+      );
     }
     return exitCodes.ok;
   },

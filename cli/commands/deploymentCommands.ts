@@ -34,7 +34,10 @@ function deploymentCommand(verb: keyof typeof verbs): Command {
         // whether a switch stopped what it held first.
         const deleted = receipt.switch_id === undefined ? 'deleted' : 'stopped and deleted';
         process.stdout.write(receiptText(receipt, verb === 'delete' ? deleted : receipt.state));
-        if (receipt.state === 'parking') process.stdout.write('parking runs in the background; run `capyctl list deployments` until it shows parked\n');
+        if (receipt.state === 'parking')
+          process.stdout.write(
+            'parking runs in the background; run `capyctl list deployments` until it shows parked\n',
+          );
       }
       return exitCodes.ok;
     },

@@ -22,7 +22,7 @@ export const drainHost = operatorCommand({
 
 export const undrainHost = operatorCommand({
   words: ['undrain', 'host'],
-  summary: 'end a host\'s drain: models may be placed on it again',
+  summary: "end a host's drain: models may be placed on it again",
   positionals: ['ID'],
   example: 'capyctl undrain host gpu-box',
   async run({ api, args: [id], json }) {

@@ -43,7 +43,12 @@ export const engineList: Command = {
       e.max_running_option,
       e.memory_bound_option ?? 'none',
     ]);
-    process.stdout.write(table(['NAME', 'DEEP PARK', 'HOST RAM PARK', 'DEFAULT MAX RUNNING', 'MAX RUNNING OPTION', 'MEMORY BOUND OPTION'], rows));
+    process.stdout.write(
+      table(
+        ['NAME', 'DEEP PARK', 'HOST RAM PARK', 'DEFAULT MAX RUNNING', 'MAX RUNNING OPTION', 'MEMORY BOUND OPTION'],
+        rows,
+      ),
+    );
     return exitCodes.ok;
   },
 };

@@ -29,7 +29,10 @@ export const revokeHostToken = operatorCommand({
   async run({ api, args: [id], json }) {
     const reply = await api.call<RevokeTokenReply>('DELETE', `/hosts/${encodeURIComponent(id!)}/token`);
     if (json) printJson(reply);
-    else process.stdout.write(`${reply.host_id}: host token revoked; a new one (capyctl create host-token) may register it\n`);
+    else
+      process.stdout.write(
+        `${reply.host_id}: host token revoked; a new one (capyctl create host-token) may register it\n`,
+      );
     return exitCodes.ok;
   },
 });

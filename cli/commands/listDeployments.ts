@@ -6,7 +6,13 @@ import { table } from '../table.js';
 
 /** The list's row of one deployment: `NAME STATE READY REVISION HOSTS`. */
 export function deploymentRow(d: DeploymentBody): string[] {
-  return [d.name, d.state, `${d.ready_instances}/${d.desired_instances}`, String(d.revision), d.hosts.length > 0 ? d.hosts.join(',') : '-'];
+  return [
+    d.name,
+    d.state,
+    `${d.ready_instances}/${d.desired_instances}`,
+    String(d.revision),
+    d.hosts.length > 0 ? d.hosts.join(',') : '-',
+  ];
 }
 
 export const listDeployments = operatorCommand({

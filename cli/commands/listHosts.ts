@@ -7,7 +7,9 @@ import { table } from '../table.js';
 
 export const listHosts = operatorCommand({
   words: ['list', 'hosts'],
-  summary: 'list the registered hosts: GPUs, host RAM, their state (ready, draining, stopping, down) and when each last reported',
+  summary:
+    'list the registered hosts: GPUs, host RAM, their state (ready, draining, stopping, down) and when each last ' +
+    'reported',
   positionals: [],
   example: 'capyctl list hosts',
   async run({ api, json }) {

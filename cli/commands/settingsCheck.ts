@@ -2,7 +2,13 @@
 import { parseArgs } from 'node:util';
 import { documentRefusal } from '../../engines/rules.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
-import { type BaseDocument, documentSchemas, type DocumentKind, loadSettingsFile, SettingsError } from '../../settings/load.js';
+import {
+  type BaseDocument,
+  documentSchemas,
+  type DocumentKind,
+  loadSettingsFile,
+  SettingsError,
+} from '../../settings/load.js';
 import { overridesFromEnv } from '../../settings/overrides.js';
 import { baseDocument } from '../processSettings.js';
 import { type Command, exitCodes } from '../command.js';
@@ -10,8 +16,14 @@ import { type Command, exitCodes } from '../command.js';
 const kinds = Object.keys(documentSchemas) as DocumentKind[];
 
 /** What was checked, as the line says it: the file (over the base), or the defaults, with what overrode them. */
-function checked(kind: DocumentKind, file: string | undefined, base: BaseDocument | undefined, sets: readonly string[]): string {
-  const document = file === undefined ? (base?.origin ?? `the ${kind} defaults`) : base ? `${file} over ${base.origin}` : file;
+function checked(
+  kind: DocumentKind,
+  file: string | undefined,
+  base: BaseDocument | undefined,
+  sets: readonly string[],
+): string {
+  const document =
+    file === undefined ? (base?.origin ?? `the ${kind} defaults`) : base ? `${file} over ${base.origin}` : file;
   // Variables set a process's own settings, never a deployment's.
   const variables = kind === 'deployment' ? [] : overridesFromEnv(process.env).map((o) => o.source);
   const overrides = [...variables, ...sets.map((set) => `--set ${set}`)];
@@ -22,7 +34,9 @@ export const settingsCheck: Command = {
   words: ['settings', 'check'],
   summary: 'validate a standalone, server, host or deployment document with its overrides',
   usage: `capyctl settings check ${kinds.join('|')} [--file F] [--set path=value …] [--json]`,
-  example: 'capyctl settings check standalone --file standalone.yaml --set host.resource_policy.queue.max_pending_per_deployment=0',
+  example:
+    'capyctl settings check standalone --file standalone.yaml --set ' +
+    'host.resource_policy.queue.max_pending_per_deployment=0',
   async run(args) {
     const { values, positionals } = parseArgs({
       args: [...args],
@@ -42,7 +56,9 @@ export const settingsCheck: Command = {
       // Refused here as a deploy would refuse it, before its first park would.
       const refusal = kind === 'deployment' ? documentRefusal(settings as DeploymentSpec) : null;
       if (refusal) throw new SettingsError(kind, values.file, [`residency: ${refusal.code}: ${refusal.message}`]);
-      process.stdout.write(values.json ? `${JSON.stringify(settings, null, 2)}\n` : `${checked(kind, values.file, base, sets)}: valid\n`);
+      process.stdout.write(
+        values.json ? `${JSON.stringify(settings, null, 2)}\n` : `${checked(kind, values.file, base, sets)}: valid\n`,
+      );
       return exitCodes.ok;
     } catch (e) {
       if (!(e instanceof SettingsError)) throw e;

@@ -2,9 +2,10 @@
  * `capyctl start deployment NAME [--evict] [--wait]`. The API answers as the start's switch begins,
  * with the switch and its victims; the start runs in the background. Without `--evict` a start never
  * parks anything: while other models hold its memory the API refuses it, and the command asks again
- * until the memory is free (it waits for memory, and nothing acts once it is ended). `--wait` first waits for the checkpoint measurement (without it, an unmeasured
- * checkpoint is refused), then follows the switch until the model is ready, saying what it waits for
- * and for how long, and prints the receipt as the switch ended.
+ * until the memory is free (it waits for memory, and nothing acts once it is ended). `--wait` first
+ * waits for the checkpoint measurement (without it, an unmeasured checkpoint is refused), then
+ * follows the switch until the model is ready, saying what it waits for and for how long, and prints
+ * the receipt as the switch ended.
  */
 import type { DeploymentBody, ReceiptBody } from '../../api/deployments.js';
 import type { SwitchBody } from '../../api/switches.js';
@@ -31,7 +32,8 @@ async function untilMeasured(api: ManagementClient, ref: string): Promise<void> 
 async function untilSwitched(api: ManagementClient, receipt: ReceiptBody): Promise<ReceiptBody> {
   if (receipt.switch_id === undefined || receipt.state === 'ready') return receipt;
   let switched: SwitchBody;
-  while ((switched = await api.call<SwitchBody>('GET', `/switches/${receipt.switch_id}`)).outcome === 'running') await sleep(SWITCH_POLL_MS);
+  while ((switched = await api.call<SwitchBody>('GET', `/switches/${receipt.switch_id}`)).outcome === 'running')
+    await sleep(SWITCH_POLL_MS);
   const { error, target } = switched;
   if (error && target?.state !== 'ready') throw new ApiRefusal(0, error.code, error.message, error.retryable);
   const victims = switched.victims.filter((v) => v.deployment_id !== receipt.deployment_id);
@@ -51,7 +53,8 @@ export const startDeployment = operatorCommand({
     let receipt: ReceiptBody;
     if (flags.wait === true) {
       const d = await api.call<DeploymentBody>('GET', `/deployments/${ref}`);
-      if (awaitsMeasurement(d.checkpoint)) await waitingFor(`the checkpoint measurement of ${name}`, () => untilMeasured(api, ref));
+      if (awaitsMeasurement(d.checkpoint))
+        await waitingFor(`the checkpoint measurement of ${name}`, () => untilMeasured(api, ref));
       const ready = `${name} to be ready`;
       receipt = await waitingFor(ready, async (update) => {
         const begun = await takenWhenMemoryFree(name!, start, update);
@@ -66,7 +69,11 @@ export const startDeployment = operatorCommand({
     if (json) printJson(receipt);
     else {
       process.stdout.write(receiptText(receipt));
-      if (receipt.state !== 'ready') process.stdout.write(`the ${receipt.state === 'waking' ? 'wake' : 'start'} runs in the background; run \`capyctl list deployments\` until it shows ready\n`);
+      if (receipt.state !== 'ready')
+        process.stdout.write(
+          `the ${receipt.state === 'waking' ? 'wake' : 'start'} runs in the background; run \`capyctl list ` +
+            `deployments\` until it shows ready\n`,
+        );
     }
     return exitCodes.ok;
   },

@@ -10,7 +10,9 @@ import { processSettings, startedOrRefused, untilStopSignal } from '../processSe
 export const startServer: Command = {
   words: ['start', 'server'],
   summary: 'run the server: the gateway, the management API and the lifecycle’s workflows',
-  usage: 'capyctl start server [--file server.yaml] [--set path=value …] [--log-format json|pretty]   (needs DATABASE_URL and CAPYCTL_ADMIN_TOKEN)',
+  usage:
+    'capyctl start server [--file server.yaml] [--set path=value …] [--log-format json|pretty]   (needs ' +
+    'DATABASE_URL and CAPYCTL_ADMIN_TOKEN)',
   example: 'DATABASE_URL=postgres://127.0.0.1/capyctl CAPYCTL_ADMIN_TOKEN=… capyctl start server --file server.yaml',
   async run(args) {
     const options = processSettings('server', args);
@@ -18,27 +20,41 @@ export const startServer: Command = {
     const { settings, logFormat } = options;
     const databaseUrl = settings.database_url ?? process.env.DATABASE_URL;
     const adminToken = process.env.CAPYCTL_ADMIN_TOKEN;
-    const missing = [databaseUrl ? undefined : 'database_url (or DATABASE_URL)', adminToken ? undefined : 'CAPYCTL_ADMIN_TOKEN'].filter(Boolean);
+    const missing = [
+      databaseUrl ? undefined : 'database_url (or DATABASE_URL)',
+      adminToken ? undefined : 'CAPYCTL_ADMIN_TOKEN',
+    ].filter(Boolean);
     if (missing.length > 0) {
       process.stderr.write(`capyctl: the server needs ${missing.join(' and ')}\n`);
       return exitCodes.usage;
     }
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
-    const [{ startServer: start, ListenRefused }, { postgresDb }] = await Promise.all([import('../../server/server.js'), import('../../store/db.js')]);
+    const [{ startServer: start, ListenRefused }, { postgresDb }] = await Promise.all([
+      import('../../server/server.js'),
+      import('../../store/db.js'),
+    ]);
     const logger = createLogger('capyctl-server', { format: logFormat });
     const db = postgresDb(databaseUrl!);
     const server = await startedOrRefused(
       () =>
-        start({ settings, serverId: process.env.CAPYCTL_SERVER_ID ?? 'main', adminToken: adminToken!, db, logger, inferenceToken: process.env.CAPYCTL_INFERENCE_TOKEN || undefined }).catch(
-          async (e: unknown) => {
-            await db.close();
-            throw e;
-          },
-        ),
+        start({
+          settings,
+          serverId: process.env.CAPYCTL_SERVER_ID ?? 'main',
+          adminToken: adminToken!,
+          db,
+          logger,
+          inferenceToken: process.env.CAPYCTL_INFERENCE_TOKEN || undefined,
+        }).catch(async (e: unknown) => {
+          await db.close();
+          throw e;
+        }),
       [ListenRefused],
     );
     if (!server) return exitCodes.refused;
-    logger.info({ managementUrl: server.managementUrl, inferenceUrl: server.inferenceUrl, taskQueue: server.serverTaskQueue }, 'server started');
+    logger.info(
+      { managementUrl: server.managementUrl, inferenceUrl: server.inferenceUrl, taskQueue: server.serverTaskQueue },
+      'server started',
+    );
     await untilStopSignal();
     await server.stop();
     await db.close();

@@ -22,8 +22,14 @@ export const startStandalone: Command = {
     if (!options) return exitCodes.usage;
     const { settings, logFormat } = options;
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
-    const [{ startStandalone: start }, { ListenRefused }] = await Promise.all([import('../../standalone/standalone.js'), import('../../server/server.js')]);
-    const logger = createLogger('capyctl-standalone', { format: logFormat, jsonFile: resolve(settings.data_dir, STANDALONE_LOG_FILE) });
+    const [{ startStandalone: start }, { ListenRefused }] = await Promise.all([
+      import('../../standalone/standalone.js'),
+      import('../../server/server.js'),
+    ]);
+    const logger = createLogger('capyctl-standalone', {
+      format: logFormat,
+      jsonFile: resolve(settings.data_dir, STANDALONE_LOG_FILE),
+    });
     // Another standalone (or anything else) may have its ports.
     const standalone = await startedOrRefused(() => start(settings, logger), [ListenRefused]);
     if (!standalone) return exitCodes.refused;

@@ -1,4 +1,7 @@
-/** `capyctl status deployment NAME [--json]`: one deployment, its activation, its checkpoint, why its last start failed and where its instances are parked. */
+/**
+ * `capyctl status deployment NAME [--json]`: one deployment, its activation, its checkpoint, why its
+ * last start failed and where its instances are parked.
+ */
 import { parkTierWords } from '../../domain/catalogue.js';
 import type { DeploymentBody } from '../../api/deployments.js';
 import { exitCodes } from '../command.js';
@@ -29,7 +32,13 @@ export const statusDeployment = operatorCommand({
     if (d.start_failure !== undefined) facts.push(['start_failure', d.start_failure]);
     process.stdout.write(`\n${facts.map(([k, v]) => `${k}: ${v}`).join('\n')}\n`);
     if (d.instances.length > 0) {
-      const rows = d.instances.map((i) => [String(i.index), i.host_id, String(i.generation), i.state, i.park_tier ? parkTierWords[i.park_tier] : '-']);
+      const rows = d.instances.map((i) => [
+        String(i.index),
+        i.host_id,
+        String(i.generation),
+        i.state,
+        i.park_tier ? parkTierWords[i.park_tier] : '-',
+      ]);
       process.stdout.write(`\n${table(['INSTANCE', 'HOST', 'GENERATION', 'STATE', 'PARKED IN'], rows)}`);
     }
     return exitCodes.ok;

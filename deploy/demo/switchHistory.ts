@@ -34,14 +34,18 @@ type Event = temporal.api.history.v1.IHistoryEvent;
 /** The activity a local activity's marker records (the SDK writes its details as JSON); none for other events. */
 export function localActivityType(e: Event): string | undefined {
   const payload = e.markerRecordedEventAttributes?.details?.data?.payloads?.[0];
-  return payload?.data ? (JSON.parse(Buffer.from(payload.data).toString('utf8')) as { activity_type?: string }).activity_type : undefined;
+  return payload?.data
+    ? (JSON.parse(Buffer.from(payload.data).toString('utf8')) as { activity_type?: string }).activity_type
+    : undefined;
 }
 
 /** The step an event begins, remote (scheduled) or local (its marker); none for other events. */
-export const stepOf = (e: Event): string | undefined => e.activityTaskScheduledEventAttributes?.activityType?.name ?? localActivityType(e);
+export const stepOf = (e: Event): string | undefined =>
+  e.activityTaskScheduledEventAttributes?.activityType?.name ?? localActivityType(e);
 
 /** When an event was recorded, in ms since the epoch. */
-export const eventMs = (e: Event): number => Number(e.eventTime?.seconds ?? 0) * 1000 + Math.round((e.eventTime?.nanos ?? 0) / 1e6);
+export const eventMs = (e: Event): number =>
+  Number(e.eventTime?.seconds ?? 0) * 1000 + Math.round((e.eventTime?.nanos ?? 0) / 1e6);
 
 /** The switches on `hostId` that began at or after `sinceMs`, oldest first. */
 export async function switchesSince(client: Client, hostId: string, sinceMs: number): Promise<SwitchSeen[]> {

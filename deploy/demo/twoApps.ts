@@ -42,13 +42,26 @@ async function ask(url: string, app: 1 | 2, model: string, maxTokens: number, st
   const reply = await request(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model, messages: [{ role: 'user', content: `app ${app} asks` }], max_tokens: maxTokens, stream }),
+    body: JSON.stringify({
+      model,
+      messages: [{ role: 'user', content: `app ${app} asks` }],
+      max_tokens: maxTokens,
+      stream,
+    }),
     headersTimeout: 0,
     bodyTimeout: 0,
   });
   if (reply.statusCode !== 200) {
     const body = (await reply.body.json()) as { message?: string };
-    return { app, model, sentAtMs, status: reply.statusCode, firstOutputAtMs: null, endedAtMs: Date.now(), error: body.message };
+    return {
+      app,
+      model,
+      sentAtMs,
+      status: reply.statusCode,
+      firstOutputAtMs: null,
+      endedAtMs: Date.now(),
+      error: body.message,
+    };
   }
   let firstOutputAtMs: number | null = null;
   for await (const chunk of reply.body) {

@@ -87,8 +87,10 @@ class Choice {
       const value = chunk[key];
       if (key === 'index') continue;
       if (key === 'delta') this.addDelta(isObject(value) ? value : {});
-      else if (key === 'logprobs' && isObject(value) && isObject(this.fields.logprobs)) join(this.fields.logprobs, value, noText);
-      else if (key === 'text' && typeof value === 'string') this.fields.text = ((this.fields.text as string | undefined) ?? '') + value;
+      else if (key === 'logprobs' && isObject(value) && isObject(this.fields.logprobs))
+        join(this.fields.logprobs, value, noText);
+      else if (key === 'text' && typeof value === 'string')
+        this.fields.text = ((this.fields.text as string | undefined) ?? '') + value;
       else if (value !== null || !(key in this.fields)) this.fields[key] = value;
     }
   }
@@ -108,7 +110,11 @@ class Choice {
 
   whole(): Json {
     if (!this.message) return { index: this.index, ...this.fields };
-    return { index: this.index, message: { ...this.message, tool_calls: this.toolCalls.filter(Boolean) }, ...this.fields };
+    return {
+      index: this.index,
+      message: { ...this.message, tool_calls: this.toolCalls.filter(Boolean) },
+      ...this.fields,
+    };
   }
 }
 
@@ -124,7 +130,8 @@ function closingQuote(s: string, from: number): number {
   return -1;
 }
 
-const allNull = (o: Json, but: readonly string[]) => Object.keys(o).every((key) => but.includes(key) || o[key] === null);
+const allNull = (o: Json, but: readonly string[]) =>
+  Object.keys(o).every((key) => but.includes(key) || o[key] === null);
 
 /**
  * The one field a token's chunk adds to the answer, when it adds nothing else: a single choice whose
@@ -132,14 +139,24 @@ const allNull = (o: Json, but: readonly string[]) => Object.keys(o).every((key) 
  */
 function tokenTextOf(chunk: Json): { index: number; field: TextField; text: string } | undefined {
   const { choices } = chunk;
-  if ((chunk.usage !== undefined && chunk.usage !== null) || !Array.isArray(choices) || choices.length !== 1 || !isObject(choices[0])) return undefined;
+  if (
+    (chunk.usage !== undefined && chunk.usage !== null) ||
+    !Array.isArray(choices) ||
+    choices.length !== 1 ||
+    !isObject(choices[0])
+  )
+    return undefined;
   const choice = choices[0];
   const index = typeof choice.index === 'number' ? choice.index : 0;
   if (isObject(choice.delta)) {
     const { content } = choice.delta;
-    return typeof content === 'string' && allNull(choice.delta, ['content']) && allNull(choice, ['index', 'delta']) ? { index, field: 'content', text: content } : undefined;
+    return typeof content === 'string' && allNull(choice.delta, ['content']) && allNull(choice, ['index', 'delta'])
+      ? { index, field: 'content', text: content }
+      : undefined;
   }
-  return typeof choice.text === 'string' && allNull(choice, ['index', 'text']) ? { index, field: 'text', text: choice.text } : undefined;
+  return typeof choice.text === 'string' && allNull(choice, ['index', 'text'])
+    ? { index, field: 'text', text: choice.text }
+    : undefined;
 }
 
 /**
@@ -176,7 +193,7 @@ export class AnswerAssembler {
     }
     // Engines write `data: {…}\n\n`: the events are read in place, by native searches, which cost
     // far less than splitting them and matching lines with regular expressions.
-    for (let from = 0; from < text.length; ) {
+    for (let from = 0; from < text.length;) {
       let to = text.indexOf('\n\n', from);
       if (to < 0) to = text.length;
       if (text.startsWith('data: ', from) && text.indexOf('\n', from) >= to) this.addData(text, from + 6, to);
@@ -202,7 +219,13 @@ export class AnswerAssembler {
   /** Adds a chunk's text when the chunk is the template's bytes around it. */
   private addFromTemplate(text: string, from: number, to: number): boolean {
     const t = this.template;
-    if (!t || to - from < t.before.length + t.after.length || !text.startsWith(t.before, from) || !text.endsWith(t.after, to)) return false;
+    if (
+      !t ||
+      to - from < t.before.length + t.after.length ||
+      !text.startsWith(t.before, from) ||
+      !text.endsWith(t.after, to)
+    )
+      return false;
     const [start, end] = [from + t.before.length, to - t.after.length];
     if (closingQuote(text, start) !== end) return false;
     const raw = text.slice(start, end);
@@ -222,7 +245,12 @@ export class AnswerAssembler {
     if (data[start] !== '"') return;
     const end = closingQuote(data, start + 1);
     if (end < 0 || JSON.parse(data.slice(start, end + 1)) !== token.text) return;
-    this.template = { before: data.slice(0, start + 1), after: data.slice(end), choice: this.choices.get(token.index)!, field: token.field };
+    this.template = {
+      before: data.slice(0, start + 1),
+      after: data.slice(end),
+      choice: this.choices.get(token.index)!,
+      field: token.field,
+    };
   }
 
   private add(chunk: unknown): void {

@@ -73,7 +73,11 @@ function asksWholeAnswer(body: Record<string, unknown>): boolean {
  * for as a stream with its usage; SGLang aborts a request by its `rid`, so naming it after the
  * request lets an abort find it.
  */
-function engineBody(body: Record<string, unknown>, raw: Buffer, add: { assemble: boolean; rid: string | undefined }): Buffer {
+function engineBody(
+  body: Record<string, unknown>,
+  raw: Buffer,
+  add: { assemble: boolean; rid: string | undefined },
+): Buffer {
   if (!add.assemble && add.rid === undefined) return raw;
   const streamed = add.assemble ? { stream: true, stream_options: { include_usage: true } } : {};
   const named = add.rid === undefined ? {} : { rid: add.rid };
@@ -94,7 +98,12 @@ export function completionRoutes(deps: CompletionDeps) {
         const { metrics } = deps;
         let admission: Admission;
         try {
-          admission = await deps.queue.admit({ deploymentId: deployment.id, bodyBytes: raw.length, signal: hangUp, startBlockedBy: whatBlocksStart(deployment) });
+          admission = await deps.queue.admit({
+            deploymentId: deployment.id,
+            bodyBytes: raw.length,
+            signal: hangUp,
+            startBlockedBy: whatBlocksStart(deployment),
+          });
         } catch {
           // The client hung up while it waited: it gave up its place, and nobody is left to answer.
           reply.hijack();
@@ -108,7 +117,10 @@ export function completionRoutes(deps: CompletionDeps) {
         }
         metrics.waited(deployment.name, (performance.now() - arrivedMs) / SECOND);
         const assemble = asksWholeAnswer(request.body);
-        const body = engineBody(request.body, raw, { assemble, rid: deployment.spec.engine === 'sglang' ? request.id : undefined });
+        const body = engineBody(request.body, raw, {
+          assemble,
+          rid: deployment.spec.engine === 'sglang' ? request.id : undefined,
+        });
         let engine: EngineRoute;
         try {
           engine = deps.routeTo(admission.ticket.instance);
@@ -125,7 +137,15 @@ export function completionRoutes(deps: CompletionDeps) {
           // The client's credentials are for this listener, not the engine (nor the ingress: a client
           // cannot send its secret); the length is the body's own; and the answer must come
           // uncompressed for its events to be read as they pass.
-          headers: { ...forwardableHeaders(request.headers, ['authorization', 'content-length', 'accept-encoding', INGRESS_SECRET_HEADER]), ...engine.headers },
+          headers: {
+            ...forwardableHeaders(request.headers, [
+              'authorization',
+              'content-length',
+              'accept-encoding',
+              INGRESS_SECRET_HEADER,
+            ]),
+            ...engine.headers,
+          },
           body,
           assemble,
           res: reply.raw,

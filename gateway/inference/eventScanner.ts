@@ -69,12 +69,17 @@ export class EventScanner {
     const text = bytes.toString('latin1');
     let start = 0;
     for (const end of text.matchAll(EVENT_END)) {
-      if (end.index - start > MAX_STREAM_PIECE_BYTES) return { whole: bytes.subarray(0, start), output: this.sawOutput, oversized: true };
+      if (end.index - start > MAX_STREAM_PIECE_BYTES)
+        return { whole: bytes.subarray(0, start), output: this.sawOutput, oversized: true };
       if (!this.sawOutput && isOutput(bytes.subarray(start, end.index).toString('utf8'))) this.sawOutput = true;
       start = end.index + end[0].length;
     }
     this.partial = bytes.subarray(start);
-    return { whole: bytes.subarray(0, start), output: this.sawOutput, oversized: this.partial.length > MAX_STREAM_PIECE_BYTES };
+    return {
+      whole: bytes.subarray(0, start),
+      output: this.sawOutput,
+      oversized: this.partial.length > MAX_STREAM_PIECE_BYTES,
+    };
   }
 
   /** What came after the last event's end, once the stream has ended. */

@@ -114,7 +114,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     const { url } = this.x;
     const pathAt = url.indexOf('/', url.indexOf('//') + 2);
     const origin = url.slice(0, pathAt);
-    this.x.dispatcher.dispatch({ origin, path: url.slice(pathAt), method: 'POST', headers: this.x.headers, body: this.x.body }, this);
+    this.x.dispatcher.dispatch(
+      { origin, path: url.slice(pathAt), method: 'POST', headers: this.x.headers, body: this.x.body },
+      this,
+    );
   }
 
   /** Ends the exchange short: the engine's connection closes, and `onResponseError` settles it. */
@@ -156,7 +159,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       }
     }
     if (whole.length > 0) this.write(controller, whole);
-    if (scan.oversized) this.stop({ kind: 'bound', why: `a single piece of the answer is larger than ${MAX_STREAM_PIECE_BYTES} bytes` });
+    if (scan.oversized)
+      this.stop({ kind: 'bound', why: `a single piece of the answer is larger than ${MAX_STREAM_PIECE_BYTES} bytes` });
   }
 
   /** Takes a stream's events into the whole answer; nothing goes to the client before its end. */
@@ -169,7 +173,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       return controller.abort(e as Error);
     }
     if (assembler.output && this.outputAtMs === undefined) this.outputCame();
-    if (scan.oversized) this.stop({ kind: 'bound', why: `a single piece of the answer is larger than ${MAX_STREAM_PIECE_BYTES} bytes` });
+    if (scan.oversized)
+      this.stop({ kind: 'bound', why: `a single piece of the answer is larger than ${MAX_STREAM_PIECE_BYTES} bytes` });
   }
 
   onResponseEnd(): void {
@@ -193,7 +198,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     const json = JSON.stringify(body);
     const headers = forwardableHeaders(this.headers, STREAM_HEADERS);
     this.status = status;
-    this.headers = { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(json)) };
+    this.headers = {
+      ...headers,
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(json)),
+    };
     this.open();
     this.x.res.end(json);
     this.end(false);
@@ -240,7 +249,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   private armIdle(): void {
-    this.idle = setTimeout(() => this.stop({ kind: 'bound', why: `the engine sent nothing for ${this.x.streamIdleMs} ms` }), this.x.streamIdleMs);
+    this.idle = setTimeout(
+      () => this.stop({ kind: 'bound', why: `the engine sent nothing for ${this.x.streamIdleMs} ms` }),
+      this.x.streamIdleMs,
+    );
   }
 
   private write(controller: Dispatcher.DispatchController, bytes: Buffer): void {
@@ -251,7 +263,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     controller.pause();
     clearTimeout(this.idle);
     this.idle = undefined;
-    this.slow = setTimeout(() => this.stop({ kind: 'bound', why: `the client read nothing for ${CLIENT_READ_IDLE_MS} ms` }), CLIENT_READ_IDLE_MS);
+    this.slow = setTimeout(
+      () => this.stop({ kind: 'bound', why: `the client read nothing for ${CLIENT_READ_IDLE_MS} ms` }),
+      CLIENT_READ_IDLE_MS,
+    );
     res.once('drain', this.drained);
   }
 
@@ -286,5 +301,3 @@ function stopReason(why: Stop): string {
   if (why.kind === 'deadline') return why.error.message;
   return why.why;
 }
-
-

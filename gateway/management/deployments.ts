@@ -41,7 +41,12 @@ export function renderReceipt(r: CommandReceipt, name: string, table: RoutingTab
     deployment_id: r.deploymentId,
     name,
     ...(r.switchId ? { switch_id: r.switchId } : {}),
-    victims: r.victims.map((v) => ({ deployment_id: v.deploymentId, name: nameOf(v.deploymentId), instance_index: v.instanceIndex, released: v.released })),
+    victims: r.victims.map((v) => ({
+      deployment_id: v.deploymentId,
+      name: nameOf(v.deploymentId),
+      instance_index: v.instanceIndex,
+      released: v.released,
+    })),
     state: r.state,
   };
 }
@@ -98,7 +103,11 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
 
   /** The host whose scheduler decides for the deployment: where it is held, else where the placement rule puts it. */
   function hostOf(d: Deployment): Promise<string | undefined> {
-    const routed: RoutedDeployment = table.get(d.id) ?? { ...d, activation: d.spec.lifecycle.activation, instances: [] };
+    const routed: RoutedDeployment = table.get(d.id) ?? {
+      ...d,
+      activation: d.spec.lifecycle.activation,
+      instances: [],
+    };
     return lifecycle.placement(routed);
   }
   async function requireHost(d: Deployment): Promise<string> {
@@ -110,48 +119,89 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
-    routes.post('/management/v1/deployments', { schema: { body: deploymentDocument, response: { 200: deployReply, 201: deployReply } } }, async (request, reply) => {
-      // Refused where the operator can act, not at its first park.
-      const spec = request.body;
-      const refusal = documentRefusal(spec) ?? hostsRefusal(spec, (await listHosts(db)).filter((h) => mayRunOn({ spec }, h.id)));
-      if (refusal) throw new CapyError(refusal);
-      // A new revision is measured where it may run; with no host yet, the host's registration starts it.
-      const { deployment, outcome } = await lifecycle.deploy(request.body);
-      request.log.info({ deploymentId: deployment.id, revision: deployment.revision, outcome }, 'deployment saved');
-      return reply.code(outcome === 'created' ? 201 : 200).send({ outcome, deployment: render(deployment) });
-    });
+    routes.post(
+      '/management/v1/deployments',
+      { schema: { body: deploymentDocument, response: { 200: deployReply, 201: deployReply } } },
+      async (request, reply) => {
+        // Refused where the operator can act, not at its first park.
+        const spec = request.body;
+        const refusal =
+          documentRefusal(spec) ??
+          hostsRefusal(
+            spec,
+            (await listHosts(db)).filter((h) => mayRunOn({ spec }, h.id)),
+          );
+        if (refusal) throw new CapyError(refusal);
+        // A new revision is measured where it may run; with no host yet, the host's registration starts it.
+        const { deployment, outcome } = await lifecycle.deploy(request.body);
+        request.log.info({ deploymentId: deployment.id, revision: deployment.revision, outcome }, 'deployment saved');
+        return reply.code(outcome === 'created' ? 201 : 200).send({ outcome, deployment: render(deployment) });
+      },
+    );
 
-    routes.get('/management/v1/deployments', { logLevel: POLLED_READ_LOG_LEVEL, schema: { response: { 200: z.object({ deployments: z.array(deploymentBody) }) } } }, async () => {
-      return { deployments: (await listDeployments(db)).map(render) };
-    });
+    routes.get(
+      '/management/v1/deployments',
+      {
+        logLevel: POLLED_READ_LOG_LEVEL,
+        schema: { response: { 200: z.object({ deployments: z.array(deploymentBody) }) } },
+      },
+      async () => {
+        return { deployments: (await listDeployments(db)).map(render) };
+      },
+    );
 
-    routes.get('/management/v1/deployments/:ref', { schema: { params: refParams, response: { 200: deploymentBody } } }, async (request) => {
-      return render(await find(request.params.ref));
-    });
+    routes.get(
+      '/management/v1/deployments/:ref',
+      { schema: { params: refParams, response: { 200: deploymentBody } } },
+      async (request) => {
+        return render(await find(request.params.ref));
+      },
+    );
 
-    routes.post('/management/v1/deployments/:ref/start', { schema: { params: refParams, body: startBody, response: { 200: receiptBody } } }, async (request) => {
-      const d = await find(request.params.ref);
-      // Refused here too, so a checkpoint that waits for a host to measure it is not mistaken for a missing host.
-      const unmeasured = unmeasuredRefusal(d.name, d);
-      if (unmeasured) throw new CapyError(unmeasured);
-      return renderReceipt(await lifecycle.command(await requireHost(d), 'start', { deploymentId: d.id, evict: request.body.evict }), d.name, table);
-    });
+    routes.post(
+      '/management/v1/deployments/:ref/start',
+      { schema: { params: refParams, body: startBody, response: { 200: receiptBody } } },
+      async (request) => {
+        const d = await find(request.params.ref);
+        // Refused here too, so a checkpoint that waits for a host to measure it is not mistaken for a missing host.
+        const unmeasured = unmeasuredRefusal(d.name, d);
+        if (unmeasured) throw new CapyError(unmeasured);
+        return renderReceipt(
+          await lifecycle.command(await requireHost(d), 'start', { deploymentId: d.id, evict: request.body.evict }),
+          d.name,
+          table,
+        );
+      },
+    );
 
     for (const command of commands) {
-      routes.post(`/management/v1/deployments/:ref/${command}`, { schema: { params: refParams, response: { 200: receiptBody } } }, async (request) => {
-        const d = await find(request.params.ref);
-        return renderReceipt(await lifecycle.command(await requireHost(d), command, { deploymentId: d.id }), d.name, table);
-      });
+      routes.post(
+        `/management/v1/deployments/:ref/${command}`,
+        { schema: { params: refParams, response: { 200: receiptBody } } },
+        async (request) => {
+          const d = await find(request.params.ref);
+          return renderReceipt(
+            await lifecycle.command(await requireHost(d), command, { deploymentId: d.id }),
+            d.name,
+            table,
+          );
+        },
+      );
     }
 
-    routes.delete('/management/v1/deployments/:ref', { schema: { params: refParams, response: { 200: receiptBody } } }, async (request) => {
-      const d = await find(request.params.ref);
-      const hostId = await hostOf(d);
-      if (hostId) return renderReceipt(await lifecycle.command(hostId, 'delete', { deploymentId: d.id }), d.name, table);
-      // No host may run it, so none holds it: there is nothing to stop, only the catalogue entry.
-      await deleteDeployment(db, d.id);
-      table.removeDeployment(d.id);
-      return { deployment_id: d.id, name: d.name, victims: [], state: 'stopped' as const };
-    });
+    routes.delete(
+      '/management/v1/deployments/:ref',
+      { schema: { params: refParams, response: { 200: receiptBody } } },
+      async (request) => {
+        const d = await find(request.params.ref);
+        const hostId = await hostOf(d);
+        if (hostId)
+          return renderReceipt(await lifecycle.command(hostId, 'delete', { deploymentId: d.id }), d.name, table);
+        // No host may run it, so none holds it: there is nothing to stop, only the catalogue entry.
+        await deleteDeployment(db, d.id);
+        table.removeDeployment(d.id);
+        return { deployment_id: d.id, name: d.name, victims: [], state: 'stopped' as const };
+      },
+    );
   };
 }

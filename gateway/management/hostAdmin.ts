@@ -21,51 +21,80 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
-    routes.get('/management/v1/hosts', { logLevel: POLLED_READ_LOG_LEVEL, schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } }, async () => ({
-      hosts: (await listHosts(deps.db)).map((h) => {
-        const { state, lastSeenAt } = deps.lifecycle.hostLiveness(h);
-        return {
-          host_id: h.id,
-          gpus: h.gpus.map((g) => ({ index: g.index, name: g.name, memory_bytes: g.memoryBytes, memory_kind: g.memoryKind })),
-          host_ram_bytes: h.hostRamBytes,
-          draining: h.draining,
-          state,
-          last_seen_at: lastSeenAt.toISOString(),
-        };
+    routes.get(
+      '/management/v1/hosts',
+      { logLevel: POLLED_READ_LOG_LEVEL, schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } },
+      async () => ({
+        hosts: (await listHosts(deps.db)).map((h) => {
+          const { state, lastSeenAt } = deps.lifecycle.hostLiveness(h);
+          return {
+            host_id: h.id,
+            gpus: h.gpus.map((g) => ({
+              index: g.index,
+              name: g.name,
+              memory_bytes: g.memoryBytes,
+              memory_kind: g.memoryKind,
+            })),
+            host_ram_bytes: h.hostRamBytes,
+            draining: h.draining,
+            state,
+            last_seen_at: lastSeenAt.toISOString(),
+          };
+        }),
       }),
-    }));
+    );
 
-    routes.post('/management/v1/hosts/:hostId/drain', { schema: { params: hostParams, response: { 200: drainReply } } }, async (request) => {
-      const { hostId } = request.params;
-      if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
-      const receipts = await deps.lifecycle.drainHost(hostId);
-      request.log.info({ hostId, released: receipts.length }, 'host drained');
-      const nameOf = (id: string) => deps.table.get(id)?.name ?? id;
-      return { host_id: hostId, draining: true as const, released: receipts.map((r) => renderReceipt(r, nameOf(r.deploymentId), deps.table)) };
-    });
+    routes.post(
+      '/management/v1/hosts/:hostId/drain',
+      { schema: { params: hostParams, response: { 200: drainReply } } },
+      async (request) => {
+        const { hostId } = request.params;
+        if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+        const receipts = await deps.lifecycle.drainHost(hostId);
+        request.log.info({ hostId, released: receipts.length }, 'host drained');
+        const nameOf = (id: string) => deps.table.get(id)?.name ?? id;
+        return {
+          host_id: hostId,
+          draining: true as const,
+          released: receipts.map((r) => renderReceipt(r, nameOf(r.deploymentId), deps.table)),
+        };
+      },
+    );
 
-    routes.post('/management/v1/hosts/:hostId/undrain', { schema: { params: hostParams, response: { 200: undrainReply } } }, async (request) => {
-      const { hostId } = request.params;
-      if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
-      await deps.lifecycle.undrainHost(hostId);
-      request.log.info({ hostId }, 'host drain ended');
-      return { host_id: hostId, draining: false as const };
-    });
+    routes.post(
+      '/management/v1/hosts/:hostId/undrain',
+      { schema: { params: hostParams, response: { 200: undrainReply } } },
+      async (request) => {
+        const { hostId } = request.params;
+        if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+        await deps.lifecycle.undrainHost(hostId);
+        request.log.info({ hostId }, 'host drain ended');
+        return { host_id: hostId, draining: false as const };
+      },
+    );
 
     // The operator's act of re-binding a host ID: its token stops working, and a new one may register it.
-    routes.delete('/management/v1/hosts/:hostId/token', { schema: { params: hostParams, response: { 200: revokeTokenReply } } }, async (request) => {
-      const { hostId } = request.params;
-      if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
-      const revoked = await revokeHostToken(deps.db, hostId);
-      request.log.warn({ hostId, revoked }, 'host token revoked');
-      return { host_id: hostId, revoked };
-    });
+    routes.delete(
+      '/management/v1/hosts/:hostId/token',
+      { schema: { params: hostParams, response: { 200: revokeTokenReply } } },
+      async (request) => {
+        const { hostId } = request.params;
+        if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+        const revoked = await revokeHostToken(deps.db, hostId);
+        request.log.warn({ hostId, revoked }, 'host token revoked');
+        return { host_id: hostId, revoked };
+      },
+    );
 
     // Shown once: only its hash is stored.
-    routes.post('/management/v1/host-tokens', { schema: { response: { 201: hostTokenReply } } }, async (request, reply) => {
-      const token = await issueHostToken(deps.db);
-      request.log.info('host token issued');
-      return reply.code(201).send({ token });
-    });
+    routes.post(
+      '/management/v1/host-tokens',
+      { schema: { response: { 201: hostTokenReply } } },
+      async (request, reply) => {
+        const token = await issueHostToken(deps.db);
+        request.log.info('host token issued');
+        return reply.code(201).send({ token });
+      },
+    );
   };
 }

@@ -42,12 +42,12 @@ const refusals: Record<Exclude<RegistrationOutcome, 'registered'>, (hostId: stri
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
-
 export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSink; metricsToken?: string }) {
   // Read from the store on every report, not remembered: a revoked token stops working at once.
   async function requireHost(request: FastifyRequest<{ Params: { hostId: string } }>) {
     const token = bearerToken(request);
-    if (!token || (await hostForToken(deps.db, token)) !== request.params.hostId) throw new CapyError(apiErrors.unauthorized('host token'));
+    if (!token || (await hostForToken(deps.db, token)) !== request.params.hostId)
+      throw new CapyError(apiErrors.unauthorized('host token'));
   }
   const runsOn = (hostId: string, deploymentId: string, instanceIndex: number) =>
     deps.events.runsOn?.(hostId, deploymentId, instanceIndex) ?? true;
@@ -55,25 +55,38 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
-    routes.post('/management/v1/hosts/register', { schema: { body: registrationBody, response: { 200: registrationReply } } }, async (request) => {
-      const token = bearerToken(request);
-      const { body } = request;
-      const registration = {
-        id: body.host_id,
-        gpus: body.gpus.map((g) => ({ index: g.index, name: g.name, memoryBytes: g.memory_bytes, memoryKind: g.memory_kind })),
-        hostRamBytes: body.host_ram_bytes,
-        settings: { ...body.settings, ingress_url: body.ingress_url },
-      };
-      const ingressSecret = newIngressSecret();
-      const outcome = token ? await registerHost(deps.db, token, registration, ingressSecret) : 'unknown_token';
-      if (outcome !== 'registered') {
-        request.log.warn({ hostId: body.host_id, outcome }, 'host registration refused');
-        throw new CapyError(refusals[outcome](body.host_id));
-      }
-      await deps.events.registered(body.host_id, body, ingressSecret);
-      request.log.info({ hostId: body.host_id, gpus: body.gpus.length }, 'host registered');
-      return { host_id: body.host_id, ingress_secret: ingressSecret, ...(deps.metricsToken === undefined ? {} : { metrics_token: deps.metricsToken }) };
-    });
+    routes.post(
+      '/management/v1/hosts/register',
+      { schema: { body: registrationBody, response: { 200: registrationReply } } },
+      async (request) => {
+        const token = bearerToken(request);
+        const { body } = request;
+        const registration = {
+          id: body.host_id,
+          gpus: body.gpus.map((g) => ({
+            index: g.index,
+            name: g.name,
+            memoryBytes: g.memory_bytes,
+            memoryKind: g.memory_kind,
+          })),
+          hostRamBytes: body.host_ram_bytes,
+          settings: { ...body.settings, ingress_url: body.ingress_url },
+        };
+        const ingressSecret = newIngressSecret();
+        const outcome = token ? await registerHost(deps.db, token, registration, ingressSecret) : 'unknown_token';
+        if (outcome !== 'registered') {
+          request.log.warn({ hostId: body.host_id, outcome }, 'host registration refused');
+          throw new CapyError(refusals[outcome](body.host_id));
+        }
+        await deps.events.registered(body.host_id, body, ingressSecret);
+        request.log.info({ hostId: body.host_id, gpus: body.gpus.length }, 'host registered');
+        return {
+          host_id: body.host_id,
+          ingress_secret: ingressSecret,
+          ...(deps.metricsToken === undefined ? {} : { metrics_token: deps.metricsToken }),
+        };
+      },
+    );
 
     routes.post(
       '/management/v1/hosts/:hostId/samples',

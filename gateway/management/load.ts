@@ -64,7 +64,12 @@ function renderDeployment(d: RoutedDeployment, deps: LoadDeps, nowMs: number): D
   return {
     deployment_id: d.id,
     name: d.name,
-    router: { in_flight: router.inFlight, in_flight_limit: router.inFlightLimit, waiting: router.waiting, waiting_limit: router.waitingLimit },
+    router: {
+      in_flight: router.inFlight,
+      in_flight_limit: router.inFlightLimit,
+      waiting: router.waiting,
+      waiting_limit: router.waitingLimit,
+    },
     // Every instance runs the same spec, so the first one sampled speaks for the deployment.
     max_running: instances.find((i) => i.sample)?.sample?.maxRunning ?? expected,
     instances: instances.map(({ instance: i, sample }) => ({
@@ -81,22 +86,24 @@ function renderDeployment(d: RoutedDeployment, deps: LoadDeps, nowMs: number): D
 
 export function loadRoutes(deps: LoadDeps) {
   return async (app: FastifyInstance) => {
-    app.withTypeProvider<ZodTypeProvider>().get(
-      '/management/v1/metrics/load',
-      { logLevel: POLLED_READ_LOG_LEVEL, schema: { querystring: loadQuery, response: { 200: loadReply } } },
-      async (request): Promise<LoadReply> => {
-        const nowMs = Date.now();
-        // By ID or by name, as every other management route takes a deployment.
-        const { deployment: ref } = request.query;
-        const asked = ref === undefined ? undefined : (deps.table.get(ref) ?? deps.table.byModel(ref));
-        if (ref !== undefined && !asked) throw new CapyError(apiErrors.notFound('deployment', ref));
-        const deployments = asked ? [asked] : deps.table.list();
-        return {
-          observed_at_ms: nowMs,
-          stale_after_ms: SAMPLE_STALE_AFTER_MS,
-          deployments: deployments.map((d) => renderDeployment(d, deps, nowMs)),
-        };
-      },
-    );
+    app
+      .withTypeProvider<ZodTypeProvider>()
+      .get(
+        '/management/v1/metrics/load',
+        { logLevel: POLLED_READ_LOG_LEVEL, schema: { querystring: loadQuery, response: { 200: loadReply } } },
+        async (request): Promise<LoadReply> => {
+          const nowMs = Date.now();
+          // By ID or by name, as every other management route takes a deployment.
+          const { deployment: ref } = request.query;
+          const asked = ref === undefined ? undefined : (deps.table.get(ref) ?? deps.table.byModel(ref));
+          if (ref !== undefined && !asked) throw new CapyError(apiErrors.notFound('deployment', ref));
+          const deployments = asked ? [asked] : deps.table.list();
+          return {
+            observed_at_ms: nowMs,
+            stale_after_ms: SAMPLE_STALE_AFTER_MS,
+            deployments: deployments.map((d) => renderDeployment(d, deps, nowMs)),
+          };
+        },
+      );
   };
 }

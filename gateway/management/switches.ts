@@ -38,7 +38,8 @@ export interface TemporalWebUi {
 /** The Web UI's list of the namespace's workflows, filtered to the one switch: it needs no run ID. */
 export function switchWebUiUrl(ui: TemporalWebUi, switchId: string): string {
   const query = `WorkflowId="${workflowIds.switch(switchId)}"`;
-  return `${ui.url.replace(/\/+$/, '')}/namespaces/${encodeURIComponent(ui.namespace)}/workflows?query=${encodeURIComponent(query)}`;
+  const namespace = encodeURIComponent(ui.namespace);
+  return `${ui.url.replace(/\/+$/, '')}/namespaces/${namespace}/workflows?query=${encodeURIComponent(query)}`;
 }
 
 export interface SwitchRouteDeps {
@@ -54,8 +55,16 @@ export function switchRoutes(deps: SwitchRouteDeps) {
   const renderListed = (r: SwitchReceipt): ListedSwitchBody => ({
     switch_id: r.switchId,
     host_id: r.hostId,
-    target: r.targetDeploymentId === null ? null : { deployment_id: r.targetDeploymentId, name: nameOf(r.targetDeploymentId) },
-    victims: r.victims.map((v) => ({ deployment_id: v.deploymentId, name: nameOf(v.deploymentId), instance_index: v.instanceIndex, released: v.released })),
+    target:
+      r.targetDeploymentId === null
+        ? null
+        : { deployment_id: r.targetDeploymentId, name: nameOf(r.targetDeploymentId) },
+    victims: r.victims.map((v) => ({
+      deployment_id: v.deploymentId,
+      name: nameOf(v.deploymentId),
+      instance_index: v.instanceIndex,
+      released: v.released,
+    })),
     outcome: r.outcome,
     summary: r.summary,
     phases: r.phases.map((p) => ({ phase: p.phase, park_tier: p.tier, ms: p.ms })),
@@ -65,22 +74,43 @@ export function switchRoutes(deps: SwitchRouteDeps) {
   });
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
-    routes.get('/management/v1/switches', { logLevel: POLLED_READ_LOG_LEVEL, schema: { querystring: switchListQuery, response: { 200: switchListReply } } }, async (request): Promise<SwitchListReply> => ({
-      switches: (await listSwitchReceipts(deps.db, { limit: request.query.limit })).map(renderListed),
-    }));
-    routes.get('/management/v1/switches/:switchId', { schema: { params: switchParams, response: { 200: switchBody } } }, async (request): Promise<SwitchBody> => {
-      const { switchId } = request.params;
-      const result = await deps.lifecycle.switchResult(switchId);
-      if (result === undefined) throw new CapyError(apiErrors.notFound('switch', switchId));
-      if (result === null) return { switch_id: switchId, outcome: 'running', victims: [] };
-      const { target, error } = result;
-      return {
-        switch_id: switchId,
-        outcome: result.outcome,
-        ...(target ? { target: { deployment_id: target.instance.deploymentId, name: nameOf(target.instance.deploymentId), state: target.state } } : {}),
-        victims: result.victims.map((v) => ({ deployment_id: v.deploymentId, name: nameOf(v.deploymentId), instance_index: v.instanceIndex, released: v.released })),
-        ...(error ? { error: { code: error.code, message: error.message, retryable: error.retryable } } : {}),
-      };
-    });
+    routes.get(
+      '/management/v1/switches',
+      { logLevel: POLLED_READ_LOG_LEVEL, schema: { querystring: switchListQuery, response: { 200: switchListReply } } },
+      async (request): Promise<SwitchListReply> => ({
+        switches: (await listSwitchReceipts(deps.db, { limit: request.query.limit })).map(renderListed),
+      }),
+    );
+    routes.get(
+      '/management/v1/switches/:switchId',
+      { schema: { params: switchParams, response: { 200: switchBody } } },
+      async (request): Promise<SwitchBody> => {
+        const { switchId } = request.params;
+        const result = await deps.lifecycle.switchResult(switchId);
+        if (result === undefined) throw new CapyError(apiErrors.notFound('switch', switchId));
+        if (result === null) return { switch_id: switchId, outcome: 'running', victims: [] };
+        const { target, error } = result;
+        return {
+          switch_id: switchId,
+          outcome: result.outcome,
+          ...(target
+            ? {
+                target: {
+                  deployment_id: target.instance.deploymentId,
+                  name: nameOf(target.instance.deploymentId),
+                  state: target.state,
+                },
+              }
+            : {}),
+          victims: result.victims.map((v) => ({
+            deployment_id: v.deploymentId,
+            name: nameOf(v.deploymentId),
+            instance_index: v.instanceIndex,
+            released: v.released,
+          })),
+          ...(error ? { error: { code: error.code, message: error.message, retryable: error.retryable } } : {}),
+        };
+      },
+    );
   };
 }

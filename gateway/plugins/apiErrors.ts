@@ -24,7 +24,8 @@ function toApiError(error: FastifyError, request: FastifyRequest): ApiError {
   }
   // Fastify's message does not say the limit; the route's options do.
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return apiErrors.payloadTooLarge(request.routeOptions.bodyLimit);
-  if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) return apiErrors.invalidRequest(error.message);
+  if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500)
+    return apiErrors.invalidRequest(error.message);
   throw error;
 }
 
@@ -36,7 +37,12 @@ export const MAX_PARAM_LENGTH = 100;
  * does not decode), as catalogue entries too: pass as the `frameworkErrors` option.
  */
 export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
-  return replyWith(reply, error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? apiErrors.paramTooLong(MAX_PARAM_LENGTH) : apiErrors.badUrl(request.url));
+  return replyWith(
+    reply,
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? apiErrors.paramTooLong(MAX_PARAM_LENGTH)
+      : apiErrors.badUrl(request.url),
+  );
 }
 
 export const apiErrorsPlugin = fp(async (app: FastifyInstance) => {
@@ -50,5 +56,7 @@ export const apiErrorsPlugin = fp(async (app: FastifyInstance) => {
     }
     return replyWith(reply, apiError);
   });
-  app.setNotFoundHandler((request, reply) => replyWith(reply, apiErrors.notFound('route', `${request.method} ${request.url}`)));
+  app.setNotFoundHandler((request, reply) =>
+    replyWith(reply, apiErrors.notFound('route', `${request.method} ${request.url}`)),
+  );
 });

@@ -11,10 +11,12 @@ import { type ApiError, CapyError } from '../../domain/catalogue.js';
 import { secretMatcher } from '../../net/secretMatcher.js';
 import { bearerToken } from './bearerToken.js';
 
-export const bearerAuth = fp<{ tokens: readonly string[]; refusal: ApiError }>(async (app: FastifyInstance, { tokens, refusal }) => {
-  const matchers = tokens.map(secretMatcher);
-  app.addHook('onRequest', async (request) => {
-    const sent = bearerToken(request);
-    if (!matchers.some((isToken) => isToken(sent))) throw new CapyError(refusal);
-  });
-});
+export const bearerAuth = fp<{ tokens: readonly string[]; refusal: ApiError }>(
+  async (app: FastifyInstance, { tokens, refusal }) => {
+    const matchers = tokens.map(secretMatcher);
+    app.addHook('onRequest', async (request) => {
+      const sent = bearerToken(request);
+      if (!matchers.some((isToken) => isToken(sent))) throw new CapyError(refusal);
+    });
+  },
+);

@@ -17,8 +17,13 @@ interface MetricsRouteDeps {
 export function metricsRoute({ registry, adminToken, metricsToken }: MetricsRouteDeps) {
   return async (app: FastifyInstance) => {
     const tokens = metricsToken === undefined ? [adminToken] : [adminToken, metricsToken];
-    await app.register(bearerAuth, { tokens, refusal: apiErrors.unauthorized(metricsToken === undefined ? 'admin token' : 'admin token or metrics token') });
+    await app.register(bearerAuth, {
+      tokens,
+      refusal: apiErrors.unauthorized(metricsToken === undefined ? 'admin token' : 'admin token or metrics token'),
+    });
     // Scraped every few seconds: only a failed scrape is worth a log line.
-    app.get('/metrics', { logLevel: 'warn' }, async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+    app.get('/metrics', { logLevel: 'warn' }, async (_request, reply) =>
+      reply.type(registry.contentType).send(await registry.metrics()),
+    );
   };
 }

@@ -20,7 +20,10 @@ function unstorable(text: string): 'nul' | 'loneSurrogate' | undefined {
   return LONE_SURROGATE.test(text) ? 'loneSurrogate' : undefined;
 }
 
-/** The first string or key in `value` that Postgres could not keep, with its path (`body.a.0.b`). Iterative: a body may nest deep. */
+/**
+ * The first string or key in `value` that Postgres could not keep, with its path (`body.a.0.b`).
+ * Iterative: a body may nest deep.
+ */
 function unstorableAt(value: unknown, path: string): { where: string; why: 'nul' | 'loneSurrogate' } | undefined {
   const pending: Array<[unknown, string]> = [[value, path]];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
@@ -40,9 +43,13 @@ function unstorableAt(value: unknown, path: string): { where: string; why: 'nul'
 export const storableTextPlugin = fp(async (app: FastifyInstance) => {
   app.addHook('preValidation', async (request) => {
     for (const [name, value] of Object.entries((request.params ?? {}) as Record<string, unknown>)) {
-      if (typeof value === 'string' && CONTROL_CHARACTER.test(value)) throw new CapyError(apiErrors.controlCharacter(`params.${name}`));
+      if (typeof value === 'string' && CONTROL_CHARACTER.test(value))
+        throw new CapyError(apiErrors.controlCharacter(`params.${name}`));
     }
     const found = unstorableAt(request.body, 'body');
-    if (found !== undefined) throw new CapyError(found.why === 'nul' ? apiErrors.nulInBody(found.where) : apiErrors.loneSurrogateInBody(found.where));
+    if (found !== undefined)
+      throw new CapyError(
+        found.why === 'nul' ? apiErrors.nulInBody(found.where) : apiErrors.loneSurrogateInBody(found.where),
+      );
   });
 });

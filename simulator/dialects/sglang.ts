@@ -44,13 +44,25 @@ export function sglangDialect(engine: SimEngine): Dialect {
       enable_metrics: config.enableMetrics,
       speculative_algorithm: config.speculativeAlgorithm ?? null,
       max_total_num_tokens: maxTotalNumTokens,
-      internal_states: [{ max_running_requests: config.maxRunning, max_total_num_tokens: maxTotalNumTokens, context_len: MAX_MODEL_LEN }],
+      internal_states: [
+        {
+          max_running_requests: config.maxRunning,
+          max_total_num_tokens: maxTotalNumTokens,
+          context_len: MAX_MODEL_LEN,
+        },
+      ],
       version: contract.version,
     };
   }
 
   function modelInfo(): unknown {
-    return { model_path: config.model, tokenizer_path: config.model, is_generation: true, preferred_sampling_params: null, weight_version: 'default' };
+    return {
+      model_path: config.model,
+      tokenizer_path: config.model,
+      is_generation: true,
+      preferred_sampling_params: null,
+      weight_version: 'default',
+    };
   }
 
   function addMemoryRoutes(router: Router): void {
@@ -93,7 +105,8 @@ export function sglangDialect(engine: SimEngine): Dialect {
     sendText(
       res,
       busy ? 400 : 200,
-      'Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n',
+      'Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, ' +
+        'the operation will not be performed.)\n',
     );
   };
 
@@ -103,20 +116,27 @@ export function sglangDialect(engine: SimEngine): Dialect {
     roleChunkOnArrival: false,
     readyLines: [
       // The effective figure, which /get_server_info's top level does not give.
-      `max_total_num_tokens=${maxTotalNumTokens}, max_running_requests=${config.maxRunning}, context_len=${MAX_MODEL_LEN}`,
+      `max_total_num_tokens=${maxTotalNumTokens}, max_running_requests=${config.maxRunning}, ` +
+        `context_len=${MAX_MODEL_LEN}`,
       'The server is fired up and ready to roll!',
     ],
     errorBody,
     addRoutes(router) {
-      for (const path of [routes.serverInfo.path, '/server_info']) router.on('GET', path, ({ res }) => sendJson(res, 200, serverInfo()));
-      for (const path of [routes.modelInfo.path, '/model_info']) router.on('GET', path, ({ res }) => sendJson(res, 200, modelInfo()));
+      for (const path of [routes.serverInfo.path, '/server_info'])
+        router.on('GET', path, ({ res }) => sendJson(res, 200, serverInfo()));
+      for (const path of [routes.modelInfo.path, '/model_info'])
+        router.on('GET', path, ({ res }) => sendJson(res, 200, modelInfo()));
       if (config.enableMetrics) {
         router.on(routes.metrics.method, routes.metrics.path, ({ res }) =>
           sendGauges(
             res,
             [
               { name: 'sglang:num_running_reqs', help: 'The number of running requests.', value: engine.slots.running },
-              { name: 'sglang:num_queue_reqs', help: 'The number of requests in the waiting queue.', value: engine.slots.waiting },
+              {
+                name: 'sglang:num_queue_reqs',
+                help: 'The number of requests in the waiting queue.',
+                value: engine.slots.waiting,
+              },
               { name: 'sglang:token_usage', help: 'The token usage.', value: engine.kvUsage },
             ],
             { model_name: config.servedModelName },
@@ -142,7 +162,9 @@ export function sglangDialect(engine: SimEngine): Dialect {
         else if (typeof rid === 'string' && rid !== '') engine.abortRequests(rid);
         sendEmpty(res, 200);
       });
-      router.on(routes.flushCache.method, routes.flushCache.path, flushCache).on('GET', routes.flushCache.path, flushCache);
+      router
+        .on(routes.flushCache.method, routes.flushCache.path, flushCache)
+        .on('GET', routes.flushCache.path, flushCache);
       addMemoryRoutes(router);
     },
   };

@@ -13,7 +13,9 @@ export function tensorfoldDialect(engine: SimEngine): Dialect {
     listensWhileLoading: true,
     roleChunkOnArrival: true,
     readyLines: ['tensorfold: serving'],
-    errorBody: (status, message) => ({ error: { message, type: STATUS_CODES[status] ?? 'Internal Server Error', param: null, code: status } }),
+    errorBody: (status, message) => ({
+      error: { message, type: STATUS_CODES[status] ?? 'Internal Server Error', param: null, code: status },
+    }),
     addRoutes(router) {
       router.on('GET', '/metrics', ({ res }) =>
         sendGauges(
@@ -21,7 +23,11 @@ export function tensorfoldDialect(engine: SimEngine): Dialect {
           [
             { name: 'tensorfold:requests_running', help: 'Requests being generated.', value: engine.slots.running },
             { name: 'tensorfold:requests_waiting', help: 'Requests waiting for a slot.', value: engine.slots.waiting },
-            { name: 'tensorfold:kv_cache_usage_ratio', help: 'Share of the KV cache in use, 0 to 1.', value: engine.kvUsage },
+            {
+              name: 'tensorfold:kv_cache_usage_ratio',
+              help: 'Share of the KV cache in use, 0 to 1.',
+              value: engine.kvUsage,
+            },
           ],
           { model_name: engine.config.servedModelName },
         ),

@@ -9,7 +9,12 @@ import { type Router, sendEmpty, sendJson } from '../http.js';
 import type { MemoryParts } from '../memory.js';
 import { sendGauges } from '../metrics.js';
 
-const errorTypes: Record<number, string> = { 400: 'BadRequestError', 404: 'NotFoundError', 500: 'InternalServerError', 503: 'ServiceUnavailableError' };
+const errorTypes: Record<number, string> = {
+  400: 'BadRequestError',
+  404: 'NotFoundError',
+  500: 'InternalServerError',
+  503: 'ServiceUnavailableError',
+};
 
 const contract = engineContracts.vllm;
 const routes = contract.routes;
@@ -32,7 +37,8 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
   function addSleepMode(router: Router): void {
     router.on(routes.sleep.method, routes.sleep.path, async ({ res, query }) => {
       const level = query.get('level') ?? '1';
-      if (level !== '1' && level !== '2') return sendJson(res, 400, errorBody(400, `sleep level ${level} is not 1 or 2`));
+      if (level !== '1' && level !== '2')
+        return sendJson(res, 400, errorBody(400, `sleep level ${level} is not 1 or 2`));
       // Level 1 copies the weights to host RAM; level 2 drops them. Both drop the KV cache.
       await engine.park({
         parts: { weights: true, kv: true },
@@ -45,12 +51,19 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
     });
     router.on(routes.wakeUp.method, routes.wakeUp.path, async ({ res, query }) => {
       const parts = wakeParts(query.getAll('tags'));
-      if (!parts) return sendJson(res, 400, errorBody(400, `unknown tags ${query.getAll('tags').join(', ')}: expected weights or kv_cache`));
+      if (!parts)
+        return sendJson(
+          res,
+          400,
+          errorBody(400, `unknown tags ${query.getAll('tags').join(', ')}: expected weights or kv_cache`),
+        );
       const outcome = await engine.wake(parts);
       if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
       sendEmpty(res, 200);
     });
-    router.on(routes.isSleeping.method, routes.isSleeping.path, ({ res }) => sendJson(res, 200, { is_sleeping: !engine.memory.resident }));
+    router.on(routes.isSleeping.method, routes.isSleeping.path, ({ res }) =>
+      sendJson(res, 200, { is_sleeping: !engine.memory.resident }),
+    );
   }
 
   return {
@@ -60,14 +73,28 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
     readyLines: ['INFO:     Application startup complete.'],
     errorBody,
     addRoutes(router) {
-      router.on(routes.version.method, routes.version.path, ({ res }) => sendJson(res, 200, { version: contract.version }));
+      router.on(routes.version.method, routes.version.path, ({ res }) =>
+        sendJson(res, 200, { version: contract.version }),
+      );
       router.on(routes.metrics.method, routes.metrics.path, ({ res }) =>
         sendGauges(
           res,
           [
-            { name: 'vllm:num_requests_running', help: 'Number of requests in model execution batches.', value: engine.slots.running },
-            { name: 'vllm:num_requests_waiting', help: 'Number of requests waiting to be processed.', value: engine.slots.waiting },
-            { name: 'vllm:kv_cache_usage_perc', help: 'KV-cache usage. 1 means 100 percent usage.', value: engine.kvUsage },
+            {
+              name: 'vllm:num_requests_running',
+              help: 'Number of requests in model execution batches.',
+              value: engine.slots.running,
+            },
+            {
+              name: 'vllm:num_requests_waiting',
+              help: 'Number of requests waiting to be processed.',
+              value: engine.slots.waiting,
+            },
+            {
+              name: 'vllm:kv_cache_usage_perc',
+              help: 'KV-cache usage. 1 means 100 percent usage.',
+              value: engine.kvUsage,
+            },
           ],
           { engine: '0', model_name: config.servedModelName },
         ),
@@ -76,7 +103,8 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
       if (config.enableSleepMode) addSleepMode(router);
       router.on(routes.collectiveRpc.method, routes.collectiveRpc.path, async ({ res, body }) => {
         const method = (body as { method?: unknown } | undefined)?.method;
-        if (method !== 'reload_weights') return sendJson(res, 400, errorBody(400, `the simulator runs only reload_weights, not ${String(method)}`));
+        if (method !== 'reload_weights')
+          return sendJson(res, 400, errorBody(400, `the simulator runs only reload_weights, not ${String(method)}`));
         const outcome = await engine.reload();
         if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
         sendJson(res, 200, { results: [null] });

@@ -10,9 +10,15 @@ import type { Db } from '../../store/db.js';
 import { recordingLifecycle } from './operatorLifecycle.js';
 
 /** No request runs or waits anywhere. */
-export const quietFigures: AdminDeps['figures'] = { deployment: () => ({ inFlight: 0, inFlightLimit: 32, waiting: 0, waitingLimit: 64 }), instanceInFlight: () => 0 };
+export const quietFigures: AdminDeps['figures'] = {
+  deployment: () => ({ inFlight: 0, inFlightLimit: 32, waiting: 0, waitingLimit: 64 }),
+  instanceInFlight: () => 0,
+};
 
-export function buildAdminApp(db: Db, admin: Pick<AdminDeps, 'adminToken'> & Partial<AdminDeps> & { hosts?: readonly string[] }) {
+export function buildAdminApp(
+  db: Db,
+  admin: Pick<AdminDeps, 'adminToken'> & Partial<AdminDeps> & { hosts?: readonly string[] },
+) {
   const { hosts, ...rest } = admin;
   const table = rest.table ?? new RoutingTable();
   return buildManagementApp({

@@ -25,10 +25,14 @@ export async function startBalancer(upstreams: string[]): Promise<Balancer> {
           reply.writeHead(502).end();
           return;
         }
-        const out = request(new URL(incoming.url ?? '/', upstreams[i]), { method: incoming.method, headers: incoming.headers }, (answer) => {
-          reply.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(reply);
-        });
+        const out = request(
+          new URL(incoming.url ?? '/', upstreams[i]),
+          { method: incoming.method, headers: incoming.headers },
+          (answer) => {
+            reply.writeHead(answer.statusCode ?? 502, answer.headers);
+            answer.pipe(reply);
+          },
+        );
         // Refused before any answer: the next server. Cut after: the caller sees it cut, as behind a balancer.
         out.on('error', () => (reply.headersSent ? reply.destroy() : tryFrom(i + 1)));
         out.end(body);

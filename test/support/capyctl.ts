@@ -12,9 +12,14 @@ export interface CliResult {
 
 export function capyctl(args: readonly string[], env: NodeJS.ProcessEnv = {}, cwd?: string): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [CAPYCTL, ...args], { env: { ...process.env, ...env }, cwd }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [CAPYCTL, ...args],
+      { env: { ...process.env, ...env }, cwd },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }

@@ -43,12 +43,17 @@ export class CapyProcess {
 
   /** The first value `pattern`'s first group takes in the output, waiting for it. */
   awaitOutput(what: string, pattern: RegExp, timeoutMs = 60_000): Promise<string> {
-    return until(what, () => {
-      const found = pattern.exec(this.text)?.[1];
-      if (found !== undefined) return found;
-      if (this.child.exitCode !== null) throw new Error(`exited (${this.child.exitCode}) before ${what}:\n${this.text.slice(-4_000)}`);
-      return undefined;
-    }, timeoutMs);
+    return until(
+      what,
+      () => {
+        const found = pattern.exec(this.text)?.[1];
+        if (found !== undefined) return found;
+        if (this.child.exitCode !== null)
+          throw new Error(`exited (${this.child.exitCode}) before ${what}:\n${this.text.slice(-4_000)}`);
+        return undefined;
+      },
+      timeoutMs,
+    );
   }
 
   get running(): boolean {
@@ -67,9 +72,14 @@ export class CapyProcess {
   async stopForTeardown(withinMs = TEARDOWN_STOP_MS): Promise<void> {
     if (!this.running) return;
     this.child.kill('SIGTERM');
-    const exited = await Promise.race([this.exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), withinMs).unref())]);
+    const exited = await Promise.race([
+      this.exited.then(() => true),
+      new Promise<false>((r) => setTimeout(() => r(false), withinMs).unref()),
+    ]);
     if (exited) return;
-    console.warn(`${this.child.spawnargs.slice(2, 4).join(' ')} did not stop within ${withinMs} ms of SIGTERM; killed. Its last output:\n${this.text.slice(-3_000)}`);
+    console.warn(
+      `${this.child.spawnargs.slice(2, 4).join(' ')} did not stop within ${withinMs} ms of SIGTERM; killed. Its last output:\n${this.text.slice(-3_000)}`,
+    );
     this.child.kill('SIGKILL');
     await this.exited;
   }
@@ -118,7 +128,8 @@ export interface ApiReply<T = any> {
 }
 
 /** What the host's simulated card holds now, as `nvidia-smi` would say. */
-export const gpuUsed = async (host: ClusterHost): Promise<number> => (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).usedBytes;
+export const gpuUsed = async (host: ClusterHost): Promise<number> =>
+  (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).usedBytes;
 
 export class Cluster {
   server!: CapyProcess;
@@ -155,7 +166,10 @@ export class Cluster {
     const listen = this.managementUrl
       ? `listen: { management: "${new URL(this.managementUrl).host}", inference: "${new URL(this.inferenceUrl).host}" }`
       : 'listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }';
-    writeFileSync(file, [`temporal: { address: "${this.services.temporalAddress}" }`, listen, this.serverYaml].join('\n'));
+    writeFileSync(
+      file,
+      [`temporal: { address: "${this.services.temporalAddress}" }`, listen, this.serverYaml].join('\n'),
+    );
     this.server = new CapyProcess(['start', 'server', '--file', file], this.serverEnv());
     this.managementUrl = await this.server.awaitOutput('the server to start', /"managementUrl":"([^"]+)"/);
     this.inferenceUrl = await this.server.awaitOutput('the server to start', /"inferenceUrl":"([^"]+)"/);
@@ -167,8 +181,18 @@ export class Cluster {
    */
   async startAnotherServer(serverId: string): Promise<ClusterServer> {
     const file = join(this.dir, `server-${serverId}.yaml`);
-    writeFileSync(file, [`temporal: { address: "${this.services.temporalAddress}" }`, 'listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }', this.serverYaml].join('\n'));
-    const process = new CapyProcess(['start', 'server', '--file', file], { ...this.serverEnv(), CAPYCTL_SERVER_ID: `${this.serverId}-${serverId}` });
+    writeFileSync(
+      file,
+      [
+        `temporal: { address: "${this.services.temporalAddress}" }`,
+        'listen: { management: "127.0.0.1:0", inference: "127.0.0.1:0" }',
+        this.serverYaml,
+      ].join('\n'),
+    );
+    const process = new CapyProcess(['start', 'server', '--file', file], {
+      ...this.serverEnv(),
+      CAPYCTL_SERVER_ID: `${this.serverId}-${serverId}`,
+    });
     const server: ClusterServer = {
       process,
       managementUrl: await process.awaitOutput(`server ${serverId} to start`, /"managementUrl":"([^"]+)"/),
@@ -180,7 +204,11 @@ export class Cluster {
 
   /** What `capyctl start server` needs, for a test that runs another one. */
   serverEnv(): NodeJS.ProcessEnv {
-    return { DATABASE_URL: this.database.url, CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN, CAPYCTL_SERVER_ID: this.serverId };
+    return {
+      DATABASE_URL: this.database.url,
+      CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN,
+      CAPYCTL_SERVER_ID: this.serverId,
+    };
   }
 
   /** Issues a host token through `capyctl create host-token`, starts the agent, and waits for its registration. */
@@ -239,8 +267,18 @@ export class Cluster {
   }
 
   /** A management route; `token` defaults to the admin token, `null` sends none. */
-  async api<T = any>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, token: string | null = CLUSTER_ADMIN_TOKEN): Promise<ApiReply<T>> {
-    return call(`${this.managementUrl}${path}`, method, body, token === null ? {} : { authorization: `Bearer ${token}` });
+  async api<T = any>(
+    method: 'GET' | 'POST' | 'DELETE',
+    path: string,
+    body?: unknown,
+    token: string | null = CLUSTER_ADMIN_TOKEN,
+  ): Promise<ApiReply<T>> {
+    return call(
+      `${this.managementUrl}${path}`,
+      method,
+      body,
+      token === null ? {} : { authorization: `Bearer ${token}` },
+    );
   }
 
   /** Deploys a document written as YAML (see `simDeployment`) and waits until its checkpoint is measured. */
@@ -248,10 +286,14 @@ export class Cluster {
     const reply = await this.api('POST', '/management/v1/deployments', parseYaml(yaml));
     if (reply.status >= 300) throw new Error(`deploy answered ${reply.status}: ${JSON.stringify(reply.body)}`);
     const { deployment_id, name } = reply.body.deployment;
-    await until(`${name}'s checkpoint to be measured`, async () => {
-      const d = await this.api('GET', `/management/v1/deployments/${name}`);
-      return d.body.checkpoint === 'measured' ? true : undefined;
-    }, 60_000);
+    await until(
+      `${name}'s checkpoint to be measured`,
+      async () => {
+        const d = await this.api('GET', `/management/v1/deployments/${name}`);
+        return d.body.checkpoint === 'measured' ? true : undefined;
+      },
+      60_000,
+    );
     return { deployment_id, name };
   }
 
@@ -274,11 +316,26 @@ export class Cluster {
 }
 
 /** A non-streamed chat completion on the inference listener at `inferenceUrl`. */
-export function chatAt(inferenceUrl: string, model: string, maxTokens = 4, headers: Record<string, string> = {}): Promise<ApiReply> {
-  return call(`${inferenceUrl}/v1/chat/completions`, 'POST', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens }, headers);
+export function chatAt(
+  inferenceUrl: string,
+  model: string,
+  maxTokens = 4,
+  headers: Record<string, string> = {},
+): Promise<ApiReply> {
+  return call(
+    `${inferenceUrl}/v1/chat/completions`,
+    'POST',
+    { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens },
+    headers,
+  );
 }
 
-async function call(url: string, method: 'GET' | 'POST' | 'DELETE', body: unknown, headers: Record<string, string>): Promise<ApiReply> {
+async function call(
+  url: string,
+  method: 'GET' | 'POST' | 'DELETE',
+  body: unknown,
+  headers: Record<string, string>,
+): Promise<ApiReply> {
   const reply = await request(url, {
     method,
     headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },

@@ -117,7 +117,8 @@ export function phaseOf(events: readonly Event[], atMs = Infinity): Seen {
     if (closed) return 'after';
     // The park begins once the gateway has withdrawn the victims: their new requests wait.
     const done = e.activityTaskCompletedEventAttributes;
-    if (done && scheduled.get(String(done.scheduledEventId)) === 'withdrawVictims') phase = Math.max(phase, phases.indexOf('park'));
+    if (done && scheduled.get(String(done.scheduledEventId)) === 'withdrawVictims')
+      phase = Math.max(phase, phases.indexOf('park'));
     // A local step (the waiters' start, the rows) shows as its marker once the task that ran it completed.
     const name = stepOf(e);
     if (!name) continue;
@@ -168,10 +169,23 @@ export class FaultCampaign {
     });
     const [one, two] = this.cluster.hosts as [ClusterHost, ClusterHost];
     this.switcher = one;
-    const slow = ['--sim-park-ms', `${PHASE_MS}`, '--sim-wake-ms', `${PHASE_MS}`, '--sim-load-ms', `${PHASE_MS}`, '--sim-tokens-per-s', `${TOKENS_PER_S}`];
+    const slow = [
+      '--sim-park-ms',
+      `${PHASE_MS}`,
+      '--sim-wake-ms',
+      `${PHASE_MS}`,
+      '--sim-load-ms',
+      `${PHASE_MS}`,
+      '--sim-tokens-per-s',
+      `${TOKENS_PER_S}`,
+    ];
     await this.cluster.deploy(simDeployment('flip', 'vllm', slow, `hosts: ["${one.hostId}"]\n`));
-    await this.cluster.deploy(simDeployment('fresh', 'vllm', slow, `hosts: ["${one.hostId}"]\nresidency: restart_only\n`));
-    await this.cluster.deploy(simDeployment('steady', 'vllm', ['--sim-tokens-per-s', `${TOKENS_PER_S}`], `hosts: ["${two.hostId}"]\n`));
+    await this.cluster.deploy(
+      simDeployment('fresh', 'vllm', slow, `hosts: ["${one.hostId}"]\nresidency: restart_only\n`),
+    );
+    await this.cluster.deploy(
+      simDeployment('steady', 'vllm', ['--sim-tokens-per-s', `${TOKENS_PER_S}`], `hosts: ["${two.hostId}"]\n`),
+    );
     for (const model of ['steady', 'flip']) await this.expectServed(model);
   }
 
@@ -179,7 +193,11 @@ export class FaultCampaign {
     // The dev server picks internal ports of its own, which another process may take meanwhile.
     for (let attempt = 1; ; attempt++) {
       try {
-        this.temporal = await startDevServer({ dbFile: join(this.dir, 'temporal.db'), logFile: join(this.dir, 'temporal.log'), port: this.temporalPort });
+        this.temporal = await startDevServer({
+          dbFile: join(this.dir, 'temporal.db'),
+          logFile: join(this.dir, 'temporal.log'),
+          port: this.temporalPort,
+        });
         return;
       } catch (e) {
         if (attempt === 3) throw e;
@@ -227,7 +245,10 @@ export class FaultCampaign {
     const after: Sent[] = [];
     for (const model of [target, victim, 'steady', target]) after.push(await this.send(model, false));
     const sent = [...(await Promise.all(requests)), ...after];
-    const counts = Object.fromEntries(answers.map((a) => [a, sent.filter((s) => s.answer === a).length])) as Record<Answer, number>;
+    const counts = Object.fromEntries(answers.map((a) => [a, sent.filter((s) => s.answer === a).length])) as Record<
+      Answer,
+      number
+    >;
     const stuck = [...new Set([...stuckAtRecovery, ...(await this.settled(this.options.settleMs))])];
     return {
       case: c,
@@ -248,7 +269,9 @@ export class FaultCampaign {
   }
 
   private async loadedOnSwitcher(): Promise<'flip' | 'fresh'> {
-    const ready = (await this.deployments()).find((d) => (d.name === 'flip' || d.name === 'fresh') && d.state === 'ready');
+    const ready = (await this.deployments()).find(
+      (d) => (d.name === 'flip' || d.name === 'fresh') && d.state === 'ready',
+    );
     if (ready) return ready.name;
     await this.expectServed('flip');
     return 'flip';
@@ -258,7 +281,9 @@ export class FaultCampaign {
   private async settled(withinMs: number): Promise<string[]> {
     const deadline = Date.now() + withinMs;
     for (;;) {
-      const stuck = (await this.deployments()).flatMap((d) => d.instances.filter((i: any) => IN_BETWEEN.has(i.state)).map((i: any) => `${d.name}:${i.state}`));
+      const stuck = (await this.deployments()).flatMap((d) =>
+        d.instances.filter((i: any) => IN_BETWEEN.has(i.state)).map((i: any) => `${d.name}:${i.state}`),
+      );
       if (stuck.length === 0 || Date.now() > deadline) return stuck;
       await sleep(250);
     }
@@ -273,7 +298,11 @@ export class FaultCampaign {
     const list = await this.deployments();
     let leaked = 0;
     for (const host of this.cluster.hosts) {
-      const holders = new Set(list.filter((d) => d.instances.some((i: any) => i.host_id === host.hostId && ON_GPU.has(i.state))).map((d) => d.name));
+      const holders = new Set(
+        list
+          .filter((d) => d.instances.some((i: any) => i.host_id === host.hostId && ON_GPU.has(i.state)))
+          .map((d) => d.name),
+      );
       const seen = new Set<string>();
       for (const owner of (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).owners) {
         const name = owner.label.replace(/^\S+ sim\//, '');
@@ -305,10 +334,12 @@ export class FaultCampaign {
       } catch {
         // Not the catalogue's JSON: unexpected below.
       }
-      if (typeof error.code === 'string' && RETRYABLE_CODES.has(error.code)) return { answer: 'retryable', detail: `${reply.statusCode} ${error.code}: ${error.message}` };
+      if (typeof error.code === 'string' && RETRYABLE_CODES.has(error.code))
+        return { answer: 'retryable', detail: `${reply.statusCode} ${error.code}: ${error.message}` };
       return { answer: 'unexpected', detail: `${reply.statusCode} ${text.slice(0, 160)}` };
     } catch (e) {
-      if ((e as Error).name === 'TimeoutError') return { answer: 'lost', detail: `lost: ${model} unanswered in ${this.options.requestDeadlineMs} ms` };
+      if ((e as Error).name === 'TimeoutError')
+        return { answer: 'lost', detail: `lost: ${model} unanswered in ${this.options.requestDeadlineMs} ms` };
       return { answer: 'cut', detail: `cut: ${(e as Error).message}` };
     }
   }
@@ -386,7 +417,11 @@ export class FaultCampaign {
       this.switcher.process = this.cluster.startAgent(this.switcher.file);
       await this.switcher.process.awaitOutput(`${this.switcher.hostId} to register again`, /"msg":"host (registered)"/);
     } else {
-      await new Promise((resolve) => (this.temporal.process.exitCode !== null || this.temporal.process.signalCode !== null ? resolve(null) : this.temporal.process.once('exit', resolve)));
+      await new Promise((resolve) =>
+        this.temporal.process.exitCode !== null || this.temporal.process.signalCode !== null
+          ? resolve(null)
+          : this.temporal.process.once('exit', resolve),
+      );
       await this.startTemporal();
     }
   }

@@ -36,7 +36,8 @@ const defOf = (schema: z.ZodType) => (schema as unknown as { _zod: { def: Def } 
 const wrappers = new Set(['optional', 'default', 'prefault']);
 /** Whether a document may leave the field out. */
 const isOptional = (schema: z.ZodType) => wrappers.has(defOf(schema).type);
-const unwrap = (schema: z.ZodType): z.ZodType => (wrappers.has(defOf(schema).type) ? unwrap(defOf(schema).innerType!) : schema);
+const unwrap = (schema: z.ZodType): z.ZodType =>
+  wrappers.has(defOf(schema).type) ? unwrap(defOf(schema).innerType!) : schema;
 
 const minLength = (def: Def) => def.checks?.find((c) => c._zod.def.check === 'min_length')?._zod.def.minimum ?? 0;
 
@@ -66,15 +67,22 @@ class Deriver {
       case 'string': {
         if (def.format !== undefined && formatValues[def.format] !== undefined) return [formatValues[def.format]];
         const patterned = def.format !== undefined || (def.checks ?? []).some((c) => c._zod.def.check !== 'min_length');
-        if (patterned) throw new Error(`${path.join('.')}: no value derived for a string with a pattern; give its schema one in the known values`);
+        if (patterned)
+          throw new Error(
+            `${path.join('.')}: no value derived for a string with a pattern; give its schema one in the known values`,
+          );
         return ['x'.repeat(Math.max(1, minLength(def)))];
       }
       case 'array':
-        return [Array.from({ length: Math.max(1, minLength(def)) }, (_, i) => this.values(def.element!, [...path, i])[0])];
+        return [
+          Array.from({ length: Math.max(1, minLength(def)) }, (_, i) => this.values(def.element!, [...path, i])[0]),
+        ];
       case 'object':
         return [this.required(inner, path)];
       default:
-        throw new Error(`${path.join('.')}: no value derived for a ${def.type} field; give its schema one in the known values`);
+        throw new Error(
+          `${path.join('.')}: no value derived for a ${def.type} field; give its schema one in the known values`,
+        );
     }
   }
 
@@ -94,10 +102,12 @@ class Deriver {
       const at = [...path, key];
       const inner = unwrap(field);
       if (isOptional(field)) {
-        for (const value of this.values(field, at)) out.push({ field: at.join('.'), value, document: withValue(base, at, value) });
+        for (const value of this.values(field, at))
+          out.push({ field: at.join('.'), value, document: withValue(base, at, value) });
       }
       const def = defOf(inner);
-      if (def.type === 'object') this.documents(inner, at, isOptional(field) ? withValue(base, at, this.required(inner, at)) : base, out);
+      if (def.type === 'object')
+        this.documents(inner, at, isOptional(field) ? withValue(base, at, this.required(inner, at)) : base, out);
       const element = def.type === 'array' ? unwrap(def.element!) : undefined;
       if (element && defOf(element).type === 'object') {
         this.documents(element, [...at, 0], withValue(base, at, [this.required(element, [...at, 0])]), out);
@@ -115,7 +125,10 @@ function withValue(base: Document, path: Path, value: unknown): Document {
 }
 
 /** The document with only the schema's required fields, and one more per optional field and value. */
-export function fieldDocuments(schema: z.ZodType, known: KnownValues = new Map()): { required: Document; documents: FieldDocument[] } {
+export function fieldDocuments(
+  schema: z.ZodType,
+  known: KnownValues = new Map(),
+): { required: Document; documents: FieldDocument[] } {
   const deriver = new Deriver(known);
   const required = deriver.required(schema, []);
   const documents: FieldDocument[] = [];

@@ -32,7 +32,6 @@ import { simHostYaml } from './simHost.js';
 import { freshDatabase, type FreshDatabase } from './postgres.js';
 import { QueueGateway } from './queueGateway.js';
 
-
 export interface LifecycleOptions {
   /** The simulated GPU's memory, e.g. "12GiB" (one card). */
   gpuMemory?: string;
@@ -81,7 +80,21 @@ export interface Lifecycle {
 export const SIM_MODEL_BYTES = 5 * 2 ** 30;
 
 export function simDeployment(name: string, engine = 'vllm', extra: string[] = [], more = ''): string {
-  const args = ['--sim-weights', '4GiB', '--sim-kv', '1GiB', '--sim-load-ms', '200', '--sim-park-ms', '50', '--sim-wake-ms', '50', '--sim-reload-ms', '100', ...extra];
+  const args = [
+    '--sim-weights',
+    '4GiB',
+    '--sim-kv',
+    '1GiB',
+    '--sim-load-ms',
+    '200',
+    '--sim-park-ms',
+    '50',
+    '--sim-wake-ms',
+    '50',
+    '--sim-reload-ms',
+    '100',
+    ...extra,
+  ];
   return `name: ${name}\nengine: ${engine}\nmodel: sim/${name}\nextra_args: ${JSON.stringify(args)}\n${more}`;
 }
 
@@ -133,7 +146,9 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
       connection: await workerConnection(),
       taskQueue: serverTaskQueue,
       workflowBundle: await workflowBundle(),
-      activities: gateway.recorded(createServerActivities({ db: fresh.db, queue: gateway.queue, table, exits: new EngineExits() })),
+      activities: gateway.recorded(
+        createServerActivities({ db: fresh.db, queue: gateway.queue, table, exits: new EngineExits() }),
+      ),
       shutdownGraceTime: '1s',
       // A restarted worker picks its workflows up at once instead of after the default 10 s, when
       // the server gives up on the old worker's sticky queue.

@@ -19,7 +19,11 @@ export interface RecordingLifecycle extends OperatorLifecycle {
   switches: Map<string, SwitchResult | null>;
 }
 
-export function recordingLifecycle(db: Db, table: RoutingTable, hosts: readonly string[] = ['gpu-box']): RecordingLifecycle {
+export function recordingLifecycle(
+  db: Db,
+  table: RoutingTable,
+  hosts: readonly string[] = ['gpu-box'],
+): RecordingLifecycle {
   const calls: string[] = [];
   const lifecycle: RecordingLifecycle = {
     calls,
@@ -27,7 +31,11 @@ export function recordingLifecycle(db: Db, table: RoutingTable, hosts: readonly 
     placement: async (d) => heldOn(d, hosts) ?? hosts.find((h) => mayRunOn(d, h)),
     async command<K extends keyof Commands>(hostId: string, update: K, ...args: CommandArgs<K>) {
       calls.push(`${hostId} ${update} ${JSON.stringify(args)}`);
-      const answer = lifecycle.next?.(update, args) ?? { deploymentId: (args[0] as { deploymentId: string }).deploymentId, victims: [], state: 'ready' };
+      const answer = lifecycle.next?.(update, args) ?? {
+        deploymentId: (args[0] as { deploymentId: string }).deploymentId,
+        victims: [],
+        state: 'ready',
+      };
       // The routes only read what they sent for: the mapped result type is not worth restating here.
       return answer as never;
     },

@@ -4,7 +4,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { type Db, postgresDb } from '../../store/db.js';
 
-export const POSTGRES_ADMIN_URL = process.env.CAPYCTL_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const POSTGRES_ADMIN_URL =
+  process.env.CAPYCTL_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 async function reachable(): Promise<boolean> {
   const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL, connectionTimeoutMillis: 2_000 });
@@ -21,7 +22,9 @@ async function reachable(): Promise<boolean> {
 
 export async function ensurePostgres(): Promise<void> {
   if (await reachable()) return;
-  execSync('pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql | sort -V | tail -n 1) main start', { stdio: 'inherit' });
+  execSync('pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql | sort -V | tail -n 1) main start', {
+    stdio: 'inherit',
+  });
   for (let i = 0; i < 50; i++) {
     if (await reachable()) return;
     await new Promise((r) => setTimeout(r, 200));

@@ -14,7 +14,9 @@ interface Family {
 }
 
 // The package ships CommonJS without types: its one function, typed here.
-const parsePrometheusTextFormat = createRequire(import.meta.url)('parse-prometheus-text-format') as (text: string) => Family[];
+const parsePrometheusTextFormat = createRequire(import.meta.url)('parse-prometheus-text-format') as (
+  text: string,
+) => Family[];
 
 export interface Scrape {
   status: number;
@@ -43,12 +45,18 @@ export async function scrape(url: string, token: string | null): Promise<Scrape>
   const reply = await request(url, { headers: token === null ? {} : { authorization: `Bearer ${token}` } });
   const text = await reply.body.text();
   if (reply.statusCode !== 200) return { status: reply.statusCode, types: new Map(), series: new Map() };
-  return { status: 200, types: new Map(parsePrometheusTextFormat(text).map((f) => [f.name, f.type])), series: seriesOf(text) };
+  return {
+    status: 200,
+    types: new Map(parsePrometheusTextFormat(text).map((f) => [f.name, f.type])),
+    series: seriesOf(text),
+  };
 }
 
 /** The samples of a series whose labels include `labels` (an absent label reads empty, as Prometheus reads it). */
 export function samplesOf(s: Scrape, name: string, labels: Record<string, string> = {}): Sample[] {
-  return (s.series.get(name) ?? []).filter((m) => Object.entries(labels).every(([k, v]) => (m.labels?.[k] ?? '') === v));
+  return (s.series.get(name) ?? []).filter((m) =>
+    Object.entries(labels).every(([k, v]) => (m.labels?.[k] ?? '') === v),
+  );
 }
 
 /** The value of the one sample of a counter or gauge with `labels`, a histogram's count; undefined when none. */

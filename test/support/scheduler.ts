@@ -44,14 +44,23 @@ export interface SchedulerBench {
   close(): Promise<void>;
 }
 
-export async function startSchedulerBench(options: LifecycleOptions & { settings?: Partial<SchedulerSettings> } = {}): Promise<SchedulerBench> {
+export async function startSchedulerBench(
+  options: LifecycleOptions & { settings?: Partial<SchedulerSettings> } = {},
+): Promise<SchedulerBench> {
   const late: { lc?: Lifecycle; ref?: SchedulerRef } = {};
   const lc = await startLifecycle({
     ...options,
     // The gateway reports from its own callbacks; a lost report would be a lost demand, so it is logged.
-    onDemand: latestInOrder((demand) => reportDemand(late.lc!.client, late.ref!, demand), (e) => console.error('demand report failed', e)),
+    onDemand: latestInOrder(
+      (demand) => reportDemand(late.lc!.client, late.ref!, demand),
+      (e) => console.error('demand report failed', e),
+    ),
   });
-  const ref: SchedulerRef = { hostId: lc.hostId, serverTaskQueue: lc.serverTaskQueue, settings: { ...testSchedulerSettings, ...options.settings } };
+  const ref: SchedulerRef = {
+    hostId: lc.hostId,
+    serverTaskQueue: lc.serverTaskQueue,
+    settings: { ...testSchedulerSettings, ...options.settings },
+  };
   Object.assign(late, { lc, ref });
   const handle = () => lc.client.workflow.getHandle(workflowIds.hostScheduler(lc.hostId));
   const ledger = () => handle().query(queries.ledger);
@@ -63,7 +72,9 @@ export async function startSchedulerBench(options: LifecycleOptions & { settings
     const result: SwitchResult = await lc.client.workflow.getHandle(workflowIds.switch(receipt.switchId)).result();
     while ((await ledger()).runningSwitchId === receipt.switchId) await new Promise((r) => setTimeout(r, 50));
     if (result.error && result.target?.state !== 'ready') throw new CapyError(result.error);
-    const victims = result.victims.filter((v) => v.deploymentId !== receipt.deploymentId).map(({ deploymentId, instanceIndex, released }) => ({ deploymentId, instanceIndex, released }));
+    const victims = result.victims
+      .filter((v) => v.deploymentId !== receipt.deploymentId)
+      .map(({ deploymentId, instanceIndex, released }) => ({ deploymentId, instanceIndex, released }));
     return { ...receipt, victims, state: result.target?.state ?? receipt.state };
   }
 
@@ -72,7 +83,12 @@ export async function startSchedulerBench(options: LifecycleOptions & { settings
     ref,
     async deployMeasured(name, more = '', extra = [], engine = 'vllm') {
       const d = await lc.deploy(simDeployment(name, engine, extra, more));
-      const measuring = await startMeasurement(lc.client, { deploymentId: d.id, revision: d.revision, hostId: lc.hostId, serverTaskQueue: lc.serverTaskQueue });
+      const measuring = await startMeasurement(lc.client, {
+        deploymentId: d.id,
+        revision: d.revision,
+        hostId: lc.hostId,
+        serverTaskQueue: lc.serverTaskQueue,
+      });
       await measuring.result();
       return d.id;
     },

@@ -95,13 +95,26 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
   const settingsOf = (serverYaml: string, listen = { management: '127.0.0.1:0', inference: '127.0.0.1:0' }) =>
     loadSettings('server', {
       env: {},
-      text: [`listen: { management: "${listen.management}", inference: "${listen.inference}" }`, `temporal: { address: "${services.temporalAddress}" }`, serverYaml].join('\n'),
+      text: [
+        `listen: { management: "${listen.management}", inference: "${listen.inference}" }`,
+        `temporal: { address: "${services.temporalAddress}" }`,
+        serverYaml,
+      ].join('\n'),
     });
   let serverYaml = options.serverYaml ?? 'switching: { drain_timeout: 5s, start_timeout: 60s }';
   const boot = (listen?: { management: string; inference: string }) =>
-    startServer({ settings: settingsOf(serverYaml, listen), serverId, adminToken: ADMIN_TOKEN, db: fresh.db, logger: pino({ level: 'warn' }) });
+    startServer({
+      settings: settingsOf(serverYaml, listen),
+      serverId,
+      adminToken: ADMIN_TOKEN,
+      db: fresh.db,
+      logger: pino({ level: 'warn' }),
+    });
   let server = await boot();
-  const [token, dataDir] = [await issueHostToken(fresh.db), join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host')];
+  const [token, dataDir] = [
+    await issueHostToken(fresh.db),
+    join(mkdtempSync(join(tmpdir(), 'capyctl-server-')), 'host'),
+  ];
   const startHost = () =>
     startHostAgent(
       loadSettings('host', {
@@ -121,10 +134,19 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
     );
   let host = await startHost();
 
-  const chatBody = (d: Deployment, more: Record<string, unknown>) =>
-    ({ model: d.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, ...more });
+  const chatBody = (d: Deployment, more: Record<string, unknown>) => ({
+    model: d.name,
+    messages: [{ role: 'user', content: 'hello' }],
+    max_tokens: 4,
+    ...more,
+  });
   const post = async (path: string, body: unknown, signal?: AbortSignal): Promise<Reply> => {
-    const res = await request(`${server.inferenceUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
+    const res = await request(`${server.inferenceUrl}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal,
+    });
     const headAtMs = Date.now();
     const text = await res.body.text();
     const json = /json/.test(String(res.headers['content-type'])) ? JSON.parse(text) : text;
@@ -143,7 +165,12 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
     async deploy(name, yaml = simDeployment(name)) {
       const { deployment } = await saveDeployment(fresh.db, loadSettings('deployment', { text: yaml }));
       server.table.putDeployment(deployment);
-      const measuring = await startMeasurement(server.client, { deploymentId: deployment.id, revision: 1, hostId, serverTaskQueue: server.workflowTaskQueue });
+      const measuring = await startMeasurement(server.client, {
+        deploymentId: deployment.id,
+        revision: 1,
+        hostId,
+        serverTaskQueue: server.workflowTaskQueue,
+      });
       await measuring.result();
       return deployment;
     },
@@ -152,11 +179,18 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
     async stream(d, more = {}) {
       const client = new AbortController();
       const body = JSON.stringify(chatBody(d, { stream: true, ...more }));
-      const res = await request(`${server.inferenceUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: client.signal });
+      const res = await request(`${server.inferenceUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        signal: client.signal,
+      });
       return { status: res.statusCode, end: () => client.abort(), rest: () => res.body.text() };
     },
     async load(query = '') {
-      const res = await request(`${server.managementUrl}/management/v1/metrics/load${query}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      const res = await request(`${server.managementUrl}/management/v1/metrics/load${query}`, {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
       if (res.statusCode !== 200) throw new Error(`load endpoint answered ${res.statusCode}: ${await res.body.text()}`);
       return (await res.body.json()) as LoadReply;
     },

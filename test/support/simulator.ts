@@ -42,14 +42,21 @@ export interface RunningSimulator {
 const started = new Set<RunningSimulator>();
 
 /** Starts `capyctl sim DIALECT ARGS… --port <free>`; rejects with its stderr if it exits before it is ready. */
-export async function startSimulator(dialect: DialectName, args: readonly string[], options: SimulatorOptions = {}): Promise<RunningSimulator> {
+export async function startSimulator(
+  dialect: DialectName,
+  args: readonly string[],
+  options: SimulatorOptions = {},
+): Promise<RunningSimulator> {
   const port = await freePort();
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   if (options.gpu) {
     env.CAPYCTL_SIM_GPU_DIR = options.gpu.dir;
     env.CUDA_VISIBLE_DEVICES = String(options.gpu.index);
   }
-  const child = spawn(process.execPath, [CAPYCTL, 'sim', dialect, ...args, '--port', String(port)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CAPYCTL, 'sim', dialect, ...args, '--port', String(port)], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (text: string) => (stdout += text));
@@ -89,7 +96,8 @@ export async function awaitHealthy(sim: RunningSimulator, timeoutMs = 15_000): P
   let exit: Exit | undefined;
   void sim.exited.then((e) => (exit = e));
   while (Date.now() < deadline) {
-    if (exit) throw new Error(`the simulator exited (${exit.code ?? exit.signal}) before it was ready:\n${sim.stderr()}`);
+    if (exit)
+      throw new Error(`the simulator exited (${exit.code ?? exit.signal}) before it was ready:\n${sim.stderr()}`);
     const status = await fetch(`${sim.baseUrl}/health`).then(
       (res) => res.status,
       () => 0, // not listening yet

@@ -73,11 +73,22 @@ export async function startStandaloneProcess(options: StandaloneOptions): Promis
   ];
   const logFile = join(options.dir, 'standalone.log');
   const direct = options.outputToFile ? openSync(logFile, 'w') : undefined;
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CAPYCTL, 'start', 'standalone', ...(options.file ? ['--file', options.file] : []), ...sets.flatMap((s) => ['--set', s])], {
-    cwd: options.dir,
-    env: { ...process.env, CAPYCTL_LOG_FORMAT: 'json', DATABASE_URL: '' },
-    stdio: direct === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', direct, direct],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      ...(options.nodeArgs ?? []),
+      CAPYCTL,
+      'start',
+      'standalone',
+      ...(options.file ? ['--file', options.file] : []),
+      ...sets.flatMap((s) => ['--set', s]),
+    ],
+    {
+      cwd: options.dir,
+      env: { ...process.env, CAPYCTL_LOG_FORMAT: 'json', DATABASE_URL: '' },
+      stdio: direct === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', direct, direct],
+    },
+  );
   let kept = '';
   if (direct === undefined) {
     // Also kept in its folder, to read after a failed test.

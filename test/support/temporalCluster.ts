@@ -83,7 +83,13 @@ export class TemporalCluster {
     const databases = { history: name, visibility: `${name}_visibility` };
     const ports = { http: await freePort() } as TemporalCluster['ports'];
     for (const service of SERVICES) ports[service] = { grpc: await freePort(), membership: await freeMembershipPort() };
-    const cluster = new TemporalCluster(options.postgresAdminUrl, databases, mkdtempSync(join(tmpdir(), 'capyctl-temporal-')), ports, binary);
+    const cluster = new TemporalCluster(
+      options.postgresAdminUrl,
+      databases,
+      mkdtempSync(join(tmpdir(), 'capyctl-temporal-')),
+      ports,
+      binary,
+    );
     try {
       await cluster.setUpSchema(sqlTool);
       cluster.writeConfig();
@@ -132,7 +138,12 @@ export class TemporalCluster {
 
   private get postgres() {
     const url = new URL(this.postgresAdminUrl);
-    return { host: url.hostname, port: Number(url.port || 5432), user: decodeURIComponent(url.username), password: decodeURIComponent(url.password) };
+    return {
+      host: url.hostname,
+      port: Number(url.port || 5432),
+      user: decodeURIComponent(url.username),
+      password: decodeURIComponent(url.password),
+    };
   }
 
   /**
@@ -185,7 +196,10 @@ export class TemporalCluster {
         // Postgres 12+ visibility is the advanced one: custom search attributes and list queries on them.
         visibilityStore: 'visibility',
         numHistoryShards: HISTORY_SHARDS,
-        datastores: { history: store(this.databases.history, POOL.history), visibility: store(this.databases.visibility, POOL.visibility) },
+        datastores: {
+          history: store(this.databases.history, POOL.history),
+          visibility: store(this.databases.visibility, POOL.visibility),
+        },
       },
       global: { membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' } },
       services: Object.fromEntries(SERVICES.map((s) => [s, rpc(s)])),
@@ -195,7 +209,13 @@ export class TemporalCluster {
         masterClusterName: 'active',
         currentClusterName: 'active',
         clusterInformation: {
-          active: { enabled: true, initialFailoverVersion: 1, rpcName: 'frontend', rpcAddress: this.address, httpAddress: `127.0.0.1:${this.ports.http}` },
+          active: {
+            enabled: true,
+            initialFailoverVersion: 1,
+            rpcName: 'frontend',
+            rpcAddress: this.address,
+            httpAddress: `127.0.0.1:${this.ports.http}`,
+          },
         },
       },
       dcRedirectionPolicy: { policy: 'noop' },
@@ -218,7 +238,8 @@ export class TemporalCluster {
     const deadline = Date.now() + READY_TIMEOUT_MS;
     let last: unknown;
     while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`the Temporal server exited during start: ${lastLines(this.logFile, logStart)}`);
+      if (child.exitCode !== null)
+        throw new Error(`the Temporal server exited during start: ${lastLines(this.logFile, logStart)}`);
       try {
         const connection = await Connection.connect({ address: this.address, connectTimeout: 1_000 });
         try {
@@ -233,7 +254,9 @@ export class TemporalCluster {
       await new Promise((r) => setTimeout(r, 100));
     }
     await this.stop('SIGKILL');
-    throw new Error(`the Temporal server at ${this.address} did not serve within ${READY_TIMEOUT_MS} ms: ${String(last)}`);
+    throw new Error(
+      `the Temporal server at ${this.address} did not serve within ${READY_TIMEOUT_MS} ms: ${String(last)}`,
+    );
   }
 
   /**
@@ -242,17 +265,26 @@ export class TemporalCluster {
    */
   private async createNamespaceAndSearchAttributes(): Promise<void> {
     const cli = resolveTemporalCli();
-    await runScript('temporal-namespace.sh', { PATH: `${dirname(cli)}:${process.env.PATH}`, TEMPORAL_ADDRESS: this.address, NAMESPACE, RETENTION: '24h' });
+    await runScript('temporal-namespace.sh', {
+      PATH: `${dirname(cli)}:${process.env.PATH}`,
+      TEMPORAL_ADDRESS: this.address,
+      NAMESPACE,
+      RETENTION: '24h',
+    });
     const wanted = Object.values(searchAttributes).map((key) => key.name);
-    await until(`the search attributes on ${this.address}`, async () => {
-      const connection = await Connection.connect({ address: this.address });
-      try {
-        const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: NAMESPACE });
-        return wanted.every((name) => customAttributes && name in customAttributes) ? true : undefined;
-      } finally {
-        await connection.close();
-      }
-    }, READY_TIMEOUT_MS);
+    await until(
+      `the search attributes on ${this.address}`,
+      async () => {
+        const connection = await Connection.connect({ address: this.address });
+        try {
+          const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: NAMESPACE });
+          return wanted.every((name) => customAttributes && name in customAttributes) ? true : undefined;
+        } finally {
+          await connection.close();
+        }
+      },
+      READY_TIMEOUT_MS,
+    );
   }
 }
 

@@ -34,8 +34,12 @@ export function runCommand(scheduler: HostScheduler, command: Command, answerEar
   }
 }
 
-/** The names of the models other than `deploymentId` holding GPU memory: what a refused start or preinitialize waits for. */
-const otherHolderNames = (holders: readonly GpuHolder[], deploymentId: string) => holders.filter((h) => h.entry.deploymentId !== deploymentId).map((h) => h.name);
+/**
+ * The names of the models other than `deploymentId` holding GPU memory: what a refused start or
+ * preinitialize waits for.
+ */
+const otherHolderNames = (holders: readonly GpuHolder[], deploymentId: string) =>
+  holders.filter((h) => h.entry.deploymentId !== deploymentId).map((h) => h.name);
 
 async function start(scheduler: HostScheduler, deploymentId: string, evict: boolean, answerEarly: AnswerEarly): Ending {
   const [deployment, holders] = await Promise.all([scheduler.readMeasured(deploymentId), scheduler.gpuHolders()]);
@@ -52,14 +56,21 @@ async function start(scheduler: HostScheduler, deploymentId: string, evict: bool
         {
           deploymentId: deployment.id,
           switchId,
-          victims: victims.map(({ instance, plan }) => ({ deploymentId: instance.deploymentId, instanceIndex: instance.instanceIndex, released: releasingLine(plan) })),
+          victims: victims.map(({ instance, plan }) => ({
+            deploymentId: instance.deploymentId,
+            instanceIndex: instance.instanceIndex,
+            released: releasingLine(plan),
+          })),
           state: target.action === 'wake' ? 'waking' : 'starting',
         },
       ]),
   });
   // A start does not wait here for memory: it would act later for a caller that may be gone.
   // It is refused, retryably; `start --wait` asks again until the memory is free.
-  if (brought.kind === 'waits') throw refusal((evict ? apiErrors.memoryBusy : apiErrors.memoryHeld)(deployment.id, otherHolderNames(holders, deployment.id)));
+  if (brought.kind === 'waits')
+    throw refusal(
+      (evict ? apiErrors.memoryBusy : apiErrors.memoryHeld)(deployment.id, otherHolderNames(holders, deployment.id)),
+    );
   if (brought.kind === 'switched') return null;
   await unstop();
   return [scheduler.receipt(deployment.id)];
@@ -70,10 +81,13 @@ async function preinitialize(scheduler: HostScheduler, deploymentId: string): En
   if (scheduler.entryOf(deployment.id)?.state === 'parked') return [scheduler.receipt(deployment.id)];
   const brought = await scheduler.bringUp(deployment, holders, { evict: false, admissionWindowMs: null });
   // Refused, retryably, as a start is: queued, it would act later for a caller that may be gone.
-  if (brought.kind === 'waits') throw refusal(apiErrors.memoryHeldToPreinitialize(deployment.id, otherHolderNames(holders, deployment.id)));
+  if (brought.kind === 'waits')
+    throw refusal(apiErrors.memoryHeldToPreinitialize(deployment.id, otherHolderNames(holders, deployment.id)));
   const failed = brought.kind === 'switched' ? scheduler.targetFailed(brought.result, deployment.id) : undefined;
   if (failed) throw failed;
-  return [scheduler.receipt(deployment.id, await scheduler.takeAway(deployment, scheduler.howToRelease(deployment, true)))];
+  return [
+    scheduler.receipt(deployment.id, await scheduler.takeAway(deployment, scheduler.howToRelease(deployment, true))),
+  ];
 }
 
 async function park(scheduler: HostScheduler, deploymentId: string, answerEarly: AnswerEarly): Ending {
@@ -83,14 +97,18 @@ async function park(scheduler: HostScheduler, deploymentId: string, answerEarly:
   // switch has begun, after every refusal was decided, and names it.
   const plan = scheduler.howToRelease(deployment, true);
   const state = plan.kind === 'park' ? 'parking' : 'stopping';
-  await scheduler.takeAway(deployment, plan, (switchId) => answerEarly([{ deploymentId: deployment.id, switchId, victims: [], state }]));
+  await scheduler.takeAway(deployment, plan, (switchId) =>
+    answerEarly([{ deploymentId: deployment.id, switchId, victims: [], state }]),
+  );
   return null;
 }
 
 /** A stop, or a delete: the instance stops if it serves or is parked, and its requests stop waiting. */
 async function stopOrDelete(scheduler: HostScheduler, deploymentId: string, kind: 'stop' | 'delete'): Ending {
   const deployment = await scheduler.readDeployment(deploymentId);
-  const result = scheduler.readyOrParked(deployment.id) ? await scheduler.takeAway(deployment as MeasuredView, operatorStop) : undefined;
+  const result = scheduler.readyOrParked(deployment.id)
+    ? await scheduler.takeAway(deployment as MeasuredView, operatorStop)
+    : undefined;
   scheduler.dropDemandsFor(deployment.id);
   if (kind === 'stop') {
     await scheduler.store.setOperatorStopped({ deploymentId: deployment.id, stopped: true });

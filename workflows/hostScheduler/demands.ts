@@ -15,21 +15,37 @@ import type { HostScheduler } from './scheduler.js';
 
 /** `demands` with `demand` in place of the same server's last report for its model (none when nobody waits). */
 export function withDemand(demands: readonly Demand[], demand: Demand): Demand[] {
-  const others = demands.filter((d) => d.deploymentId !== demand.deploymentId || d.serverTaskQueue !== demand.serverTaskQueue);
+  const others = demands.filter(
+    (d) => d.deploymentId !== demand.deploymentId || d.serverTaskQueue !== demand.serverTaskQueue,
+  );
   return demand.waiting > 0 ? [...others, demand] : others;
 }
 
-/** `demands` without those of the server `whose` names (its requests are gone with it); without all when it names none. */
-export function withoutDemandsOf(demands: readonly Demand[], whose: { serverTaskQueue?: string } | undefined): Demand[] {
+/**
+ * `demands` without those of the server `whose` names (its requests are gone with it); without all
+ * when it names none.
+ */
+export function withoutDemandsOf(
+  demands: readonly Demand[],
+  whose: { serverTaskQueue?: string } | undefined,
+): Demand[] {
   return whose?.serverTaskQueue === undefined ? [] : demands.filter((d) => d.serverTaskQueue !== whose.serverTaskQueue);
 }
 
-export const hasWaiting = (demands: readonly Demand[], deploymentId: string): boolean => demands.some((d) => d.deploymentId === deploymentId && d.waiting > 0);
+export const hasWaiting = (demands: readonly Demand[], deploymentId: string): boolean =>
+  demands.some((d) => d.deploymentId === deploymentId && d.waiting > 0);
 
 /** `demand`'s requests answered on the server that holds them; one gone took them with it. */
-function answerWaiters<K extends 'failWaiters' | 'capacityRefused'>(scheduler: HostScheduler, demand: Demand, step: K, input: Parameters<GatewaySteps[K]>[0]) {
+function answerWaiters<K extends 'failWaiters' | 'capacityRefused'>(
+  scheduler: HostScheduler,
+  demand: Demand,
+  step: K,
+  input: Parameters<GatewaySteps[K]>[0],
+) {
   const steps = demand.serverTaskQueue === undefined ? scheduler.gateway : gatewayOn(demand.serverTaskQueue);
-  return (steps[step] as (i: typeof input) => Promise<unknown>)(input).catch(serverGone(demand.serverTaskQueue ?? scheduler.serverTaskQueue, step));
+  return (steps[step] as (i: typeof input) => Promise<unknown>)(input).catch(
+    serverGone(demand.serverTaskQueue ?? scheduler.serverTaskQueue, step),
+  );
 }
 
 /** Serves the longest-waiting model that can go now; true when a switch ran. */
@@ -40,7 +56,10 @@ export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
     // A ready model's requests wait for a free slot, not for a switch; they keep it from being a victim.
     if (scheduler.entryOf(demand.deploymentId)?.state === 'ready') continue;
     // The holders are read with the model, not after it: a request waits for every round trip here.
-    const [deployment, holders] = await Promise.all([scheduler.readDeployment(demand.deploymentId), scheduler.gpuHolders()]);
+    const [deployment, holders] = await Promise.all([
+      scheduler.readDeployment(demand.deploymentId),
+      scheduler.gpuHolders(),
+    ]);
     // Requests never start or wake an explicit model or one an operator stopped: the gateway answers 409.
     if (deployment.explicit || deployment.operatorStopped) {
       dropDemand();
@@ -50,14 +69,24 @@ export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
     // cannot help, and they are answered with why.
     if (!scheduler.isMeasured(deployment)) {
       if (measurementState(deployment) === 'failed') {
-        const error = apiErrors.startFailed(deployment.id, `its checkpoint could not be measured: ${deployment.measureFailure}`);
-        await answerWaiters(scheduler, demand, 'failWaiters', { switchId: workflowIds.measure(deployment.id, deployment.revision), deploymentId: deployment.id, error });
+        const error = apiErrors.startFailed(
+          deployment.id,
+          `its checkpoint could not be measured: ${deployment.measureFailure}`,
+        );
+        await answerWaiters(scheduler, demand, 'failWaiters', {
+          switchId: workflowIds.measure(deployment.id, deployment.revision),
+          deploymentId: deployment.id,
+          error,
+        });
         dropDemand();
       }
       continue;
     }
     try {
-      const brought = await scheduler.bringUp(deployment, holders, { evict: true, admissionWindowMs: scheduler.settings.admissionWindowMs });
+      const brought = await scheduler.bringUp(deployment, holders, {
+        evict: true,
+        admissionWindowMs: scheduler.settings.admissionWindowMs,
+      });
       if (brought.kind !== 'waits') return true;
     } catch (e) {
       // Only models kept loaded (explicit, warm) hold the memory: waiting would not free it, so the
@@ -68,7 +97,11 @@ export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
         log.warn('demand not served', { deploymentId: deployment.id, error: String(e) });
         continue;
       }
-      await answerWaiters(scheduler, demand, 'capacityRefused', { hostId: scheduler.hostId, deploymentId: deployment.id, error });
+      await answerWaiters(scheduler, demand, 'capacityRefused', {
+        hostId: scheduler.hostId,
+        deploymentId: deployment.id,
+        error,
+      });
       dropDemand();
     }
   }

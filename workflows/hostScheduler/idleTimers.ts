@@ -28,9 +28,13 @@ export function idleDeadlines(input: {
 }): IdleDeadline[] {
   const { settings, state } = input;
   return input.entries.flatMap((entry) => {
-    const idleMs = entry.state === 'ready' ? settings.readyIdleMs : entry.state === 'parked' ? settings.parkedIdleMs : null;
+    const idleMs =
+      entry.state === 'ready' ? settings.readyIdleMs : entry.state === 'parked' ? settings.parkedIdleMs : null;
     if (idleMs === null || hasWaiting(input.demands, entry.deploymentId)) return [];
-    const since = Math.max(state.sinceMs[entry.deploymentId] ?? 0, entry.state === 'ready' ? (state.lastUsedMs[entry.deploymentId] ?? 0) : 0);
+    const since = Math.max(
+      state.sinceMs[entry.deploymentId] ?? 0,
+      entry.state === 'ready' ? (state.lastUsedMs[entry.deploymentId] ?? 0) : 0,
+    );
     return [{ entry, atMs: since + idleMs }];
   });
 }
@@ -45,7 +49,10 @@ export function msUntilFirst(deadlines: readonly IdleDeadline[], nowMs: number):
 }
 
 export class IdleTimers {
-  /** Timers that fired on an instance an operator's policy keeps, or whose release failed: set aside until it changes state. */
+  /**
+   * Timers that fired on an instance an operator's policy keeps, or whose release failed: set aside
+   * until it changes state.
+   */
   private readonly setAside = new Set<string>();
 
   constructor(private readonly scheduler: HostScheduler) {}
@@ -86,7 +93,10 @@ export class IdleTimers {
       }
       try {
         // A parked model's timer stops it; a ready one's releases it as a switch would.
-        await scheduler.takeAway(deployment, entry.state === 'parked' ? { kind: 'stop', reason: 'idle' } : scheduler.howToRelease(deployment, false));
+        await scheduler.takeAway(
+          deployment,
+          entry.state === 'parked' ? { kind: 'stop', reason: 'idle' } : scheduler.howToRelease(deployment, false),
+        );
       } catch (e) {
         // A timer whose release failed is not retried until the instance changes state: the
         // scheduler must outlive it, and a failing release must not run again at once, forever.
@@ -102,7 +112,10 @@ export class IdleTimers {
 /** When each deployment last saw a request, on any server that shares the store. */
 async function lastRequestEverywhere(scheduler: HostScheduler): Promise<Record<string, number>> {
   const queues = await scheduler.store.liveServerQueues();
-  const seen = queues.length === 0 ? [await scheduler.gateway.snapshot()] : await Promise.all(queues.map((q) => gatewayOn(q).snapshot().catch(serverGone(q, 'snapshot'))));
+  const seen =
+    queues.length === 0
+      ? [await scheduler.gateway.snapshot()]
+      : await Promise.all(queues.map((q) => gatewayOn(q).snapshot().catch(serverGone(q, 'snapshot'))));
   const latest: Record<string, number> = {};
   for (const { lastActivityMs } of seen.filter((x) => x !== null)) {
     for (const [id, ms] of Object.entries(lastActivityMs)) latest[id] = Math.max(latest[id] ?? 0, ms);

@@ -40,6 +40,9 @@ export interface HostSchedulerInput {
   state?: SchedulerState;
 }
 
-/** True when every setting of `a` is the one of `b`: a server's `configure` that changes nothing keeps the run going. */
+/**
+ * True when every setting of `a` is the one of `b`: a server's `configure` that changes nothing keeps
+ * the run going.
+ */
 export const sameSettings = (a: SchedulerSettings, b: SchedulerSettings): boolean =>
   (Object.keys({ ...a, ...b }) as Array<keyof SchedulerSettings>).every((key) => a[key] === b[key]);

@@ -4,7 +4,15 @@
  * Temporal's signals, updates and query to its methods; the operator commands, the serving of
  * waiting requests and the idle timers are in files of their own and act through it.
  */
-import { allHandlersFinished, condition, continueAsNew, proxyLocalActivities, startChild, uuid4, workflowInfo } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  proxyLocalActivities,
+  startChild,
+  uuid4,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { apiErrors } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { LaunchMemory } from '../../engines/memoryBound.js';
@@ -24,7 +32,17 @@ import type {
   VictimPlan,
 } from '../../api/lifecycle.js';
 import { serverStepOptions, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../definitions.js';
-import { type Checkpoint, gpuNeed, type Holder, holdings, hostRamFree, launchTier, planRoom, planVictims, type VictimFacts } from '../ledger.js';
+import {
+  type Checkpoint,
+  gpuNeed,
+  type Holder,
+  holdings,
+  hostRamFree,
+  launchTier,
+  planRoom,
+  planVictims,
+  type VictimFacts,
+} from '../ledger.js';
 import { refusal } from '../refusal.js';
 import { switchWorkflow } from '../switch.js';
 import { switchSummary } from '../switchSummary.js';
@@ -53,7 +71,8 @@ export class HostScheduler {
   readonly state: SchedulerState;
   /** The store's rows and the gateway's looks run in this worker's process, inside the workflow task. */
   readonly store = proxyLocalActivities<StoreActivities>(serverStepOptions);
-  readonly gateway = proxyLocalActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>(serverStepOptions);
+  readonly gateway =
+    proxyLocalActivities<Pick<GatewaySteps, 'snapshot' | 'failWaiters' | 'capacityRefused'>>(serverStepOptions);
   private readonly idleTimers = new IdleTimers(this);
   private readonly exitedGeneration: Record<string, number>;
   private readonly jobs: Job[] = [];
@@ -86,8 +105,13 @@ export class HostScheduler {
   }
 
   engineExited(instance: InstanceRef): void {
-    const entry = this.state.ledger?.entries.find((e) => e.deploymentId === instance.deploymentId && e.instance.generation === instance.generation);
-    this.exitedGeneration[instance.deploymentId] = Math.max(instance.generation, this.exitedGeneration[instance.deploymentId] ?? 0);
+    const entry = this.state.ledger?.entries.find(
+      (e) => e.deploymentId === instance.deploymentId && e.instance.generation === instance.generation,
+    );
+    this.exitedGeneration[instance.deploymentId] = Math.max(
+      instance.generation,
+      this.exitedGeneration[instance.deploymentId] ?? 0,
+    );
     if (entry) this.setEntry(entry, 'stopped', null, { gpuBytes: 0, hostRamBytes: 0 });
     this.changed = true;
   }
@@ -117,7 +141,10 @@ export class HostScheduler {
 
   /** The ledger as the query answers it: an empty one before the first run has read the host. */
   ledgerNow(): HostLedger {
-    return { ...(this.state.ledger ?? { hostId: this.hostId, gpus: [], hostRamBytes: 0, entries: [] }), runningSwitchId: this.runningSwitchId };
+    return {
+      ...(this.state.ledger ?? { hostId: this.hostId, gpus: [], hostRamBytes: 0, entries: [] }),
+      runningSwitchId: this.runningSwitchId,
+    };
   }
 
   // ─── The ledger ───────────────────────────────────────────────────────────────────────────────
@@ -139,7 +166,12 @@ export class HostScheduler {
     return this.ledger.gpus.find((g) => g.index === gpuIndex)?.memoryKind ?? 'discrete';
   }
 
-  setEntry(entry: LedgerEntry, newState: LedgerEntry['state'], tier: LedgerEntry['tier'], bytes: { gpuBytes: number; hostRamBytes: number }): void {
+  setEntry(
+    entry: LedgerEntry,
+    newState: LedgerEntry['state'],
+    tier: LedgerEntry['tier'],
+    bytes: { gpuBytes: number; hostRamBytes: number },
+  ): void {
     if (newState !== 'stopped' && (this.exitedGeneration[entry.deploymentId] ?? 0) >= entry.instance.generation) {
       [newState, tier, bytes] = ['stopped', null, { gpuBytes: 0, hostRamBytes: 0 }];
     }
@@ -243,10 +275,20 @@ export class HostScheduler {
    * The ledger after a switch. A ready instance's `tier` is the one its engine was launched for (what
    * it parks at next time), which the switch does not repeat, so it comes from the target.
    */
-  private applyResult(result: SwitchResult, target: SwitchTarget | null, checkpoints: Record<string, Checkpoint>): void {
+  private applyResult(
+    result: SwitchResult,
+    target: SwitchTarget | null,
+    checkpoints: Record<string, Checkpoint>,
+  ): void {
     for (const victim of result.victims) {
       const entry = this.entryOf(victim.deploymentId);
-      if (entry) this.setEntry(entry, victim.state, victim.tier, holdings(checkpoints[victim.deploymentId]!, victim.state, victim.tier));
+      if (entry)
+        this.setEntry(
+          entry,
+          victim.state,
+          victim.tier,
+          holdings(checkpoints[victim.deploymentId]!, victim.state, victim.tier),
+        );
     }
     const entry = result.target && this.entryOf(result.target.instance.deploymentId);
     if (!result.target || !target || !entry) return;
@@ -260,8 +302,16 @@ export class HostScheduler {
    * How `victims`, released together now, give back their memory (ledger.planVictims: one decision
    * for every path), and the host RAM they leave free. A refusal is thrown: the operator hears it.
    */
-  private howToReleaseTogether(victims: VictimFacts[], operator: boolean): { releases: VictimPlan[]; hostRamFreeBytes: number } {
-    const { plans, hostRamFreeBytes } = planVictims({ victims, memoryKind: (gpuIndex) => this.memoryKind(gpuIndex), hostRamFreeBytes: hostRamFree(this.ledger), operator });
+  private howToReleaseTogether(
+    victims: VictimFacts[],
+    operator: boolean,
+  ): { releases: VictimPlan[]; hostRamFreeBytes: number } {
+    const { plans, hostRamFreeBytes } = planVictims({
+      victims,
+      memoryKind: (gpuIndex) => this.memoryKind(gpuIndex),
+      hostRamFreeBytes: hostRamFree(this.ledger),
+      operator,
+    });
     const releases = plans.map((plan) => {
       if (plan.kind === 'refused') throw refusal(plan.error);
       return plan;
@@ -269,7 +319,10 @@ export class HostScheduler {
     return { releases, hostRamFreeBytes };
   }
 
-  /** How `deployment`'s instance alone gives back its memory now: an operator's park or preinitialize, an idle timer. */
+  /**
+   * How `deployment`'s instance alone gives back its memory now: an operator's park or preinitialize, an
+   * idle timer.
+   */
   howToRelease(deployment: MeasuredView, operator: boolean): VictimPlan {
     return this.howToReleaseTogether([{ entry: this.entryOf(deployment.id)!, deployment }], operator).releases[0]!;
   }
@@ -304,31 +357,66 @@ export class HostScheduler {
     const victims = room.kind === 'evict' ? holders.filter((h) => room.victims.some((r) => r.entry === h.entry)) : [];
     const gpuIndex = room.gpuIndex;
     const { releases, hostRamFreeBytes } = this.howToReleaseTogether(victims, false);
-    const released: SwitchVictim[] = victims.map(({ entry, deployment: victim }, i) => ({ name: victim.name, instance: entry.instance, plan: releases[i]! }));
+    const released: SwitchVictim[] = victims.map(({ entry, deployment: victim }, i) => ({
+      name: victim.name,
+      instance: entry.instance,
+      plan: releases[i]!,
+    }));
     const memory = this.launchMemory(deployment, gpuIndex, victims);
     const target: SwitchTarget = wake
-      ? { name: deployment.name, revision: deployment.revision, spec: deployment.spec, instance: existing!.instance, action: 'wake', tier: existing!.tier, gpuIndex, memory }
+      ? {
+          name: deployment.name,
+          revision: deployment.revision,
+          spec: deployment.spec,
+          instance: existing!.instance,
+          action: 'wake',
+          tier: existing!.tier,
+          gpuIndex,
+          memory,
+        }
       : {
           name: deployment.name,
           revision: deployment.revision,
           spec: deployment.spec,
           // Past every generation of it, here or on another host (where it may have run since).
-          instance: { deploymentId: deployment.id, instanceIndex: 0, generation: Math.max(existing?.instance.generation ?? 0, deployment.generation) + 1 },
+          instance: {
+            deploymentId: deployment.id,
+            instanceIndex: 0,
+            generation: Math.max(existing?.instance.generation ?? 0, deployment.generation) + 1,
+          },
           action: 'start',
           tier: launchTier({ deployment, memoryKind: this.memoryKind(gpuIndex), hostRamFreeBytes }),
           gpuIndex,
           memory,
         };
     if (!existing) {
-      this.ledger.entries.push({ deploymentId: deployment.id, name: deployment.name, instance: target.instance, state: 'stopped', tier: null, gpuIndex, gpuBytes: 0, hostRamBytes: 0 });
+      this.ledger.entries.push({
+        deploymentId: deployment.id,
+        name: deployment.name,
+        instance: target.instance,
+        state: 'stopped',
+        tier: null,
+        gpuIndex,
+        gpuBytes: 0,
+        hostRamBytes: 0,
+      });
     } else if (!wake) {
       existing.gpuIndex = gpuIndex;
     }
-    const checkpoints = Object.fromEntries([[deployment.id, deployment.checkpoint], ...victims.map((h) => [h.entry.deploymentId, h.deployment.checkpoint])]);
+    const checkpoints = Object.fromEntries([
+      [deployment.id, deployment.checkpoint],
+      ...victims.map((h) => [h.entry.deploymentId, h.deployment.checkpoint]),
+    ]);
     await opts.beforeSwitch?.();
     const begun = opts.begun && ((switchId: string) => opts.begun!({ switchId, target, victims: released }));
     // A victim ready elsewhere has no window; on one host there is no elsewhere, so the window applies.
-    const result = await this.runSwitch(target, released, victims.length > 0 ? opts.admissionWindowMs : null, checkpoints, begun);
+    const result = await this.runSwitch(
+      target,
+      released,
+      victims.length > 0 ? opts.admissionWindowMs : null,
+      checkpoints,
+      begun,
+    );
     return { kind: 'switched', result };
   }
 
@@ -349,7 +437,13 @@ export class HostScheduler {
   /** Takes `deployment`'s ready or parked instance away, with no target: an operator's park or stop, an idle timer. */
   takeAway(deployment: MeasuredView, plan: VictimPlan, begun?: (switchId: string) => void): Promise<SwitchResult> {
     const entry = this.entryOf(deployment.id)!;
-    return this.runSwitch(null, [{ name: deployment.name, instance: entry.instance, plan }], null, { [deployment.id]: deployment.checkpoint }, begun);
+    return this.runSwitch(
+      null,
+      [{ name: deployment.name, instance: entry.instance, plan }],
+      null,
+      { [deployment.id]: deployment.checkpoint },
+      begun,
+    );
   }
 
   /** Stops every instance in `entries` in one switch: a host drain. */
@@ -362,7 +456,9 @@ export class HostScheduler {
     return {
       deploymentId,
       ...(result ? { switchId: result.switchId } : {}),
-      victims: (result?.victims ?? []).filter((x) => x.deploymentId !== deploymentId).map(({ deploymentId: d, instanceIndex, released }) => ({ deploymentId: d, instanceIndex, released })),
+      victims: (result?.victims ?? [])
+        .filter((x) => x.deploymentId !== deploymentId)
+        .map(({ deploymentId: d, instanceIndex, released }) => ({ deploymentId: d, instanceIndex, released })),
       state: this.entryOf(deploymentId)?.state ?? 'stopped',
     };
   }
@@ -396,7 +492,12 @@ export class HostScheduler {
         // Between transitions, once every update has answered (a command that comes meanwhile runs
         // first); demands that arrive meanwhile are in `state`, which the next run starts from.
         await condition(() => allHandlersFinished() || this.jobs.length > 0);
-        if (this.jobs.length === 0) await continueAsNew<typeof hostScheduler>({ ...this.input, settings: this.newSettings ?? this.settings, state: this.state });
+        if (this.jobs.length === 0)
+          await continueAsNew<typeof hostScheduler>({
+            ...this.input,
+            settings: this.newSettings ?? this.settings,
+            state: this.state,
+          });
       }
     }
   }

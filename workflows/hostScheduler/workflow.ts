@@ -20,10 +20,14 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   setHandler(signals.engineExited, (instance) => scheduler.engineExited(instance));
   setHandler(signals.measurementEnded, () => scheduler.noteChange());
   setHandler(signals.configure, (sent) => scheduler.configure(sent));
-  setHandler(updates.start, ({ deploymentId, evict }) => scheduler.firstReceipt({ kind: 'start', deploymentId, evict }));
+  setHandler(updates.start, ({ deploymentId, evict }) =>
+    scheduler.firstReceipt({ kind: 'start', deploymentId, evict }),
+  );
   setHandler(updates.stop, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'stop', deploymentId }));
   setHandler(updates.park, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'park', deploymentId }));
-  setHandler(updates.preinitialize, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'preinitialize', deploymentId }));
+  setHandler(updates.preinitialize, ({ deploymentId }) =>
+    scheduler.firstReceipt({ kind: 'preinitialize', deploymentId }),
+  );
   setHandler(updates.delete, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'delete', deploymentId }));
   setHandler(updates.drainHost, () => scheduler.submit({ kind: 'drainHost' }));
   setHandler(queries.ledger, () => scheduler.ledgerNow());
