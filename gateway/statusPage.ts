@@ -10,12 +10,6 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 
-/**
- * The reads the status page polls (hosts, deployments, load, switches: four every 2 s per open page)
- * log only what fails, as `/metrics` does: an info line each would bury everything else.
- */
-export const POLLED_READ_LOG_LEVEL = 'warn';
-
 const PAGE_FILE = fileURLToPath(new URL('../gateway/statusPage.html', import.meta.url));
 
 /** A CSP source allowing exactly the page's one inline `<tag>` block. */

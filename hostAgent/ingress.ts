@@ -16,7 +16,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { pipeline } from 'node:stream/promises';
 import type { Registry } from 'prom-client';
 import { Agent, request } from 'undici';
-import { type ApiError, apiErrors, renderApiError } from '../domain/catalogue.js';
+import { type ApiError, apiErrors, CapyError, renderApiError } from '../domain/catalogue.js';
+import { bearerToken } from '../net/bearerToken.js';
 import { forwardableHeaders } from '../net/forwarding.js';
 import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../domain/hostIngress.js';
 import { secretMatcher } from '../net/secretMatcher.js';
@@ -88,7 +89,13 @@ export class Ingress {
     const url = req.url ?? '';
     const [path = ''] = url.split('?', 1);
     if (path === METRICS_PATH && req.method === 'GET' && this.metrics) {
-      const bearer = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1];
+      let bearer: string | undefined;
+      try {
+        bearer = bearerToken(req);
+      } catch (e) {
+        if (e instanceof CapyError) return answerError(req, res, e.apiError);
+        throw e;
+      }
       if (!hasSecret && !this.isMetricsToken(bearer))
         return answerError(req, res, apiErrors.unauthorized('metrics token'));
       return this.answerMetrics(this.metrics, req, res);

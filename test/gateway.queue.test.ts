@@ -2,6 +2,7 @@
  * The request queue's rules and every "Errors while waiting" row, in memory with short durations;
  * and the gateway steps over it, run as activities in the SDK's mock activity environment.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -13,7 +14,6 @@ import { type Admission, type Arrival, RequestQueue, type Ticket } from '../gate
 import type { SharedQueueLimits } from '../settings/queue.js';
 import type { Demand, InstanceRef } from '../api/lifecycle.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const turn = () => sleep(0);
 
 const A = 'dep-a';

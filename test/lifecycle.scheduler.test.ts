@@ -3,6 +3,7 @@
  * weights and 1 GiB of KV cache) and host RAM that holds one parked copy (6 GiB). The cases run in
  * order on one host: each starts from what the one before left.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, releasedLines } from '../domain/catalogue.js';
 import { awaitMeasurement, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
@@ -13,7 +14,6 @@ import { simDeployment } from './support/lifecycle.js';
 import { refusal, released, type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
 
 const GiB = 2 ** 30;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const servedBy = (answers: Answer[]) => answers.map((a) => (a.kind === 'served' ? a.deploymentId : a.error.code));
 
 describe('the host scheduler', () => {

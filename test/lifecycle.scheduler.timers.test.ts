@@ -2,6 +2,7 @@
  * The host scheduler's idle timers, its choice of victims when two models fit, and its continue-as-new
  * under traffic: each on its own host, since each needs its own settings.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configureScheduler, reportDemand } from '../gateway/lifecycleClient.js';
 import { IDLE_TIMEOUT_MIN_MS } from '../settings/serverDocument.js';
@@ -9,8 +10,6 @@ import { gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
 import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('idle timers', () => {
   // The shortest the settings allow, so the tests wait as little as a document can make them.

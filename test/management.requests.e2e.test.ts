@@ -3,10 +3,10 @@
  * server` process: concurrent deploys of one new name, control characters in a path, two
  * Authorization headers. Each is a 4xx from the catalogue or a success, never a 500.
  */
-import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors } from '../domain/catalogue.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
+import { getWithRepeatedHeader } from './support/repeatedHeaders.js';
 
 const doc = (name: string, model = 'sim/one') => ({ name, engine: 'vllm', model });
 const body = (e: { code: string; message: string; retryable: boolean }) => ({
@@ -69,18 +69,11 @@ describe('the management API, over a socket to a server process', () => {
 
   it('refuses a request with two Authorization headers 400, whichever of them holds the token', async () => {
     const send = (authorization: string[]) =>
-      new Promise<{ status: number; body: unknown }>((resolve, reject) => {
-        // As raw pairs, each Authorization its own header line (the raw form sends no Host of its own).
-        const url = new URL('/management/v1/deployments', cluster.managementUrl);
-        const headers = ['host', url.host, ...authorization.flatMap((value) => ['authorization', value])];
-        const req = httpRequest(url, { headers }, (res) => {
-          let text = '';
-          res.on('data', (d) => (text += d));
-          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
-        });
-        req.on('error', reject);
-        req.end();
-      });
+      getWithRepeatedHeader(
+        new URL('/management/v1/deployments', cluster.managementUrl).href,
+        'authorization',
+        authorization,
+      );
     const admin = `Bearer ${CLUSTER_ADMIN_TOKEN}`;
     expect((await send([admin])).status).toBe(200);
     for (const pair of [

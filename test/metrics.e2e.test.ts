@@ -10,6 +10,7 @@ import { apiErrors, renderApiError } from '../domain/catalogue.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN, type ClusterHost } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
 import { type Scrape, samplesOf, scrape, valueOf } from './support/prometheusText.js';
+import { getWithRepeatedHeader } from './support/repeatedHeaders.js';
 import { until } from './support/until.js';
 
 const METRICS_TOKEN = 'capy_metrics_cluster_test';
@@ -102,6 +103,12 @@ describe('Prometheus metrics', () => {
     // The host never holds the admin token.
     for (const token of [null, CLUSTER_ADMIN_TOKEN])
       expect((await scrape(hostMetrics, token)).status, `with ${token}`).toBe(401);
+    // Two Authorization headers are refused, as the server's listeners refuse them.
+    const twice = [`Bearer ${METRICS_TOKEN}`, 'Bearer other'];
+    expect(await getWithRepeatedHeader(hostMetrics, 'authorization', twice)).toEqual({
+      status: 400,
+      body: renderApiError(apiErrors.repeatedHeader('Authorization')).body,
+    });
     const families = await expectEngineSample(hostMetrics, { host: host.hostId, deployment: 'chat-a', instance: '0' });
     expect(valueOf(families, 'capyctl_gpu_memory_bytes', { host: host.hostId, state: 'ready' })).toBeGreaterThan(0);
   });

@@ -1,27 +1,21 @@
 /** Faults on demand (`POST /sim/faults`): each produces the failure a client would see. */
 import { afterEach, describe, expect, it } from 'vitest';
-import { post, type RunningSimulator, startSimulator, stopSimulators, streamFrames } from './support/simulator.js';
-
-const FAST = [
-  '--sim-load-ms',
-  '50',
-  '--sim-park-ms',
-  '20',
-  '--sim-wake-ms',
-  '20',
-  '--sim-reload-ms',
-  '20',
-  '--sim-tokens-per-s',
-  '2000',
-];
-const DEV_MODE = { VLLM_SERVER_DEV_MODE: '1' };
+import {
+  FAST_SIM_ARGS,
+  post,
+  type RunningSimulator,
+  startSimulator,
+  stopSimulators,
+  streamFrames,
+  VLLM_DEV_MODE,
+} from './support/simulator.js';
 
 afterEach(stopSimulators);
 
 const vllm = (extra: string[] = []) =>
-  startSimulator('vllm', ['m', '--enable-sleep-mode', ...FAST, ...extra], { env: DEV_MODE });
+  startSimulator('vllm', ['m', '--enable-sleep-mode', ...FAST_SIM_ARGS, ...extra], { env: VLLM_DEV_MODE });
 const sglang = (extra: string[] = []) =>
-  startSimulator('sglang', ['--model-path', 'm', '--enable-memory-saver', ...FAST, ...extra]);
+  startSimulator('sglang', ['--model-path', 'm', '--enable-memory-saver', ...FAST_SIM_ARGS, ...extra]);
 
 async function fault(sim: RunningSimulator, faults: Record<string, boolean>): Promise<void> {
   const res = await post(`${sim.baseUrl}/sim/faults`, faults);

@@ -4,11 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createSimulatedGpu, gpuUsage } from '../hostAgent/simulatedGpu.js';
-import { post, startSimulator, stopSimulators } from './support/simulator.js';
+import { post, startSimulator, stopSimulators, VLLM_DEV_MODE } from './support/simulator.js';
 
 const GiB = 2 ** 30;
 const FAST = ['--sim-load-ms', '50', '--sim-park-ms', '20', '--sim-wake-ms', '20'];
-const DEV_MODE = { VLLM_SERVER_DEV_MODE: '1' };
 
 const root = mkdtempSync(join(tmpdir(), 'capyctl-sim-gpu-'));
 let dir: string;
@@ -85,14 +84,14 @@ describe('simulated GPU', () => {
   });
 
   it('a parked engine frees its GPU memory; its wake with no room answers 500 and it stays parked', async () => {
-    const a = await startSimulator('vllm', model('a', 6), { gpu: { dir, index: 0 }, env: DEV_MODE });
+    const a = await startSimulator('vllm', model('a', 6), { gpu: { dir, index: 0 }, env: VLLM_DEV_MODE });
     expect((await post(`${a.baseUrl}/sleep?level=1`)).status).toBe(200);
     expect(await gpuUsage(dir, 0)).toMatchObject({
       usedBytes: 0,
       owners: [{ pid: a.child.pid, gpuBytes: 0, hostRamBytes: 6 * GiB }],
     });
 
-    const b = await startSimulator('vllm', model('b', 6), { gpu: { dir, index: 0 }, env: DEV_MODE });
+    const b = await startSimulator('vllm', model('b', 6), { gpu: { dir, index: 0 }, env: VLLM_DEV_MODE });
     const wake = await post(`${a.baseUrl}/wake_up`);
     expect(wake.status).toBe(500);
     expect(await wake.json()).toEqual({

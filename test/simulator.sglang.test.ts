@@ -2,6 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseSimArgs } from '../engines/simulatorArgs.js';
 import {
+  FAST_SIM_ARGS,
   post,
   readEvents,
   type RunningSimulator,
@@ -10,23 +11,12 @@ import {
   streamFrames,
 } from './support/simulator.js';
 
-const FAST = [
-  '--sim-load-ms',
-  '50',
-  '--sim-park-ms',
-  '20',
-  '--sim-wake-ms',
-  '20',
-  '--sim-reload-ms',
-  '20',
-  '--sim-tokens-per-s',
-  '2000',
-];
 const GiB = 2 ** 30;
 
 afterEach(stopSimulators);
 
-const sglang = (extra: string[] = []) => startSimulator('sglang', ['--model-path', 'org/m', ...FAST, ...extra]);
+const sglang = (extra: string[] = []) =>
+  startSimulator('sglang', ['--model-path', 'org/m', ...FAST_SIM_ARGS, ...extra]);
 
 async function say(
   sim: RunningSimulator,

@@ -1,33 +1,22 @@
 /** The simulator's vLLM dialect, as a client sees it over HTTP: routes, JSON, SSE, sleep mode, metrics. */
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  FAST_SIM_ARGS,
   post,
   readEvents,
   type RunningSimulator,
   startSimulator,
   stopSimulators,
   streamFrames,
+  VLLM_DEV_MODE,
 } from './support/simulator.js';
 
-const FAST = [
-  '--sim-load-ms',
-  '50',
-  '--sim-park-ms',
-  '20',
-  '--sim-wake-ms',
-  '20',
-  '--sim-reload-ms',
-  '20',
-  '--sim-tokens-per-s',
-  '2000',
-];
-const DEV_MODE = { VLLM_SERVER_DEV_MODE: '1' };
 const MODEL = 'Qwen/Qwen3-4B';
 
 afterEach(stopSimulators);
 
-function vllm(extra: string[] = [], env: Record<string, string> = DEV_MODE): Promise<RunningSimulator> {
-  return startSimulator('vllm', [MODEL, '--enable-sleep-mode', ...FAST, ...extra], { env });
+function vllm(extra: string[] = [], env: Record<string, string> = VLLM_DEV_MODE): Promise<RunningSimulator> {
+  return startSimulator('vllm', [MODEL, '--enable-sleep-mode', ...FAST_SIM_ARGS, ...extra], { env });
 }
 
 async function chat(sim: RunningSimulator, content: string, extra: Record<string, unknown> = {}) {
@@ -77,7 +66,7 @@ describe('vLLM dialect: serving', () => {
       '--tensor-parallel-size',
       '1',
       '--trust-remote-code',
-      ...FAST,
+      ...FAST_SIM_ARGS,
     ]);
     const models = (await (await fetch(`${sim.baseUrl}/v1/models`)).json()) as any;
     expect(models).toMatchObject({
@@ -255,7 +244,7 @@ describe('vLLM dialect: sleep mode', () => {
   it('has no sleep routes without VLLM_SERVER_DEV_MODE=1 or without --enable-sleep-mode', async () => {
     const [noDevMode, noSleepMode] = await Promise.all([
       vllm([], {}),
-      startSimulator('vllm', [MODEL, ...FAST], { env: DEV_MODE }),
+      startSimulator('vllm', [MODEL, ...FAST_SIM_ARGS], { env: VLLM_DEV_MODE }),
     ]);
     for (const sim of [noDevMode, noSleepMode]) {
       for (const [method, path] of [

@@ -7,6 +7,7 @@
  * follows the switch until the model is ready, saying what it waits for and for how long, and prints
  * the receipt as the switch ended.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { DeploymentBody, ReceiptBody } from '../../api/deployments.js';
 import type { SwitchBody } from '../../api/switches.js';
 import { awaitsMeasurement } from '../../domain/measurement.js';
@@ -18,8 +19,6 @@ import { takenWhenMemoryFree, waitingFor, whenMemoryFree } from '../waiting.js';
 
 const MEASUREMENT_POLL_MS = 250;
 const SWITCH_POLL_MS = 250;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Until it is measured, or its measurement failed: the start then says why it is refused. */
 async function untilMeasured(api: ManagementClient, ref: string): Promise<void> {

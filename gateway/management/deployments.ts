@@ -25,7 +25,7 @@ import {
 import type { CommandReceipt } from '../../api/lifecycle.js';
 import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
-import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
+import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 const refParams = z.strictObject({ ref: z.string().min(1) });
 const startBody = z.strictObject({ evict: z.boolean().default(false) }).prefault({});
@@ -142,7 +142,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     routes.get(
       '/management/v1/deployments',
       {
-        logLevel: POLLED_READ_LOG_LEVEL,
+        logLevel: POLLED_LOG_LEVEL,
         schema: { response: { 200: z.object({ deployments: z.array(deploymentBody) }) } },
       },
       async () => {

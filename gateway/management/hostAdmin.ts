@@ -13,7 +13,7 @@ import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutingTable } from '../routingTable.js';
 import { renderReceipt } from './deployments.js';
 import { drainReply, hostBody, hostTokenReply, revokeTokenReply, undrainReply } from '../../api/hostAdmin.js';
-import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
+import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
@@ -23,7 +23,7 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
 
     routes.get(
       '/management/v1/hosts',
-      { logLevel: POLLED_READ_LOG_LEVEL, schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } },
+      { logLevel: POLLED_LOG_LEVEL, schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } },
       async () => ({
         hosts: (await listHosts(deps.db)).map((h) => {
           const { state, lastSeenAt } = deps.lifecycle.hostLiveness(h);

@@ -17,7 +17,8 @@ import {
 import { hostForToken, newIngressSecret, type RegistrationOutcome, registerHost } from '../../store/hosts.js';
 import type { Db } from '../../store/db.js';
 import type { LoadBoard } from '../loadBoard.js';
-import { bearerToken } from '../plugins/bearerToken.js';
+import { bearerToken } from '../../net/bearerToken.js';
+import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 /** What the server does when a host reports; the lifecycle hooks in here. */
 export interface HostEventSink {
@@ -45,7 +46,7 @@ const hostParams = z.strictObject({ hostId: z.string().min(1) });
 export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSink; metricsToken?: string }) {
   // Read from the store on every report, not remembered: a revoked token stops working at once.
   async function requireHost(request: FastifyRequest<{ Params: { hostId: string } }>) {
-    const token = bearerToken(request);
+    const token = bearerToken(request.raw);
     if (!token || (await hostForToken(deps.db, token)) !== request.params.hostId)
       throw new CapyError(apiErrors.unauthorized('host token'));
   }
@@ -59,7 +60,7 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
       '/management/v1/hosts/register',
       { schema: { body: registrationBody, response: { 200: registrationReply } } },
       async (request) => {
-        const token = bearerToken(request);
+        const token = bearerToken(request.raw);
         const { body } = request;
         const registration = {
           id: body.host_id,
@@ -90,8 +91,7 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
 
     routes.post(
       '/management/v1/hosts/:hostId/samples',
-      // Every host reports about once a second: only a failed report is worth a log line.
-      { schema: { params: hostParams, body: samplesBody }, preHandler: requireHost, logLevel: 'warn' },
+      { schema: { params: hostParams, body: samplesBody }, preHandler: requireHost, logLevel: POLLED_LOG_LEVEL },
       async (request, reply) => {
         const { hostId } = request.params;
         deps.events.heard?.(hostId);

@@ -14,7 +14,7 @@ import { SAMPLE_STALE_AFTER_MS } from '../../domain/limits.js';
 import type { LoadBoard, ReadSample } from '../loadBoard.js';
 import type { RouterFigures } from '../routerFigures.js';
 import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
-import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
+import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 const loadQuery = z.object({ deployment: z.string().min(1).optional() });
 
@@ -90,7 +90,7 @@ export function loadRoutes(deps: LoadDeps) {
       .withTypeProvider<ZodTypeProvider>()
       .get(
         '/management/v1/metrics/load',
-        { logLevel: POLLED_READ_LOG_LEVEL, schema: { querystring: loadQuery, response: { 200: loadReply } } },
+        { logLevel: POLLED_LOG_LEVEL, schema: { querystring: loadQuery, response: { 200: loadReply } } },
         async (request): Promise<LoadReply> => {
           const nowMs = Date.now();
           // By ID or by name, as every other management route takes a deployment.

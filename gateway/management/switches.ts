@@ -20,7 +20,7 @@ import {
   type SwitchListReply,
   switchListReply,
 } from '../../api/switches.js';
-import { POLLED_READ_LOG_LEVEL } from '../statusPage.js';
+import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 const switchParams = z.strictObject({ switchId: z.uuid() });
 
@@ -76,7 +76,7 @@ export function switchRoutes(deps: SwitchRouteDeps) {
     const routes = app.withTypeProvider<ZodTypeProvider>();
     routes.get(
       '/management/v1/switches',
-      { logLevel: POLLED_READ_LOG_LEVEL, schema: { querystring: switchListQuery, response: { 200: switchListReply } } },
+      { logLevel: POLLED_LOG_LEVEL, schema: { querystring: switchListQuery, response: { 200: switchListReply } } },
       async (request): Promise<SwitchListReply> => ({
         switches: (await listSwitchReceipts(deps.db, { limit: request.query.limit })).map(renderListed),
       }),

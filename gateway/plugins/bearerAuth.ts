@@ -9,13 +9,13 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { type ApiError, CapyError } from '../../domain/catalogue.js';
 import { secretMatcher } from '../../net/secretMatcher.js';
-import { bearerToken } from './bearerToken.js';
+import { bearerToken } from '../../net/bearerToken.js';
 
 export const bearerAuth = fp<{ tokens: readonly string[]; refusal: ApiError }>(
   async (app: FastifyInstance, { tokens, refusal }) => {
     const matchers = tokens.map(secretMatcher);
     app.addHook('onRequest', async (request) => {
-      const sent = bearerToken(request);
+      const sent = bearerToken(request.raw);
       if (!matchers.some((isToken) => isToken(sent))) throw new CapyError(refusal);
     });
   },

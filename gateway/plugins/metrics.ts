@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { apiErrors } from '../../domain/catalogue.js';
 import { bearerAuth } from './bearerAuth.js';
+import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 interface MetricsRouteDeps {
   registry: Registry;
@@ -22,7 +23,7 @@ export function metricsRoute({ registry, adminToken, metricsToken }: MetricsRout
       refusal: apiErrors.unauthorized(metricsToken === undefined ? 'admin token' : 'admin token or metrics token'),
     });
     // Scraped every few seconds: only a failed scrape is worth a log line.
-    app.get('/metrics', { logLevel: 'warn' }, async (_request, reply) =>
+    app.get('/metrics', { logLevel: POLLED_LOG_LEVEL }, async (_request, reply) =>
       reply.type(registry.contentType).send(await registry.metrics()),
     );
   };

@@ -3,6 +3,7 @@
  * clients in place of the HTTP routes and the proxy. A simulated request runs `durationMs` once
  * dispatched (its first output at once), and every step a switch took is recorded for the tests.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ApiError } from '../../domain/catalogue.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
 import type { DispatchState } from '../../gateway/dispatchState.js';
@@ -26,8 +27,6 @@ export interface RecordedStep {
   atMs: number;
   detail: unknown;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class QueueGateway {
   readonly queue: RequestQueue;
