@@ -31,7 +31,7 @@ export default tseslint.config(
   {
     files: ['workflows/**/*.ts'],
     rules: {
-      'no-restricted-imports': [
+      '@typescript-eslint/no-restricted-imports': [
         'error',
         {
           paths: [
@@ -46,8 +46,13 @@ export default tseslint.config(
           ],
           patterns: [
             {
-              group: ['../store/*', '../gateway/*', '../server/*', '../hostAgent/*'],
+              group: ['**/store/*', '**/gateway/*', '**/server/*', '**/hostAgent/*', '**/processes/*'],
               message: 'workflow code imports only @temporalio/workflow and pure modules',
+            },
+            {
+              group: ['**/activities/*', '**/activities/**/*'],
+              allowTypeImports: true,
+              message: 'workflows take activities as types only (proxyActivities<typeof …>)',
             },
           ],
         },

@@ -20,7 +20,7 @@ import { type Checkpoint, reservedCheckpoint } from './checkpoint.js';
 import { type EngineAdapter, EngineError, type Probe, type ProbeAnswer } from '../engines/engine.js';
 import type { LaunchMemory } from '../engines/memoryBound.js';
 import { whileHeartbeating } from './heartbeat.js';
-import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from './hostFailures.js';
+import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../api/hostFailures.js';
 
 /** About the last screen of an engine's stderr: a Python traceback's tail and the line before it. */
 const STDERR_LINES = 20;

@@ -20,7 +20,7 @@ import {
 import type { Probe, ProbeAnswer } from '../engines/engine.js';
 import { releasedLine } from '../engines/rules.js';
 import type { HostActivities } from '../activities/hostActivities.js';
-import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../activities/hostFailures.js';
+import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../api/hostFailures.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releasedLines } from '../domain/catalogue.js';
 import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
