@@ -27,13 +27,16 @@ export interface GatewaySteps {
    * extended by their traffic; ends early once a victim has gone one window length with no request
    * starting or finishing and none running. Then closes their dispatch: a new request for a victim
    * is answered 503 "dispatch … is closed". `windowMs` null: closes at once. Heartbeats. Answers
-   * where the drain stands as they close: drained when nothing runs on them then.
+   * where the drain stands as they close: drained when nothing runs on them then. `onlyOn`: the
+   * server whose gateway must do it (run inside a workflow task, on whichever worker took it); any
+   * other refuses, non-retryable (`gatewayFailureTypes.notThisServer`), having done nothing.
    */
   closeAdmission(input: {
     switchId: string;
     victims: string[];
     startedAtMs: number;
     windowMs: number | null;
+    onlyOn?: string;
   }): Promise<DrainOutcome>;
 
   /** Waits until the victims run no request, up to `timeoutMs`. Heartbeats. */

@@ -3,6 +3,8 @@
  * task queue: they run in the server process because the queue lives there. The waiting steps poll
  * the queue and heartbeat; a cancelled switch stops their wait.
  */
+import { ApplicationFailure } from '@temporalio/common';
+import { gatewayFailureTypes } from '../api/gatewayFailures.js';
 import { whileHeartbeating } from '../activities/heartbeat.js';
 import type { DrainOutcome, GatewaySteps, RanOn } from '../activities/gatewaySteps.js';
 import type { RequestQueue } from './requestQueue.js';
@@ -38,7 +40,13 @@ export function createGatewayActivities({
 }: GatewayActivityDeps): GatewaySteps {
   const ranOn: RanOn = { ranOn: serverTaskQueue };
   return {
-    async closeAdmission({ victims, startedAtMs, windowMs }) {
+    async closeAdmission({ victims, startedAtMs, windowMs, onlyOn }) {
+      if (onlyOn !== undefined && onlyOn !== serverTaskQueue) {
+        throw ApplicationFailure.nonRetryable(
+          `the admission window of ${victims.join(', ')} is ${onlyOn}'s to close, not ${serverTaskQueue}'s`,
+          gatewayFailureTypes.notThisServer,
+        );
+      }
       if (windowMs !== null) {
         // The window counts from the switch's start; traffic does not extend it, but a victim idle
         // for one window length yields at once.

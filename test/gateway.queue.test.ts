@@ -13,6 +13,7 @@ import { latestInOrder } from '../gateway/demandReports.js';
 import { type Admission, type Arrival, RequestQueue, type Ticket } from '../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
 import type { Demand, InstanceRef } from '../api/lifecycle.js';
+import { gatewayFailureTypes } from '../api/gatewayFailures.js';
 
 const turn = () => sleep(0);
 
@@ -472,6 +473,21 @@ describe('the gateway steps as activities', () => {
       windowMs: null,
     });
     expect(b.queue.dispatchOf(B)).toBe('closed');
+  });
+
+  it('closeAdmission meant for another server refuses, non-retryable, and closes nothing here', async () => {
+    const b = bench();
+    b.queue.startWaiters(instanceOf(A));
+    const here = createGatewayActivities({ queue: b.queue, pollMs: 5, serverTaskQueue: 'server-here' });
+    const input = { switchId: 's', victims: [A], startedAtMs: Date.now(), windowMs: null };
+    await expect(env().run(here.closeAdmission, { ...input, onlyOn: 'server-there' })).rejects.toMatchObject({
+      type: gatewayFailureTypes.notThisServer,
+      nonRetryable: true,
+      message: `the admission window of ${A} is server-there's to close, not server-here's`,
+    });
+    expect(b.queue.dispatchOf(A)).toBe('open');
+    await env().run(here.closeAdmission, { ...input, onlyOn: 'server-here' });
+    expect(b.queue.dispatchOf(A)).toBe('closed');
   });
 
   it('awaitDrain waits for the running requests, or reports how many are still charged', async () => {

@@ -220,11 +220,13 @@ describe('a switch', () => {
     const remote = events.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
     const local = events.flatMap((e) => localActivityType(e) ?? []);
     // The victim was idle as the window closed: no drain step of its own.
-    expect(remote).toEqual(['closeAdmission', 'parkEngine', 'wakeEngine']);
-    // It reads which servers share the store: none here, so the gateway's steps are the worker's own.
+    expect(remote).toEqual(['parkEngine', 'wakeEngine']);
+    // It reads which servers share the store: none here, so the gateway's steps, the window too, are
+    // the worker's own.
     expect(new Set(local)).toEqual(
       new Set([
         'liveServerQueues',
+        'closeAdmission',
         'saveSwitchReceipt',
         'withdrawVictims',
         'saveInstance',

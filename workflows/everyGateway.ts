@@ -10,12 +10,15 @@
  */
 import {
   ActivityFailure,
+  ApplicationFailure,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   type ActivityOptions,
 } from '@temporalio/workflow';
+import { gatewayFailureTypes } from '../api/gatewayFailures.js';
 import type { DrainOutcome, GatewaySteps, RanOn } from '../activities/gatewaySteps.js';
 import { SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
 
@@ -30,6 +33,8 @@ export const RETRY: ActivityOptions['retry'] = {
 };
 
 type InstantStep = 'withdrawVictims' | 'reopen' | 'startWaiters' | 'failWaiters';
+/** The `patched()` name of the window run inside the workflow task; older histories scheduled it. */
+export const WINDOW_IN_WORKFLOW_TASK = 'window-in-workflow-task';
 type WaitStep = 'closeAdmission' | 'awaitDrain';
 
 /** A registered server's step that failed: the server is gone, or going; a cancellation is the workflow's. */
@@ -101,9 +106,31 @@ export function everyGateway(ownQueue: string, servers: Promise<string[]>) {
     };
   }
 
+  /**
+   * With one gateway, this worker's (one server, or none registered), the window is a local step
+   * like the instant ones: nothing is scheduled between the switch's start and its park. A worker
+   * of a server not yet registered may take the task: that gateway refuses, and the registered one
+   * waits as an activity on its own queue.
+   */
+  async function closeAdmission(input: Parameters<GatewaySteps['closeAdmission']>[0]): Promise<DrainOutcome> {
+    const queues = await servers;
+    if (queues.length <= 1 && patched(WINDOW_IN_WORKFLOW_TASK)) {
+      const here = proxyLocalActivities<Pick<GatewaySteps, 'closeAdmission'>>({
+        ...serverStepOptions,
+        startToCloseTimeout: (input.windowMs ?? 0) + GATEWAY_MARGIN_MS,
+      });
+      try {
+        return await here.closeAdmission({ ...input, onlyOn: queues[0] });
+      } catch (e) {
+        const refused = e instanceof ActivityFailure && e.cause instanceof ApplicationFailure;
+        if (!refused || (e.cause as ApplicationFailure).type !== gatewayFailureTypes.notThisServer) throw e;
+      }
+    }
+    return wait('closeAdmission', input.windowMs ?? 0, input);
+  }
+
   return {
-    closeAdmission: (input: Parameters<GatewaySteps['closeAdmission']>[0]) =>
-      wait('closeAdmission', input.windowMs ?? 0, input),
+    closeAdmission,
     awaitDrain: (input: Parameters<GatewaySteps['awaitDrain']>[0]) => wait('awaitDrain', input.timeoutMs, input),
     withdrawVictims: (input: Parameters<GatewaySteps['withdrawVictims']>[0]) => instant('withdrawVictims', input),
     reopen: (input: Parameters<GatewaySteps['reopen']>[0]) => instant('reopen', input),
