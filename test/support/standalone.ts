@@ -7,7 +7,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { closeSync, createWriteStream, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from '../../processes/freePort.js';
 import { CAPYCTL } from './capyctl.js';
 import { until } from './until.js';
 
@@ -63,11 +62,12 @@ export function readyLineOf(output: string): ReadyLine | undefined {
 
 export async function startStandaloneProcess(options: StandaloneOptions): Promise<StandaloneProcess> {
   const hostId = options.hostId ?? `box-${randomUUID().slice(0, 8)}`;
-  const [inference, management] = [await freePort(), await freePort()];
+  // Port 0: the standalone says in its ready line where it listens. A port picked free here could be
+  // taken by another test's process before the standalone binds it.
   const sets = [
     `server.temporal.address=${options.temporalAddress}`,
-    `server.listen.inference=127.0.0.1:${inference}`,
-    `server.listen.management=127.0.0.1:${management}`,
+    'server.listen.inference=127.0.0.1:0',
+    'server.listen.management=127.0.0.1:0',
     `host.id=${hostId}`,
     ...(options.sets ?? []),
   ];
