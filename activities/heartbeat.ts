@@ -9,6 +9,8 @@ export async function whileHeartbeating<T>(
   details?: () => unknown,
 ): Promise<T> {
   const ctx = Context.current();
+  // A local activity (the window, with one gateway) has no heartbeat: its worker is the workflow's.
+  if (ctx.info.isLocal) return work(ctx.cancellationSignal);
   ctx.heartbeat(details?.());
   const timer = setInterval(() => ctx.heartbeat(details?.()), HEARTBEAT_EVERY_MS);
   try {
