@@ -197,26 +197,35 @@ export function parkPlan(s: ParkSituation): ParkPlan {
   return fixedTier ? stop('no_room') : park('deep');
 }
 
+/** A victim's receipt line: a stop's (only "no room" is said), or a park's by its tier. */
+function victimLine(
+  plan: { kind: 'park'; tier: ParkTier } | { kind: 'stop'; reason: string },
+  lines: { stop: string; stopNoRoom: string } & Record<ParkTier, string>,
+): string {
+  if (plan.kind === 'stop') return plan.reason === 'no_room' ? lines.stopNoRoom : lines.stop;
+  return lines[plan.tier];
+}
+
 /** The receipt's line for a victim released by `plan`. */
 export function releasedLine(plan: Exclude<ParkPlan, { kind: 'refused' }>): string {
-  if (plan.kind === 'stop') return plan.reason === 'no_room' ? releasedLines.stoppedNoRoom : releasedLines.stopped;
-  const lines = {
+  return victimLine(plan, {
+    stop: releasedLines.stopped,
+    stopNoRoom: releasedLines.stoppedNoRoom,
     host_ram: releasedLines.parkedHostRam,
     deep: releasedLines.parkedDeep,
     kv_only: releasedLines.parkedKvOnly,
-  };
-  return lines[plan.tier];
+  });
 }
 
 /** The line of a victim whose release has begun: a start's receipt answers before it ends. */
 export function releasingLine(plan: { kind: 'park'; tier: ParkTier } | { kind: 'stop'; reason: string }): string {
-  if (plan.kind === 'stop') return plan.reason === 'no_room' ? releasingLines.stoppingNoRoom : releasingLines.stopping;
-  const lines = {
+  return victimLine(plan, {
+    stop: releasingLines.stopping,
+    stopNoRoom: releasingLines.stoppingNoRoom,
     host_ram: releasingLines.parkingHostRam,
     deep: releasingLines.parkingDeep,
     kv_only: releasingLines.parkingKvOnly,
-  };
-  return lines[plan.tier];
+  });
 }
 
 // ─── Requests run at once ───────────────────────────────────────────────────────────────────────

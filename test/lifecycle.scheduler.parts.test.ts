@@ -3,17 +3,11 @@ import { describe, expect, it } from 'vitest';
 import type { CommandReceipt, Demand, LedgerEntry } from '../api/lifecycle.js';
 import { hasWaiting, withDemand, withoutDemandsOf } from '../workflows/hostScheduler/demands.js';
 import { idleDeadlines, msUntilFirst, timerKey } from '../workflows/hostScheduler/idleTimers.js';
-import { sameSettings, type SchedulerSettings } from '../workflows/hostScheduler/input.js';
+import { sameSettings } from '../workflows/hostScheduler/input.js';
+import { testSchedulerSettings } from './support/scheduler.js';
 import { Job } from '../workflows/hostScheduler/jobs.js';
 
-const settings: SchedulerSettings = {
-  admissionWindowMs: 100,
-  drainMs: 5_000,
-  wakeWindowMs: 15_000,
-  startMs: 30_000,
-  readyIdleMs: null,
-  parkedIdleMs: null,
-};
+const settings = testSchedulerSettings;
 
 describe('the settings a server sends', () => {
   it('keep the run going when they are the ones it has', () => {
