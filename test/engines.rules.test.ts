@@ -11,6 +11,7 @@ import {
   parkPlan,
   parkRefusal,
   releasedLine,
+  releasingLine,
   reportedMaxRunning,
 } from '../engines/rules.js';
 import { findCount, findOption } from '../engines/launchOptions.js';
@@ -172,6 +173,11 @@ describe('park tier', () => {
     expect(releasedLine({ kind: 'park', tier: 'kv_only' })).toBe('released: parked (weights kept)');
     expect(releasedLine({ kind: 'stop', reason: 'no_room' })).toBe('released: stopped (no room to park)');
     expect(releasedLine({ kind: 'stop', reason: 'restart_only' })).toBe('released: stopped');
+    // On a start's receipt, which answers as the switch begins.
+    expect(releasingLine({ kind: 'park', tier: 'host_ram' })).toBe('releasing: parking (host RAM)');
+    expect(releasingLine({ kind: 'park', tier: 'kv_only' })).toBe('releasing: parking (weights kept)');
+    expect(releasingLine({ kind: 'stop', reason: 'no_room' })).toBe('releasing: stopping (no room to park)');
+    expect(releasingLine({ kind: 'stop', reason: 'operator' })).toBe('releasing: stopping');
   });
 });
 
