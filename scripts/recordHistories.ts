@@ -18,7 +18,8 @@ import { Client, Connection } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { searchAttributes } from '../workflows/definitions.js';
 
-export const HISTORIES_DIR = 'test/fixtures/histories';
+// Where test/replay.test.ts reads them.
+const HISTORIES_DIR = 'test/fixtures/histories';
 
 const { values } = parseArgs({
   options: {

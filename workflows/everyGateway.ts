@@ -34,7 +34,7 @@ export const RETRY: ActivityOptions['retry'] = {
 
 type InstantStep = 'withdrawVictims' | 'reopen' | 'startWaiters' | 'failWaiters';
 /** The `patched()` name of the window run inside the workflow task; older histories scheduled it. */
-export const WINDOW_IN_WORKFLOW_TASK = 'window-in-workflow-task';
+const WINDOW_IN_WORKFLOW_TASK = 'window-in-workflow-task';
 type WaitStep = 'closeAdmission' | 'awaitDrain';
 
 /** A registered server's step that failed: the server is gone, or going; a cancellation is the workflow's. */
