@@ -14,7 +14,7 @@ import {
   setOperatorStopped,
 } from '../store/deployments.js';
 import { findHost, type Host } from '../store/hosts.js';
-import { type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
+import { claimInstance, type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
 import { liveServers } from '../store/servers.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
@@ -52,6 +52,7 @@ export function createStoreActivities(db: Db) {
         measureFailure: d.measureFailure,
         explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(host?.settings),
         generation: Math.max(0, ...instances.map((i) => i.generation)),
+        readyElsewhere: instances.some((i) => i.hostId !== input.hostId && i.observedState === 'ready'),
       };
     },
 
@@ -83,6 +84,11 @@ export function createStoreActivities(db: Db) {
 
     async deleteDeployment(input: { deploymentId: string }) {
       await deleteDeployment(db, input.deploymentId);
+    },
+
+    /** The instance a host starts (`claimInstance` in the store); null when every one runs elsewhere. */
+    async claimInstance(input: Parameters<typeof claimInstance>[1]) {
+      return claimInstance(db, input);
     },
 
     async saveInstance(input: InstanceUpdate) {

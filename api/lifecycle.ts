@@ -35,6 +35,8 @@ export interface DeploymentView {
    * catalogue and the gateway would take for an old one.
    */
   generation: number;
+  /** Another host holds a ready instance of it: as a victim it has no admission window (spec). */
+  readyElsewhere: boolean;
 }
 
 /** How a victim gives back its GPU memory in a switch. */

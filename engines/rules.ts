@@ -104,7 +104,17 @@ function hostBackedRefusal(spec: DeploymentSpec, memoryKind: MemoryKind | undefi
  * with speculative decoding. A deployment that names no residency is not refused here: it stops
  * where its engine cannot park, and is refused a park where it cannot wake.
  */
+/** How many instances the deployment may run at once (its document's `instances`). */
+export const instanceCount = (spec: Pick<DeploymentSpec, 'instances'>): number => spec.instances ?? 1;
+
+/** A document asking for more instances than the hosts it names: each instance runs on a host of its own. */
+export const instancesBeyondHosts = (name: string, instances: number, hosts: number) =>
+  `deployment ${name}: instances: ${instances} is more than the ${hosts} hosts it may run on (hosts); ` +
+  'each instance runs on a host of its own';
+
 export function documentRefusal(spec: DeploymentSpec): ApiError | null {
+  if (spec.hosts && instanceCount(spec) > spec.hosts.length)
+    return apiErrors.invalidRequest(instancesBeyondHosts(spec.name, instanceCount(spec), spec.hosts.length));
   if (spec.residency !== 'deep' && spec.residency !== 'host_backed') return null;
   if (engineTraits[spec.engine].parkTiers.length === 0)
     return apiErrors.capabilityMissingDeepPark(spec.name, cannotParkReasons.engine(spec.engine));

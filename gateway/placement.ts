@@ -1,8 +1,8 @@
 /**
- * Which host's scheduler hears of a deployment's waiting requests and takes the operator's commands
- * for it (the README's placement rule):
+ * Which hosts' schedulers hear of a deployment's waiting requests and take the operator's commands
+ * for it (the README's placement rule), one host per instance it may have (`instances`), each chosen as:
  *
- * 1. the host that holds an instance of it (starting, ready, parked …): a parked model wakes where it is;
+ * 1. a host that holds an instance of it (starting, ready, parked …): a parked model wakes where it is;
  * 2. else, among the hosts it may run on (its `hosts`, registered, not down, not draining), one
  *    where it fits in free GPU memory without evicting anything;
  * 3. then one where it can be served by evicting: models kept loaded (explicit activation, warm)
@@ -40,9 +40,11 @@ export interface HostLoad {
 export const mayRunOn = (deployment: Pick<Placed, 'spec'>, hostId: string): boolean =>
   deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
 
-/** The host among `hosts` that holds an instance of the deployment, which stays there. */
-export function heldOn(deployment: Placed, hosts: readonly string[]): string | undefined {
-  return deployment.instances.find((i) => i.observedState !== 'stopped' && hosts.includes(i.hostId))?.hostId;
+/** The hosts among `hosts` that hold an instance of the deployment, which stays there; by instance index. */
+export function heldOn(deployment: Placed, hosts: readonly string[]): string[] {
+  return deployment.instances
+    .filter((i) => i.observedState !== 'stopped' && hosts.includes(i.hostId))
+    .map((i) => i.hostId);
 }
 
 /**
@@ -74,15 +76,15 @@ export function leastLoaded(
 }
 
 /**
- * Places a deployment that no host holds on one of `hosts`, from the store's mirror of the ledgers;
- * `sent` are the deployments whose requests already wait on a host (by deployment ID), counted there.
+ * Places an instance of a deployment on one of `hosts`, from the store's mirror of the ledgers;
+ * `sent` are the deployments whose requests already wait on hosts (by deployment ID), counted there.
  * `servableOnly`: see `leastLoaded`.
  */
 export async function placeByLoad(
   db: Db,
   deployment: Placed,
   hosts: readonly string[],
-  sent: ReadonlyMap<string, string>,
+  sent: ReadonlyMap<string, readonly string[]>,
   servableOnly = false,
 ): Promise<string | undefined> {
   const [registered, instances, deployments] = await Promise.all([
@@ -104,7 +106,7 @@ export async function placeByLoad(
   const waiting = [...sent].filter(([id]) => !holding.some((i) => i.deploymentId === id));
   const loads = hosts.map((hostId): HostLoad => {
     const held = holding.filter((i) => i.hostId === hostId);
-    const reserved = waiting.filter(([, h]) => h === hostId).map(([id]) => id);
+    const reserved = waiting.filter(([, sentHosts]) => sentHosts.includes(hostId)).map(([id]) => id);
     return {
       hostId,
       gpuMemoryBytes: registered.find((h) => h.id === hostId)?.gpus.map((g) => g.memoryBytes) ?? [],

@@ -44,6 +44,7 @@ import { HostLiveness } from './hostLiveness.js';
 import { createServerActivities, serveRecorded } from './serverActivities.js';
 import { ServerMetrics } from './metrics.js';
 import { heldOn, mayRunOn, placeByLoad } from '../gateway/placement.js';
+import { instanceCount } from '../engines/rules.js';
 import { workflowBundle } from './workflowBundle.js';
 
 /** A listener's address is taken (another server runs there) or not this machine's: the server does not start. */
@@ -166,38 +167,49 @@ export async function startServer({
   });
   const placeable = () => [...hostQueues.keys()].filter((h) => !drainingHosts.has(h) && liveness.serves(h));
   // Where each deployment's waiting requests were sent: its next demands go there too, and it counts
-  // in that host's load until it holds memory there.
-  const sentTo = new Map<string, string>();
-  /** The placement rule (gateway/placement.ts); the store is read only when more than one host could take it. */
-  async function placement(deployment: RoutedDeployment): Promise<string | undefined> {
+  // in those hosts' load until it holds memory there.
+  const sentTo = new Map<string, string[]>();
+  /**
+   * The hosts of the deployment's instances, one per instance it may have (gateway/placement.ts): where
+   * they are held, then where its requests were sent, then by the rule; the store is read only when
+   * more than one host could take the next. None when no host may run it.
+   */
+  async function placement(deployment: RoutedDeployment): Promise<string[]> {
     const hosts = placeable();
-    const held = heldOn(deployment, hosts);
-    if (held) return held;
-    const sent = sentTo.get(deployment.id);
-    if (sent && hosts.includes(sent)) return sent;
-    const allowed = hosts.filter((h) => mayRunOn(deployment, h));
-    return allowed.length <= 1 ? allowed[0] : placeByLoad(db, deployment, allowed, sentTo);
+    const wanted = instanceCount(deployment.spec);
+    const placed = heldOn(deployment, hosts).slice(0, wanted);
+    for (const sent of sentTo.get(deployment.id) ?? [])
+      if (placed.length < wanted && hosts.includes(sent) && !placed.includes(sent)) placed.push(sent);
+    while (placed.length < wanted) {
+      const allowed = hosts.filter((h) => mayRunOn(deployment, h) && !placed.includes(h));
+      const next = allowed.length <= 1 ? allowed[0] : await placeByLoad(db, deployment, allowed, sentTo);
+      if (next === undefined) break;
+      placed.push(next);
+    }
+    return placed;
   }
   // Demands are placed one at a time: each is counted where it went before the next is weighed.
   let demandsPlaced: Promise<unknown> = Promise.resolve();
-  function placeDemand(deployment: RoutedDeployment, demand: Demand): Promise<string | undefined> {
+  function placeDemand(deployment: RoutedDeployment, demand: Demand): Promise<string[]> {
     const placed = demandsPlaced.then(async () => {
-      const hostId = await placement(deployment);
-      if (hostId && demand.waiting > 0) sentTo.set(deployment.id, hostId);
+      const hostIds = await placement(deployment);
+      if (hostIds.length > 0 && demand.waiting > 0) sentTo.set(deployment.id, hostIds);
       else sentTo.delete(deployment.id);
-      return hostId;
+      return hostIds;
     });
     demandsPlaced = placed.catch(() => undefined);
     return placed;
   }
   /**
    * A host other than `refusedOn` that can serve the deployment by evicting (gateway/placement.ts), for the
-   * requests `refusedOn` refused for capacity; none for a model held there (it wakes where it is).
+   * requests `refusedOn` refused for capacity; none for a model held on as many hosts as it may have
+   * instances (it wakes where it is).
    */
   async function servableElsewhere(deployment: RoutedDeployment, refusedOn: string): Promise<string | undefined> {
     const hosts = placeable();
-    if (heldOn(deployment, hosts)) return undefined;
-    const others = hosts.filter((h) => h !== refusedOn && mayRunOn(deployment, h));
+    const held = heldOn(deployment, hosts);
+    if (held.length >= instanceCount(deployment.spec)) return undefined;
+    const others = hosts.filter((h) => h !== refusedOn && !held.includes(h) && mayRunOn(deployment, h));
     return others.length === 0 ? undefined : placeByLoad(db, deployment, others, sentTo, true);
   }
   const schedulerRef = (hostId: string): SchedulerRef => ({
@@ -209,15 +221,18 @@ export async function startServer({
   const deliverDemand = latestInOrder(
     async (demand) => {
       const deployment = table.get(demand.deploymentId);
-      const hostId = deployment && (await placeDemand(deployment, demand));
-      if (!hostId) {
+      const hostIds = deployment ? await placeDemand(deployment, demand) : [];
+      if (hostIds.length === 0) {
         logger.warn(
           { deploymentId: demand.deploymentId },
           'no registered host may run this deployment; its requests wait',
         );
         return;
       }
-      await reportDemand(client, schedulerRef(hostId), { ...demand, serverTaskQueue });
+      // Each instance's host hears it: every one that does not serve yet wakes or starts.
+      await Promise.all(
+        hostIds.map((hostId) => reportDemand(client, schedulerRef(hostId), { ...demand, serverTaskQueue })),
+      );
     },
     (e, demand) => logger.error({ err: e, ...demand }, 'demand not delivered'),
   );
@@ -253,7 +268,7 @@ export async function startServer({
       const elsewhere = deployment && (await servableElsewhere(deployment, hostId));
       const demand = elsewhere && queue.snapshot().demands.find((d) => d.deploymentId === deploymentId);
       if (!demand) return false;
-      sentTo.set(deploymentId, elsewhere);
+      sentTo.set(deploymentId, [...(sentTo.get(deploymentId) ?? []).filter((h) => h !== hostId), elsewhere]);
       deliverDemand(demand);
       return true;
     },
@@ -304,7 +319,7 @@ export async function startServer({
     const saved = await saveDeployment(db, spec);
     table.putDeployment(saved.deployment);
     const { id, revision } = saved.deployment;
-    const hostId = await placement(table.get(id)!);
+    const [hostId] = await placement(table.get(id)!);
     if (saved.measure && hostId)
       await startMeasurement(client, { deploymentId: id, revision, hostId, serverTaskQueue: workflowTaskQueue });
     return saved;
@@ -316,7 +331,7 @@ export async function startServer({
    */
   async function measurePendingOn(hostId: string) {
     for (const d of await listDeployments(db)) {
-      if (d.checkpoint === null && (await placement(table.get(d.id)!)) === hostId) {
+      if (d.checkpoint === null && (await placement(table.get(d.id)!))[0] === hostId) {
         if (d.measureFailure !== null) await recordMeasureFailure(db, d.id, d.revision, null);
         await startMeasurement(client, {
           deploymentId: d.id,

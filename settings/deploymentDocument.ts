@@ -27,6 +27,12 @@ export const deploymentDocument = z.strictObject({
       options: z.array(z.string().min(1)).min(2),
     })
     .optional(),
+  /**
+   * How many instances of it may run at once, each on its own host (`instanceCount`): requests go to
+   * the least loaded one that serves. Left out, one (and left out of the stored spec, so documents
+   * saved before it existed compare equal).
+   */
+  instances: count(1, 16).optional(),
   /** The hosts it may run on; left out, any host. */
   hosts: z.array(label).min(1).optional(),
 });

@@ -171,6 +171,7 @@ describe('how released models give back their memory: one decision for a switch,
     measureFailure: null,
     explicit,
     generation: 1,
+    readyElsewhere: false,
   });
   const plans = (victims: VictimFacts[], hostRamFreeBytes: number, operator = false) =>
     planVictims({ victims, memoryKind: () => 'discrete', hostRamFreeBytes, operator });

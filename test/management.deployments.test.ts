@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { apiErrors, CapyError, releasedLines } from '../domain/catalogue.js';
 import { RoutingTable } from '../gateway/routingTable.js';
+import type { CommandReceipt } from '../api/lifecycle.js';
 import { findHost, issueHostToken, registerHost } from '../store/hosts.js';
 import { deleteDeployment, recordCheckpoint } from '../store/deployments.js';
 import { migrate } from '../store/migrate.js';
@@ -34,7 +35,7 @@ describe('the operator routes for deployments and hosts', () => {
       hostRamBytes: 2 ** 36,
       settings: {},
     });
-    lifecycle = recordingLifecycle(fresh.db, table, ['gpu-box']);
+    lifecycle = recordingLifecycle(fresh.db, table, ['gpu-box', 'gpu-two']);
     app = await buildAdminApp(fresh.db, { adminToken: ADMIN_TOKEN, table, lifecycle });
   });
   afterAll(async () => {
@@ -212,6 +213,66 @@ describe('the operator routes for deployments and hosts', () => {
       `gpu-box stop [{"deploymentId":"${b.id}"}]`,
       `gpu-box park [{"deploymentId":"${b.id}"}]`,
       `gpu-box preinitialize [{"deploymentId":"${b.id}"}]`,
+    ]);
+  });
+
+  it('takes a deployment of two instances, each on its own host, and sends its commands to both', async () => {
+    const beyondHosts = await call('POST', '/deployments', doc('pair', { instances: 2, hosts: ['gpu-box'] }));
+    expect([beyondHosts.statusCode, beyondHosts.json()]).toEqual([
+      400,
+      {
+        code: 'invalid_request',
+        message:
+          'deployment pair: instances: 2 is more than the 1 hosts it may run on (hosts); ' +
+          'each instance runs on a host of its own',
+        retryable: false,
+      },
+    ]);
+    const outOfRange = await call('POST', '/deployments', doc('pair', { instances: 17 }));
+    expect(outOfRange.statusCode).toBe(400);
+    expect(outOfRange.json().message).toContain('body.instances: ');
+
+    const deployed = await call('POST', '/deployments', doc('pair', { instances: 2 }));
+    expect(deployed.statusCode).toBe(201);
+    expect(deployed.json().deployment).toMatchObject({ ready_instances: 0, desired_instances: 2 });
+    const pair = table.byModel('pair')!;
+    await recordCheckpoint(fresh.db, pair.id, 1, { weightBytes: 4 * 2 ** 30, kvBytes: 2 ** 30 });
+    lifecycle.calls.length = 0;
+    const a = table.byModel('chat-a')!;
+    // The first host's instance is ready already; the second's start parks chat-a there.
+    const receipts: CommandReceipt[] = [
+      { deploymentId: pair.id, victims: [], state: 'ready' },
+      {
+        deploymentId: pair.id,
+        switchId: 'sw-2',
+        victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam }],
+        state: 'starting',
+      },
+    ];
+    lifecycle.next = () => receipts[lifecycle.calls.length - 1]!;
+    const start = await call('POST', '/deployments/pair/start', {});
+    expect([start.statusCode, start.json()]).toEqual([
+      200,
+      {
+        deployment_id: pair.id,
+        name: 'pair',
+        switch_id: 'sw-2',
+        victims: [{ deployment_id: a.id, name: 'chat-a', instance_index: 0, released: 'released: parked (host RAM)' }],
+        state: 'starting',
+      },
+    ]);
+    lifecycle.next = undefined;
+    expect((await call('POST', '/deployments/pair/park')).statusCode).toBe(200);
+    expect((await call('DELETE', '/deployments/pair')).statusCode).toBe(200);
+    const args = JSON.stringify([{ deploymentId: pair.id }]);
+    expect(lifecycle.calls).toEqual([
+      `gpu-box start [{"deploymentId":"${pair.id}","evict":false}]`,
+      `gpu-two start [{"deploymentId":"${pair.id}","evict":false}]`,
+      `gpu-box park ${args}`,
+      `gpu-two park ${args}`,
+      // The other instance stops before the delete removes the catalogue's rows.
+      `gpu-two stop ${args}`,
+      `gpu-box delete ${args}`,
     ]);
   });
 

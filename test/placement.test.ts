@@ -29,10 +29,19 @@ const instance = (hostId: string, observedState: RoutedInstance['observedState']
 
 describe('the host a model goes to', () => {
   it('stays where an instance of it is held, parked too, but not where it stopped or on a host not offered', () => {
-    expect(heldOn(deployment({}, [instance('h2', 'parked')]), ['h1', 'h2'])).toBe('h2');
-    expect(heldOn(deployment({}, [instance('h2', 'starting')]), ['h1', 'h2'])).toBe('h2');
-    expect(heldOn(deployment({}, [instance('h2', 'stopped')]), ['h1', 'h2'])).toBeUndefined();
-    expect(heldOn(deployment({}, [instance('h2', 'ready')]), ['h1'])).toBeUndefined();
+    expect(heldOn(deployment({}, [instance('h2', 'parked')]), ['h1', 'h2'])).toEqual(['h2']);
+    expect(heldOn(deployment({}, [instance('h2', 'starting')]), ['h1', 'h2'])).toEqual(['h2']);
+    expect(heldOn(deployment({}, [instance('h2', 'stopped')]), ['h1', 'h2'])).toEqual([]);
+    expect(heldOn(deployment({}, [instance('h2', 'ready')]), ['h1'])).toEqual([]);
+  });
+
+  it('keeps each instance of a deployment of several where it is held, a stopped one nowhere', () => {
+    const three = deployment({ instances: 3 }, [
+      instance('h1', 'parked'),
+      { ...instance('h2', 'stopped'), index: 1 },
+      { ...instance('h3', 'ready'), index: 2 },
+    ]);
+    expect(heldOn(three, ['h1', 'h2', 'h3'])).toEqual(['h1', 'h3']);
   });
 
   it('goes where it fits without evicting before anything else', () => {

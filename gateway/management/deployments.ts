@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { documentRefusal, hostsRefusal } from '../../engines/rules.js';
+import { documentRefusal, hostsRefusal, instanceCount } from '../../engines/rules.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { InstanceState } from '../../domain/vocabulary.js';
@@ -23,6 +23,7 @@ import {
   receiptBody,
 } from '../../api/deployments.js';
 import type { CommandReceipt } from '../../api/lifecycle.js';
+import type { CommandArgs } from '../lifecycleClient.js';
 import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
 import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
@@ -51,7 +52,16 @@ export function renderReceipt(r: CommandReceipt, name: string, table: RoutingTab
   };
 }
 
-/** A deployment's state for its list row: its instance's (one per deployment), or `stopped` before any. */
+/**
+ * One receipt for a command that each instance's host carried out: the first switch begun (the one
+ * `--wait` follows) and its state, with every host's victims.
+ */
+function mergedReceipt(receipts: readonly CommandReceipt[]): CommandReceipt {
+  const followed = receipts.find((r) => r.switchId !== undefined) ?? receipts[0]!;
+  return { ...followed, victims: receipts.flatMap((r) => r.victims) };
+}
+
+/** A deployment's state for its list row: ready when an instance is, else its first instance's, or `stopped` before any. */
 function deploymentState(instances: readonly RoutedInstance[]): InstanceState {
   return instances.find((i) => i.observedState === 'ready')?.observedState ?? instances[0]?.observedState ?? 'stopped';
 }
@@ -77,7 +87,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       revision: d.revision,
       state: deploymentState(instances),
       ready_instances: instances.filter((i) => i.observedState === 'ready').length,
-      desired_instances: 1,
+      desired_instances: instanceCount(d.spec),
       hosts: [...new Set(instances.filter((i) => i.observedState !== 'stopped').map((i) => i.hostId))],
       activation: table.get(d.id)?.activation ?? d.spec.lifecycle.activation,
       operator_stopped: d.operatorStopped,
@@ -101,8 +111,8 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     return d;
   }
 
-  /** The host whose scheduler decides for the deployment: where it is held, else where the placement rule puts it. */
-  function hostOf(d: Deployment): Promise<string | undefined> {
+  /** The hosts whose schedulers decide for the deployment's instances: where they are held, else where the placement rule puts them. */
+  function hostsOf(d: Deployment): Promise<string[]> {
     const routed: RoutedDeployment = table.get(d.id) ?? {
       ...d,
       activation: d.spec.lifecycle.activation,
@@ -110,10 +120,23 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     };
     return lifecycle.placement(routed);
   }
-  async function requireHost(d: Deployment): Promise<string> {
-    const hostId = await hostOf(d);
-    if (!hostId) throw new CapyError(apiErrors.noHost(d.name));
-    return hostId;
+  /**
+   * Runs the command on the host of each of the deployment's instances, at once: answered when one of
+   * them carried it out, refused with the first refusal when none did.
+   */
+  async function onEveryInstance<K extends 'start' | 'stop' | 'park' | 'preinitialize'>(
+    d: Deployment,
+    command: K,
+    args: CommandArgs<K>[0],
+  ): Promise<ReceiptBody> {
+    const hostIds = await hostsOf(d);
+    if (hostIds.length === 0) throw new CapyError(apiErrors.noHost(d.name));
+    const outcomes = await Promise.allSettled(
+      hostIds.map((hostId) => lifecycle.command(hostId, command, ...([args] as CommandArgs<K>))),
+    );
+    const receipts = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value as CommandReceipt] : []));
+    if (receipts.length === 0) throw (outcomes[0] as PromiseRejectedResult).reason;
+    return renderReceipt(mergedReceipt(receipts), d.name, table);
   }
 
   return async (app: FastifyInstance) => {
@@ -166,11 +189,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
         // Refused here too, so a checkpoint that waits for a host to measure it is not mistaken for a missing host.
         const unmeasured = unmeasuredRefusal(d.name, d);
         if (unmeasured) throw new CapyError(unmeasured);
-        return renderReceipt(
-          await lifecycle.command(await requireHost(d), 'start', { deploymentId: d.id, evict: request.body.evict }),
-          d.name,
-          table,
-        );
+        return onEveryInstance(d, 'start', { deploymentId: d.id, evict: request.body.evict });
       },
     );
 
@@ -180,11 +199,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
         { schema: { params: refParams, response: { 200: receiptBody } } },
         async (request) => {
           const d = await find(request.params.ref);
-          return renderReceipt(
-            await lifecycle.command(await requireHost(d), command, { deploymentId: d.id }),
-            d.name,
-            table,
-          );
+          return onEveryInstance(d, command, { deploymentId: d.id });
         },
       );
     }
@@ -194,9 +209,12 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       { schema: { params: refParams, response: { 200: receiptBody } } },
       async (request) => {
         const d = await find(request.params.ref);
-        const hostId = await hostOf(d);
-        if (hostId)
+        const [hostId, ...others] = await hostsOf(d);
+        if (hostId) {
+          // The other instances stop first: the delete on the first host removes the catalogue's rows.
+          await Promise.all(others.map((other) => lifecycle.command(other, 'stop', { deploymentId: d.id })));
           return renderReceipt(await lifecycle.command(hostId, 'delete', { deploymentId: d.id }), d.name, table);
+        }
         // No host may run it, so none holds it: there is nothing to stop, only the catalogue entry.
         await deleteDeployment(db, d.id);
         table.removeDeployment(d.id);

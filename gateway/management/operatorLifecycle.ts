@@ -11,8 +11,11 @@ import type { RoutedDeployment } from '../routingTable.js';
  * test can give its own.
  */
 export interface OperatorLifecycle {
-  /** The host whose scheduler decides for the deployment (gateway/placement.ts); none when no host may run it. */
-  placement(deployment: RoutedDeployment): Promise<string | undefined>;
+  /**
+   * The hosts whose schedulers decide for the deployment, one per instance it may have
+   * (gateway/placement.ts); none when no host may run it.
+   */
+  placement(deployment: RoutedDeployment): Promise<string[]>;
   command<K extends keyof Commands>(hostId: string, update: K, ...args: CommandArgs<K>): Promise<CommandResult<K>>;
   /** Saves a deployment document; a new revision's checkpoint is measured on the host it would run on. */
   deploy(spec: DeploymentSpec): Promise<SaveResult>;

@@ -2,6 +2,7 @@
  * An operator lifecycle for route tests: deploys into the store and the table as the server does,
  * records what the routes ask, and answers commands with canned receipts.
  */
+import { instanceCount } from '../../engines/rules.js';
 import type { CommandArgs, Commands } from '../../gateway/lifecycleClient.js';
 import type { OperatorLifecycle } from '../../gateway/management/operatorLifecycle.js';
 import type { RoutingTable } from '../../gateway/routingTable.js';
@@ -28,7 +29,11 @@ export function recordingLifecycle(
   const lifecycle: RecordingLifecycle = {
     calls,
     switches: new Map(),
-    placement: async (d) => heldOn(d, hosts) ?? hosts.find((h) => mayRunOn(d, h)),
+    placement: async (d) => {
+      const held = heldOn(d, hosts);
+      const free = hosts.filter((h) => mayRunOn(d, h) && !held.includes(h));
+      return [...held, ...free].slice(0, instanceCount(d.spec));
+    },
     async command<K extends keyof Commands>(hostId: string, update: K, ...args: CommandArgs<K>) {
       calls.push(`${hostId} ${update} ${JSON.stringify(args)}`);
       const answer = lifecycle.next?.(update, args) ?? {

@@ -83,6 +83,7 @@ async function preinitialize(scheduler: HostScheduler, deploymentId: string): En
   // Refused, retryably, as a start is: queued, it would act later for a caller that may be gone.
   if (brought.kind === 'waits')
     throw refusal(apiErrors.memoryHeldToPreinitialize(deployment.id, otherHolderNames(holders, deployment.id)));
+  if (brought.kind === 'elsewhere') return [scheduler.receipt(deployment.id)];
   const failed = brought.kind === 'switched' ? scheduler.targetFailed(brought.result, deployment.id) : undefined;
   if (failed) throw failed;
   return [

@@ -8,12 +8,14 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  patched,
   proxyLocalActivities,
   startChild,
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
 import { apiErrors } from '../../domain/catalogue.js';
+import { instanceCount } from '../../engines/rules.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { LaunchMemory } from '../../engines/memoryBound.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
@@ -61,8 +63,15 @@ export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
 /** An instance holding GPU memory, with its deployment as the store describes it. */
 export type GpuHolder = Holder & { deployment: MeasuredView };
 
-/** What bringing a model up came to: it waits for memory, it was ready already, or a switch ran. */
-export type BringUp = { kind: 'waits' } | { kind: 'ready' } | { kind: 'switched'; result: SwitchResult };
+/**
+ * What bringing a model up came to: it waits for memory, it was ready already, every instance it may
+ * have runs on other hosts, or a switch ran.
+ */
+export type BringUp =
+  { kind: 'waits' } | { kind: 'ready' } | { kind: 'elsewhere' } | { kind: 'switched'; result: SwitchResult };
+
+/** The `patched()` name of a start that claims its instance in the store; older histories started index 0. */
+const CLAIMED_INSTANCE = 'claimed-instance';
 
 export class HostScheduler {
   readonly hostId: string;
@@ -328,6 +337,27 @@ export class HostScheduler {
   }
 
   /**
+   * The instance a start brings up here: the index this host has or takes of the deployment's
+   * `instances`, at a generation past every one it had, here or on another host (where it may have run
+   * since); null when all of them run on other hosts.
+   */
+  private async claimInstance(
+    deployment: MeasuredView,
+    existing: LedgerEntry | undefined,
+  ): Promise<InstanceRef | null> {
+    const pastGeneration = Math.max(existing?.instance.generation ?? 0, deployment.generation);
+    if (!patched(CLAIMED_INSTANCE))
+      return { deploymentId: deployment.id, instanceIndex: 0, generation: pastGeneration + 1 };
+    const claimed = await this.store.claimInstance({
+      deploymentId: deployment.id,
+      hostId: this.hostId,
+      count: instanceCount(deployment.spec),
+      pastGeneration,
+    });
+    return claimed && { deploymentId: deployment.id, instanceIndex: claimed.index, generation: claimed.generation };
+  }
+
+  /**
    * Makes `deployment` ready: wakes its parked instance or starts a new generation, parking
    * `evict`-able holders when it must. Waits when memory is not there yet; throws a refusal for
    * capacity. `beforeSwitch` runs once the switch is decided, `begun` as it begins.
@@ -362,33 +392,19 @@ export class HostScheduler {
       instance: entry.instance,
       plan: releases[i]!,
     }));
+    const instance = wake ? existing!.instance : await this.claimInstance(deployment, existing);
+    if (!instance) return { kind: 'elsewhere' };
     const memory = this.launchMemory(deployment, gpuIndex, victims);
-    const target: SwitchTarget = wake
-      ? {
-          name: deployment.name,
-          revision: deployment.revision,
-          spec: deployment.spec,
-          instance: existing!.instance,
-          action: 'wake',
-          tier: existing!.tier,
-          gpuIndex,
-          memory,
-        }
-      : {
-          name: deployment.name,
-          revision: deployment.revision,
-          spec: deployment.spec,
-          // Past every generation of it, here or on another host (where it may have run since).
-          instance: {
-            deploymentId: deployment.id,
-            instanceIndex: 0,
-            generation: Math.max(existing?.instance.generation ?? 0, deployment.generation) + 1,
-          },
-          action: 'start',
-          tier: launchTier({ deployment, memoryKind: this.memoryKind(gpuIndex), hostRamFreeBytes }),
-          gpuIndex,
-          memory,
-        };
+    const target: SwitchTarget = {
+      name: deployment.name,
+      revision: deployment.revision,
+      spec: deployment.spec,
+      instance,
+      action: wake ? 'wake' : 'start',
+      tier: wake ? existing!.tier : launchTier({ deployment, memoryKind: this.memoryKind(gpuIndex), hostRamFreeBytes }),
+      gpuIndex,
+      memory,
+    };
     if (!existing) {
       this.ledger.entries.push({
         deploymentId: deployment.id,
@@ -409,14 +425,9 @@ export class HostScheduler {
     ]);
     await opts.beforeSwitch?.();
     const begun = opts.begun && ((switchId: string) => opts.begun!({ switchId, target, victims: released }));
-    // A victim ready elsewhere has no window; on one host there is no elsewhere, so the window applies.
-    const result = await this.runSwitch(
-      target,
-      released,
-      victims.length > 0 ? opts.admissionWindowMs : null,
-      checkpoints,
-      begun,
-    );
+    // A victim ready elsewhere has no window (spec): its requests go there meanwhile.
+    const windowed = victims.some((v) => !v.deployment.readyElsewhere);
+    const result = await this.runSwitch(target, released, windowed ? opts.admissionWindowMs : null, checkpoints, begun);
     return { kind: 'switched', result };
   }
 
