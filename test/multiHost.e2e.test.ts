@@ -5,7 +5,8 @@
  * hosts a deployment may run on (the second card has unified memory), and a drain that moves a model
  * to the other host (it serves from there, and keeps doing so after an undrain and a server restart);
  * and requests that wait for a slot of a model ready on one host, served there with no switch on the
- * other. Hosts that leave and join: multiHost.leaveAndJoin.e2e.test.ts.
+ * other; a model of two instances, one on each host, its requests spread between them by load and
+ * served by one while the other parks. Hosts that leave and join: multiHost.leaveAndJoin.e2e.test.ts.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -256,5 +257,59 @@ describe('waiting requests for a model ready on one host', () => {
     expect((await cluster.status('other')).instances).toEqual(otherBefore.instances);
     expect(await gpuUsed(host1)).toBe(SIM_MODEL_BYTES);
     expect(await gpuUsed(host2)).toBe(SIM_MODEL_BYTES);
+  }, 120_000);
+
+  it('a model of two instances starts one on each host, and its requests go to the less loaded one', async () => {
+    await cluster.deploy(simDeployment('pair', 'vllm', ['--sim-tokens-per-s', '10'], 'instances: 2\n'));
+    await cluster.capyctlOk(['start', 'deployment', 'pair', '--evict', '--wait']);
+    const pair = await until('both instances of pair to be ready', async () => {
+      const status = await cluster.status('pair');
+      return status.ready_instances === 2 ? status : undefined;
+    });
+    expect([...pair.hosts].sort()).toEqual([host1.hostId, host2.hostId].sort());
+    expect(await cluster.capyctlOk(['list', 'deployments'])).toMatch(
+      new RegExp(`^pair +ready +2/2 +1 +${pair.hosts.join(',')}$`, 'm'),
+    );
+
+    // Sixteen answers of 2 s at once: eight on each instance.
+    const replies = Promise.all(Array.from({ length: 16 }, () => cluster.chat('pair', 20)));
+    const spread = await until('16 requests to run on pair', async () => {
+      const load = await cluster.api('GET', `/management/v1/metrics/load?deployment=${pair.deployment_id}`);
+      const figures = load.body.deployments?.[0];
+      return figures?.router.in_flight === 16 ? figures.instances.map((i: any) => i.router_in_flight) : undefined;
+    });
+    expect(spread).toEqual([8, 8]);
+    expect((await replies).map((r) => r.status)).toEqual(Array(16).fill(200));
+  }, 120_000);
+
+  it('while one instance parks for another model, the other serves its requests: no window, no 503', async () => {
+    const pairBefore = await cluster.status('pair');
+    // busy is parked on host-1, where an instance of pair holds the card: its request parks that one.
+    expect((await cluster.status('busy')).instances).toEqual([
+      { index: 0, host_id: host1.hostId, generation: 1, state: 'parked', park_tier: 'host_ram' },
+    ]);
+    const sentAt = Date.now();
+    const busy = cluster.chat('busy').then((r) => ({ ...r, ms: Date.now() - sentAt }));
+    const forPair: Array<Promise<{ status: number }>> = [];
+    let answered = false;
+    void busy.finally(() => (answered = true));
+    while (!answered) {
+      forPair.push(cluster.chat('pair'));
+      await sleep(100);
+    }
+    const busyReply = await busy;
+    expect(busyReply.status).toBe(200);
+    // Its host's admission window is 2 s; an idle victim ready elsewhere has none.
+    expect(busyReply.ms).toBeLessThan(2_000);
+    expect((await Promise.all(forPair)).map((r) => r.status)).toEqual(Array(forPair.length).fill(200));
+
+    const onHost1 = pairBefore.instances.find((i: any) => i.host_id === host1.hostId);
+    const onHost2 = pairBefore.instances.find((i: any) => i.host_id === host2.hostId);
+    expect((await cluster.status('pair')).instances).toEqual(
+      [
+        { ...onHost1, state: 'parked', park_tier: 'host_ram' },
+        { ...onHost2, state: 'ready' },
+      ].sort((a, b) => a.index - b.index),
+    );
   }, 120_000);
 });
