@@ -5,13 +5,16 @@
  * (an in-memory stand-in does in the lifecycle's tests).
  */
 import type { ApiError } from '../domain/catalogue.js';
-import type { Demand, InstanceRef } from '../api/lifecycle.js';
+import type { Demand, InstanceKey, InstanceRef } from '../api/lifecycle.js';
 
 export interface DrainOutcome {
   drained: boolean;
   /** Requests still running on the victims when the drain bound ran out (0 when drained). */
   requestsStillRunning: number;
-  /** Victims a request was cut from before the engine produced any output: they stop, not park. */
+  /**
+   * The deployments of the victims a request was cut from before the engine produced any output:
+   * they stop, not park.
+   */
   cutBeforeOutput: string[];
 }
 
@@ -23,33 +26,34 @@ export interface RanOn {
 
 export interface GatewaySteps {
   /**
-   * Lets the victims take new requests for the admission window, counted from `startedAtMs` and not
-   * extended by their traffic; ends early once a victim has gone one window length with no request
-   * starting or finishing and none running. Then closes their dispatch: a new request for a victim
-   * is answered 503 "dispatch … is closed". `windowMs` null: closes at once. Heartbeats. Answers
-   * where the drain stands as they close: drained when nothing runs on them then. `onlyOn`: the
-   * server whose gateway must do it (run inside a workflow task, on whichever worker took it); any
-   * other refuses, non-retryable (`gatewayFailureTypes.notThisServer`), having done nothing.
+   * Lets the victim instances take new requests for the admission window, counted from `startedAtMs`
+   * and not extended by their traffic; ends early once each victim's deployment has gone one window
+   * length with no request starting or finishing and none running. Then closes the victims' dispatch:
+   * a new request for a deployment with no other open instance is answered 503 "dispatch … is
+   * closed", one with another goes there. `windowMs` null: closes at once. Heartbeats. Answers where
+   * the drain stands as they close: drained when nothing runs on them then. `onlyOn`: the server
+   * whose gateway must do it (run inside a workflow task, on whichever worker took it); any other
+   * refuses, non-retryable (`gatewayFailureTypes.notThisServer`), having done nothing.
    */
   closeAdmission(input: {
     switchId: string;
-    victims: string[];
+    victims: InstanceKey[];
     startedAtMs: number;
     windowMs: number | null;
     onlyOn?: string;
   }): Promise<DrainOutcome>;
 
-  /** Waits until the victims run no request, up to `timeoutMs`. Heartbeats. */
-  awaitDrain(input: { switchId: string; victims: string[]; timeoutMs: number }): Promise<DrainOutcome>;
+  /** Waits until the victim instances run no request, up to `timeoutMs`. Heartbeats. */
+  awaitDrain(input: { switchId: string; victims: InstanceKey[]; timeoutMs: number }): Promise<DrainOutcome>;
 
   /**
-   * The victims begin parking or stopping: dispatched to no more, a new request for one waits, and
-   * becomes the next switch.
+   * The victim instances begin parking or stopping: dispatched to no more. A new request for a
+   * deployment with no other open instance waits, and becomes the next switch.
    */
-  withdrawVictims(input: { switchId: string; victims: string[] }): Promise<RanOn>;
+  withdrawVictims(input: { switchId: string; victims: InstanceKey[] }): Promise<RanOn>;
 
-  /** The victims serve again (the compensation of a failed drain). */
-  reopen(input: { switchId: string; victims: string[] }): Promise<RanOn>;
+  /** The victim instances serve again (the compensation of a failed drain). */
+  reopen(input: { switchId: string; victims: InstanceKey[] }): Promise<RanOn>;
 
   /** The target is ready: every request waiting for it runs now, up to the running bound. */
   startWaiters(input: {

@@ -16,6 +16,9 @@ export interface InstanceRef {
   generation: number;
 }
 
+/** One instance of a deployment, whatever its start: what a switch's gateway steps name as a victim. */
+export type InstanceKey = Pick<InstanceRef, 'deploymentId' | 'instanceIndex'>;
+
 /** What the lifecycle knows of a deployment: the store's row, with its host's policy folded in. */
 export interface DeploymentView {
   id: string;

@@ -57,6 +57,15 @@ export class LoadBoard {
     return [...this.samples.values()].flatMap((s) => this.read(s.deploymentId, s.instanceIndex, nowMs) ?? []);
   }
 
+  /**
+   * The engine's own figures from an instance's fresh sample, for the request queue's choice of
+   * instance; undefined when its sample is absent, stale, or could not read the engine.
+   */
+  freshEngine(deploymentId: string, instanceIndex: number, nowMs: number): EngineLoad | undefined {
+    const sample = this.read(deploymentId, instanceIndex, nowMs);
+    return sample?.fresh ? (sample.engine ?? undefined) : undefined;
+  }
+
   /** The sample held for an instance, or null when none is (never sampled, or dropped after 30 s). */
   read(deploymentId: string, instanceIndex: number, nowMs: number): ReadSample | null {
     const key = keyOf(deploymentId, instanceIndex);

@@ -5,13 +5,16 @@
  * (`gatewayActivities.ts`). The HTTP route admits a request here and forwards it to the ticket's
  * instance; the queue never touches a body or a socket.
  *
- * Each deployment's dispatch is `open`, `closed` or `waiting`, and changes only as the table in
- * `dispatchState.ts` allows.
+ * A deployment may have several instances, each on its own host. Each instance's dispatch is `open`,
+ * `closed` or `waiting`, and changes only as the table in `dispatchState.ts` allows; the model's, as
+ * its requests see it, is derived: `open` while any instance is, else `closed` while any is, else
+ * `waiting`. A request that runs goes to the least loaded open instance; the 32 running requests are
+ * the model's, across its instances.
  */
 import { type ApiError, apiErrors } from '../domain/catalogue.js';
 import { RUNNING_PER_MODEL } from '../domain/limits.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
-import type { Demand, InstanceRef } from '../api/lifecycle.js';
+import type { Demand, InstanceKey, InstanceRef } from '../api/lifecycle.js';
 import { type DispatchEvent, type DispatchState, nextDispatch } from './dispatchState.js';
 import type { RouterFigures } from './routerFigures.js';
 
@@ -57,6 +60,12 @@ export interface RequestQueueOptions {
    * throw: it runs after the change, where nobody could handle the error.
    */
   onDemand: (demand: Demand) => void;
+  /**
+   * The engine's own figures for an instance, from its fresh load sample (gateway/loadBoard.ts);
+   * undefined when the sample is absent, stale, or has no engine figures. Absent: no samples, each
+   * instance's load is the requests this queue runs on it.
+   */
+  engineLoad?: (deploymentId: string, instanceIndex: number) => { running: number; waiting: number } | undefined;
   now?: () => number;
 }
 
@@ -96,16 +105,26 @@ function refused(error: ApiError): Promise<Admission> {
   return Promise.resolve({ kind: 'refused', error });
 }
 
-interface Model {
-  id: string;
+/** One instance of a deployment, by its index. */
+interface Instance {
+  index: number;
   dispatch: DispatchState;
-  instance: InstanceRef | null;
-  running: Set<RunningRequest>;
-  waiters: Waiter[];
-  /** The last time a request started or finished there, or its dispatch opened (idle since). */
-  lastChangeMs: number;
+  /** The start it serves on; null before its first and once withdrawn. */
+  ref: InstanceRef | null;
+  /** Requests this queue runs on it now. */
+  running: number;
   /** A request was cut there before any output: its next release stops it (`awaitDrain`). */
   cutBeforeOutput: boolean;
+}
+
+interface Model {
+  id: string;
+  instances: Map<number, Instance>;
+  /** Requests running now, on all its instances: at most 32. */
+  running: number;
+  waiters: Waiter[];
+  /** The last time a request started or finished there, or a dispatch of its opened (idle since). */
+  lastChangeMs: number;
   /**
    * With no waiting allowed, a refused request still asks for the wake or start: it counts as one
    * waiting request in the demand, since when, until the model serves or its switch fails.
@@ -121,7 +140,7 @@ class RunningRequest implements Ticket {
 
   constructor(
     readonly instance: InstanceRef,
-    private readonly onFinish: (request: RunningRequest, cutBeforeOutput: boolean) => void,
+    private readonly onFinish: (cutBeforeOutput: boolean) => void,
     private readonly deadline: DeadlineTimer,
   ) {}
 
@@ -145,7 +164,7 @@ class RunningRequest implements Ticket {
     if (this.finished) return;
     this.finished = true;
     this.deadline.stop();
-    this.onFinish(this, cut && !this.sawOutput);
+    this.onFinish(cut && !this.sawOutput);
   }
 }
 
@@ -172,17 +191,18 @@ export class RequestQueue implements RouterFigures {
     const { deploymentId: id, startBlockedBy, bodyBytes } = arrival;
     const m = this.model(id);
     const limits = this.options.limits();
-    const slotFree = m.running.size < RUNNING_PER_MODEL && m.waiters.length === 0;
+    const dispatch = this.dispatchOfModel(m);
+    const slotFree = m.running < RUNNING_PER_MODEL && m.waiters.length === 0;
 
-    if (m.dispatch === 'open' && slotFree)
+    if (dispatch === 'open' && slotFree)
       return Promise.resolve({ kind: 'dispatch', ticket: this.run(m, new DeadlineTimer(limits.request_deadline)) });
-    if (m.dispatch === 'closed' || this.stopping) return refused(apiErrors.dispatchClosed(id));
-    if (m.dispatch === 'waiting' && startBlockedBy)
+    if (dispatch === 'closed' || this.stopping) return refused(apiErrors.dispatchClosed(id));
+    if (dispatch === 'waiting' && startBlockedBy)
       return refused(
         startBlockedBy === 'explicit' ? apiErrors.deploymentInactive(id) : apiErrors.deploymentStopped(id),
       );
     if (limits.max_pending_per_deployment === 0) {
-      if (m.dispatch === 'open') return refused(apiErrors.inFlightNoWait(id));
+      if (dispatch === 'open') return refused(apiErrors.inFlightNoWait(id));
       if (m.askedSinceMs === null) {
         m.askedSinceMs = this.now();
         this.touch(id);
@@ -206,7 +226,7 @@ export class RequestQueue implements RouterFigures {
       };
       const waiter: Waiter = {
         sinceMs: this.now(),
-        forSlot: m.dispatch === 'open',
+        forSlot: this.dispatchOfModel(m) === 'open',
         start: () => {
           waiter.leave();
           resolve({ kind: 'dispatch', ticket: this.run(m, timer) });
@@ -238,31 +258,52 @@ export class RequestQueue implements RouterFigures {
     });
   }
 
-  /** Only a serving model runs requests, and a serving model always has its instance. */
+  /** Runs a request on the least loaded open instance; only a model with one runs requests, and an open instance has its start. */
   private run(m: Model, timer: DeadlineTimer): RunningRequest {
+    const instance = this.leastLoaded(m)!;
     const request = new RunningRequest(
-      m.instance!,
-      (r, cutBeforeOutput) => this.finished(m, r, cutBeforeOutput),
+      instance.ref!,
+      (cutBeforeOutput) => this.finished(m, instance, cutBeforeOutput),
       timer,
     );
     timer.onExpiry = () => request.expire(apiErrors.queueDeadline(m.id));
-    m.running.add(request);
+    instance.running++;
+    m.running++;
     m.lastChangeMs = this.now();
     return request;
   }
 
-  private finished(m: Model, request: RunningRequest, cutBeforeOutput: boolean) {
-    m.running.delete(request);
+  /**
+   * The open instance with the least load, the lower index on a tie: the requests this queue runs
+   * there, or the engine's own running count when its fresh sample says more, plus the requests
+   * waiting in the engine. With one open instance there is nothing to weigh, and no sample is read.
+   */
+  private leastLoaded(m: Model): Instance | undefined {
+    const open = [...m.instances.values()].filter((i) => i.dispatch === 'open');
+    if (open.length <= 1) return open[0];
+    const weighed = open.map((i) => ({ i, load: this.loadOf(m.id, i) }));
+    weighed.sort((x, y) => x.load - y.load || x.i.index - y.i.index);
+    return weighed[0]!.i;
+  }
+
+  private loadOf(deploymentId: string, i: Instance): number {
+    const engine = this.options.engineLoad?.(deploymentId, i.index);
+    return engine ? Math.max(i.running, engine.running) + engine.waiting : i.running;
+  }
+
+  private finished(m: Model, instance: Instance, cutBeforeOutput: boolean) {
+    instance.running--;
+    m.running--;
     m.lastChangeMs = this.now();
     // The engine may not have started it yet, so its count of running requests proves nothing.
-    if (cutBeforeOutput) m.cutBeforeOutput = true;
+    if (cutBeforeOutput) instance.cutBeforeOutput = true;
     this.fillSlots(m);
   }
 
   /** Fills the free slots of a serving model from its waiters, first come first served; how many started. */
   private fillSlots(m: Model): number {
     let started = 0;
-    while (m.dispatch === 'open' && m.running.size < RUNNING_PER_MODEL && m.waiters.length > 0) {
+    while (this.dispatchOfModel(m) === 'open' && m.running < RUNNING_PER_MODEL && m.waiters.length > 0) {
       m.waiters[0]!.start();
       started++;
     }
@@ -271,71 +312,85 @@ export class RequestQueue implements RouterFigures {
 
   // ─── What the switch's gateway steps do ──────────────────────────────────────────────────────
 
+  /** The deployment's dispatch as its requests see it: `open` if any instance is, else `closed` if any is, else `waiting`. */
   dispatchOf(deploymentId: string): DispatchState {
-    return this.models.get(deploymentId)?.dispatch ?? 'waiting';
+    const m = this.models.get(deploymentId);
+    return m ? this.dispatchOfModel(m) : 'waiting';
   }
 
-  /** Requests running on the deployments now. */
-  runningOn(deploymentIds: readonly string[]): number {
-    return deploymentIds.reduce((sum, id) => sum + (this.models.get(id)?.running.size ?? 0), 0);
+  /** One instance's own dispatch (`waiting` for one the queue never saw). */
+  instanceDispatchOf(deploymentId: string, instanceIndex: number): DispatchState {
+    return this.models.get(deploymentId)?.instances.get(instanceIndex)?.dispatch ?? 'waiting';
+  }
+
+  /** Requests running on the instances now. */
+  runningOn(victims: readonly InstanceKey[]): number {
+    return victims.reduce((sum, v) => sum + (this.existing(v)?.running ?? 0), 0);
   }
 
   /** No request runs on the deployment, and none started or finished there for `windowMs` (or ever). */
   idleFor(deploymentId: string, windowMs: number): boolean {
     const m = this.models.get(deploymentId);
-    return !m || (m.running.size === 0 && this.now() - m.lastChangeMs >= windowMs);
-  }
-
-  /** The victims drain: their new requests are answered 503 until they park or serve again. */
-  close(deploymentIds: readonly string[]): void {
-    for (const id of deploymentIds) this.setDispatch(this.model(id), 'close');
+    return !m || (m.running === 0 && this.now() - m.lastChangeMs >= windowMs);
   }
 
   /**
-   * The victims begin parking or stopping: dispatched to no more, their new requests wait and become the
-   * next switch.
+   * The victim instances drain: dispatched to no more. A model with no other open instance answers
+   * its new requests 503 until they park or serve again; one with another sends them there.
    */
-  withdrawVictims(deploymentIds: readonly string[]): void {
-    for (const id of deploymentIds) {
-      const m = this.model(id);
-      this.setDispatch(m, 'withdraw');
-      m.instance = null;
+  close(victims: readonly InstanceKey[]): void {
+    for (const v of victims) {
+      const m = this.model(v.deploymentId);
+      this.setDispatch(m, this.instance(m, v.instanceIndex), 'close');
+    }
+  }
+
+  /**
+   * The victim instances begin parking or stopping: dispatched to no more. A model with no other open
+   * instance has its new requests wait, and they become the next switch.
+   */
+  withdrawVictims(victims: readonly InstanceKey[]): void {
+    for (const v of victims) {
+      const m = this.model(v.deploymentId);
+      const i = this.instance(m, v.instanceIndex);
+      this.setDispatch(m, i, 'withdraw');
+      i.ref = null;
       // This release carries out the stop a cut request asked for.
-      m.cutBeforeOutput = false;
+      i.cutBeforeOutput = false;
     }
   }
 
   /**
    * The catalogue records this instance as no longer serving (parking, parked, stopping …): if it is
-   * what the deployment dispatches to, its requests wait instead, as after `withdrawVictims`. A switch
-   * that began releasing it in the process before this one (a restart in between) closed it there.
+   * the start its index serves on, it is withdrawn, as by `withdrawVictims`. A switch that began
+   * releasing it in the process before this one (a restart in between) closed it there.
    */
   withdraw(instance: InstanceRef): void {
-    const serving = this.models.get(instance.deploymentId)?.instance;
-    if (serving && serving.instanceIndex === instance.instanceIndex && serving.generation === instance.generation)
-      this.withdrawVictims([instance.deploymentId]);
+    const serving = this.existing(instance)?.ref;
+    if (serving && serving.generation === instance.generation) this.withdrawVictims([instance]);
   }
 
-  /** The victims serve again (a drain that did not finish). */
-  reopen(deploymentIds: readonly string[]): void {
-    for (const id of deploymentIds) {
-      const m = this.model(id);
+  /** The victim instances serve again (a drain that did not finish). */
+  reopen(victims: readonly InstanceKey[]): void {
+    for (const v of victims) {
+      const m = this.model(v.deploymentId);
+      const i = this.instance(m, v.instanceIndex);
       // A waiting one has begun parking or was withdrawn since: reopening it would route to a parking engine.
-      if (m.instance && m.dispatch !== 'waiting') this.open(m, m.instance, 'reopen');
+      if (i.ref && i.dispatch !== 'waiting') this.open(m, i, i.ref, 'reopen');
     }
   }
 
-  /** Of the deployments, those a request was cut from before any output since their last release. */
-  cutBeforeOutput(deploymentIds: readonly string[]): string[] {
-    return deploymentIds.filter((id) => this.models.get(id)?.cutBeforeOutput === true);
+  /** The deployments of the victims a request was cut from before any output since their last release. */
+  cutBeforeOutput(victims: readonly InstanceKey[]): string[] {
+    return [...new Set(victims.filter((v) => this.existing(v)?.cutBeforeOutput === true).map((v) => v.deploymentId))];
   }
 
-  /** The instance serves: its waiting requests run together, up to the running bound; how many started. */
+  /** The instance serves: its model's waiting requests run together, up to the running bound; how many started. */
   startWaiters(instance: InstanceRef): number {
     const m = this.model(instance.deploymentId);
     m.askedSinceMs = null;
     this.touch(m.id);
-    return this.open(m, instance, 'serve');
+    return this.open(m, this.instance(m, instance.instanceIndex), instance, 'serve');
   }
 
   /** Every request waiting for the deployment is answered `error`; how many. */
@@ -355,38 +410,50 @@ export class RequestQueue implements RouterFigures {
     return { demands, lastActivityMs };
   }
 
-  private open(m: Model, instance: InstanceRef, event: 'serve' | 'reopen'): number {
-    m.instance = instance;
-    this.setDispatch(m, event);
+  private open(m: Model, i: Instance, ref: InstanceRef, event: 'serve' | 'reopen'): number {
+    i.ref = ref;
+    this.setDispatch(m, i, event);
     m.lastChangeMs = this.now();
     return this.fillSlots(m);
   }
 
-  private setDispatch(m: Model, event: DispatchEvent) {
-    const next = nextDispatch(m.dispatch, event);
+  private setDispatch(m: Model, i: Instance, event: DispatchEvent) {
+    const next = nextDispatch(i.dispatch, event);
     // A switch finishing while the process stops does not reopen what the stop closed.
-    m.dispatch = this.stopping ? 'closed' : next;
+    i.dispatch = this.stopping ? 'closed' : next;
     // Once the model stops serving, its waiters wait for it to load, not for a slot.
-    if (next !== 'open') for (const w of m.waiters) w.forSlot = false;
+    if (this.dispatchOfModel(m) !== 'open') for (const w of m.waiters) w.forSlot = false;
+  }
+
+  private dispatchOfModel(m: Model): DispatchState {
+    let closed = false;
+    for (const i of m.instances.values()) {
+      if (i.dispatch === 'open') return 'open';
+      if (i.dispatch === 'closed') closed = true;
+    }
+    // Stopping, a model with no instance yet is closed too.
+    return closed || this.stopping ? 'closed' : 'waiting';
   }
 
   // ─── Stopping ───────────────────────────────────────────────────────────────────────────────
 
   /**
-   * The process is stopping: every deployment's dispatch closes, as a victim's does before it parks
+   * The process is stopping: every instance's dispatch closes, as a victim's does before it parks
    * (new requests and the waiting ones are answered 503 dispatch closed); running requests go on.
    */
   stopTaking(): void {
     this.stopping = true;
     for (const m of this.models.values()) {
-      this.setDispatch(m, 'stop');
+      for (const i of m.instances.values()) this.setDispatch(m, i, 'stop');
       this.failWaiters(m.id, apiErrors.dispatchClosed(m.id));
     }
   }
 
   /** Requests running now, on every deployment. */
   runningTotal(): number {
-    return this.runningOn([...this.models.keys()]);
+    let total = 0;
+    for (const m of this.models.values()) total += m.running;
+    return total;
   }
 
   // ─── The load endpoint's figures ─────────────────────────────────────────────────────────────
@@ -394,7 +461,7 @@ export class RequestQueue implements RouterFigures {
   deployment(deploymentId: string) {
     const m = this.models.get(deploymentId);
     return {
-      inFlight: m?.running.size ?? 0,
+      inFlight: m?.running ?? 0,
       inFlightLimit: RUNNING_PER_MODEL,
       waiting: m?.waiters.length ?? 0,
       waitingLimit: this.options.limits().max_pending_per_deployment,
@@ -402,11 +469,10 @@ export class RequestQueue implements RouterFigures {
   }
 
   instanceInFlight(deploymentId: string, instanceIndex: number): number {
-    const running = this.models.get(deploymentId)?.running ?? [];
-    return [...running].filter((r) => r.instance.instanceIndex === instanceIndex).length;
+    return this.existing({ deploymentId, instanceIndex })?.running ?? 0;
   }
 
-  // ─── Models and their demand ─────────────────────────────────────────────────────────────────
+  // ─── Models, their instances and their demand ────────────────────────────────────────────────
 
   /** The deployment's state, made on first use; reads that need none use `models.get` so they make none. */
   private model(deploymentId: string): Model {
@@ -414,17 +480,29 @@ export class RequestQueue implements RouterFigures {
     if (!m) {
       m = {
         id: deploymentId,
-        dispatch: 'waiting',
-        instance: null,
-        running: new Set(),
+        instances: new Map(),
+        running: 0,
         waiters: [],
         lastChangeMs: this.now(),
-        cutBeforeOutput: false,
         askedSinceMs: null,
       };
       this.models.set(deploymentId, m);
     }
     return m;
+  }
+
+  /** The instance's state, made on first use (waiting, with no start); `existing` reads without making one. */
+  private instance(m: Model, index: number): Instance {
+    let i = m.instances.get(index);
+    if (!i) {
+      i = { index, dispatch: 'waiting', ref: null, running: 0, cutBeforeOutput: false };
+      m.instances.set(index, i);
+    }
+    return i;
+  }
+
+  private existing(key: InstanceKey): Instance | undefined {
+    return this.models.get(key.deploymentId)?.instances.get(key.instanceIndex);
   }
 
   private demandOf(m: Model): Demand {

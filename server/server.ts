@@ -247,6 +247,8 @@ export async function startServer({
         HOST_QUEUE_DEFAULTS,
       ),
     onDemand: (demand) => demandsOpen && deliverDemand(demand),
+    // A request goes to the least loaded serving instance, the engine's own fresh figures counted.
+    engineLoad: (deploymentId, instanceIndex) => board.freshEngine(deploymentId, instanceIndex, Date.now()),
   });
   const metrics = new ServerMetrics({ table, queue, board, db });
   const redeliverDemands = () => {
@@ -281,7 +283,7 @@ export async function startServer({
    */
   async function engineGone(hostId: string, instance: InstanceRef) {
     exits.record(hostId, instance);
-    queue.withdrawVictims([instance.deploymentId]);
+    queue.withdrawVictims([instance]);
     await activities.saveInstance({
       deploymentId: instance.deploymentId,
       index: instance.instanceIndex,

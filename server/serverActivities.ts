@@ -35,13 +35,14 @@ export interface ServerActivityDeps {
  * An instance the store records ready serves, though no switch started its waiters in this process:
  * after a restart (the queue holds no instance yet, and the schedulers only start the waiters of a
  * model they bring up), and when a switch records its target ready after it started the waiters in the process
- * before this one (a restart in between; otherwise they would wait out their deadline).
+ * before this one (a restart in between; otherwise they would wait out their deadline). Each instance
+ * on its own: one whose dispatch waits serves, though another instance of its model already does.
  */
 export function serveRecorded(
   queue: RequestQueue,
   { deploymentId, index, generation, observedState }: { deploymentId: string } & RoutedInstance,
 ): void {
-  if (observedState === 'ready' && queue.dispatchOf(deploymentId) === 'waiting')
+  if (observedState === 'ready' && queue.instanceDispatchOf(deploymentId, index) === 'waiting')
     queue.startWaiters({ deploymentId, instanceIndex: index, generation });
 }
 

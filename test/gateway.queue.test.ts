@@ -7,23 +7,26 @@ import { CancelledFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type ApiError, apiErrors, renderApiError } from '../domain/catalogue.js';
-import { RUNNING_PER_MODEL } from '../domain/limits.js';
+import { RUNNING_PER_MODEL, SAMPLE_STALE_AFTER_MS } from '../domain/limits.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
 import { latestInOrder } from '../gateway/demandReports.js';
+import { LoadBoard } from '../gateway/loadBoard.js';
 import { type Admission, type Arrival, RequestQueue, type Ticket } from '../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
-import type { Demand, InstanceRef } from '../api/lifecycle.js';
+import type { Demand, InstanceKey, InstanceRef } from '../api/lifecycle.js';
 import { gatewayFailureTypes } from '../api/gatewayFailures.js';
 
 const turn = () => sleep(0);
 
 const A = 'dep-a';
 const B = 'dep-b';
-const instanceOf = (deploymentId: string, generation = 1): InstanceRef => ({
+const instanceOf = (deploymentId: string, generation = 1, instanceIndex = 0): InstanceRef => ({
   deploymentId,
-  instanceIndex: 0,
+  instanceIndex,
   generation,
 });
+/** An instance as a switch names its victims. */
+const victim = (deploymentId: string, instanceIndex = 0): InstanceKey => ({ deploymentId, instanceIndex });
 
 const LIMITS: SharedQueueLimits = {
   request_deadline: 10_000,
@@ -35,6 +38,8 @@ const LIMITS: SharedQueueLimits = {
 interface Bench {
   queue: RequestQueue;
   demands: Demand[];
+  /** The instances' load samples, as the hosts report them; the queue reads the fresh ones, as a server's does. */
+  board: LoadBoard;
   /** A client's request; `hangUp` aborts its signal. */
   send(deploymentId: string, more?: Partial<Arrival>): { admission: Promise<Admission>; hangUp: () => void };
 }
@@ -47,11 +52,17 @@ afterEach(() => {
 
 function bench(limits: Partial<SharedQueueLimits> = {}): Bench {
   const demands: Demand[] = [];
-  const queue = new RequestQueue({ limits: () => ({ ...LIMITS, ...limits }), onDemand: (d) => demands.push(d) });
+  const board = new LoadBoard();
+  const queue = new RequestQueue({
+    limits: () => ({ ...LIMITS, ...limits }),
+    onDemand: (d) => demands.push(d),
+    engineLoad: (deploymentId, instanceIndex) => board.freshEngine(deploymentId, instanceIndex, Date.now()),
+  });
   benches.push(queue);
   return {
     queue,
     demands,
+    board,
     send(deploymentId, more = {}) {
       const client = new AbortController();
       const admission = queue.admit({ deploymentId, bodyBytes: 100, signal: client.signal, ...more });
@@ -181,17 +192,17 @@ describe('a victim', () => {
     const b = bench();
     b.queue.startWaiters(instanceOf(A));
     const [running] = await fill(b, A, 1);
-    b.queue.close([A]);
+    b.queue.close([victim(A)]);
     expect(await errorOf(b.send(A).admission)).toEqual(apiErrors.dispatchClosed(A));
     expect(renderApiError(apiErrors.dispatchClosed(A))).toMatchObject({
       status: 503,
       body: { code: 'unavailable', message: `dispatch to deployment ${A} is closed; retry shortly`, retryable: true },
     });
-    expect(b.queue.runningOn([A])).toBe(1);
+    expect(b.queue.runningOn([victim(A)])).toBe(1);
     running!.finish({ cut: false });
-    expect(b.queue.runningOn([A])).toBe(0);
+    expect(b.queue.runningOn([victim(A)])).toBe(0);
 
-    b.queue.withdrawVictims([A]);
+    b.queue.withdrawVictims([victim(A)]);
     const next = b.send(A).admission;
     await turn();
     expect(b.demands.at(-1)).toMatchObject({ deploymentId: A, waiting: 1 });
@@ -202,8 +213,8 @@ describe('a victim', () => {
   it('serves again when reopened after a drain that did not finish', async () => {
     const b = bench();
     b.queue.startWaiters(instanceOf(A));
-    b.queue.close([A]);
-    b.queue.reopen([A]);
+    b.queue.close([victim(A)]);
+    b.queue.reopen([victim(A)]);
     expect(b.queue.dispatchOf(A)).toBe('open');
     expect((await ticketOf(b.send(A).admission)).instance).toEqual(instanceOf(A));
   });
@@ -228,12 +239,145 @@ describe('a victim', () => {
     const [early, late] = await fill(b, A, 2);
     late!.firstOutput();
     late!.finish({ cut: true });
-    expect(b.queue.cutBeforeOutput([A])).toEqual([]);
+    expect(b.queue.cutBeforeOutput([victim(A)])).toEqual([]);
     early!.finish({ cut: true });
-    expect(b.queue.cutBeforeOutput([A, B])).toEqual([A]);
+    expect(b.queue.cutBeforeOutput([victim(A), victim(B)])).toEqual([A]);
     // The release that stops it carries the cut out: the next one starts clean.
-    b.queue.withdrawVictims([A]);
-    expect(b.queue.cutBeforeOutput([A])).toEqual([]);
+    b.queue.withdrawVictims([victim(A)]);
+    expect(b.queue.cutBeforeOutput([victim(A)])).toEqual([]);
+  });
+});
+
+describe('a model with two instances', () => {
+  /** A bench where deployment A serves on instances 0 and 1. */
+  function twoInstances(limits: Partial<SharedQueueLimits> = {}): Bench {
+    const b = bench(limits);
+    b.queue.startWaiters(instanceOf(A, 1, 0));
+    b.queue.startWaiters(instanceOf(A, 1, 1));
+    return b;
+  }
+  /** The instance index each ticket names. */
+  const indexes = (tickets: Ticket[]) => tickets.map((t) => t.instance.instanceIndex);
+  /** A load sample of instance `index` of A, taken `ageMs` ago; `engine` null: the host could not read it. */
+  const sample = (index: number, engine: { running: number; waiting: number } | null, ageMs = 0) => ({
+    hostId: `host-${index}`,
+    deploymentId: A,
+    instanceIndex: index,
+    generation: 1,
+    sampledAtMs: Date.now() - ageMs,
+    ingressInFlight: 0,
+    engine: engine && { ...engine, kv_usage_ppm: 0 },
+    maxRunning: { count: 32, source: 'default' as const },
+  });
+
+  it('spreads its requests evenly over both while no sample says otherwise', async () => {
+    const b = twoInstances();
+    const tickets = await fill(b, A, 10);
+    expect(indexes(tickets)).toEqual([0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+    expect(b.queue.instanceInFlight(A, 0)).toBe(5);
+    expect(b.queue.instanceInFlight(A, 1)).toBe(5);
+    expect(b.queue.deployment(A).inFlight).toBe(10);
+  });
+
+  it("counts the engine's own running and waiting requests from a fresh sample", async () => {
+    const b = twoInstances();
+    // Instance 0's engine runs 6 and has 2 waiting (sent by another server, say): a load of 8.
+    b.board.record([sample(0, { running: 6, waiting: 2 })]);
+    const tickets = await fill(b, A, 9);
+    // Instance 1 takes the next 8; at 8 each, the tie goes to the lower index.
+    expect(indexes(tickets)).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 0]);
+  });
+
+  it('a stale sample, or one without engine figures, adds nothing', async () => {
+    const b = twoInstances();
+    b.board.record([sample(0, { running: 6, waiting: 2 }, SAMPLE_STALE_AFTER_MS + 1), sample(1, null)]);
+    expect(indexes(await fill(b, A, 4))).toEqual([0, 1, 0, 1]);
+  });
+
+  it('a victim instance drains while the other serves its new requests; withdrawn, it is dispatched to no more', async () => {
+    const b = twoInstances();
+    const [onVictim] = await fill(b, A, 1);
+    expect(onVictim!.instance).toEqual(instanceOf(A, 1, 0));
+
+    b.queue.close([victim(A, 0)]);
+    // Not 503: the model still has an open instance.
+    expect(b.queue.dispatchOf(A)).toBe('open');
+    expect((await ticketOf(b.send(A).admission)).instance).toEqual(instanceOf(A, 1, 1));
+    expect((await ticketOf(b.send(A).admission)).instance).toEqual(instanceOf(A, 1, 1));
+    // The drain counts the victim's requests only.
+    expect(b.queue.runningOn([victim(A, 0)])).toBe(1);
+    expect(b.queue.runningOn([victim(A, 1)])).toBe(2);
+    onVictim!.finish({ cut: false });
+    expect(b.queue.runningOn([victim(A, 0)])).toBe(0);
+
+    b.queue.withdrawVictims([victim(A, 0)]);
+    expect(b.queue.instanceDispatchOf(A, 0)).toBe('waiting');
+    expect(b.queue.dispatchOf(A)).toBe('open');
+    expect(indexes(await fill(b, A, 3))).toEqual([1, 1, 1]);
+  });
+
+  it('the store recording one instance no longer serving withdraws that one only', async () => {
+    const b = twoInstances();
+    b.queue.withdraw(instanceOf(A, 1, 1));
+    expect(b.queue.instanceDispatchOf(A, 0)).toBe('open');
+    expect(b.queue.instanceDispatchOf(A, 1)).toBe('waiting');
+    expect(indexes(await fill(b, A, 2))).toEqual([0, 0]);
+  });
+
+  it('the 32 running requests are the model’s, across both instances', async () => {
+    const b = twoInstances();
+    const running = await fill(b, A, RUNNING_PER_MODEL);
+    expect(b.queue.instanceInFlight(A, 0)).toBe(16);
+    expect(b.queue.instanceInFlight(A, 1)).toBe(16);
+    const next = b.send(A).admission;
+    expect(await settled(next)).toBe(false);
+    expect(b.queue.deployment(A)).toMatchObject({ inFlight: 32, waiting: 1 });
+    // A slot frees on instance 1: the waiter runs there, the less loaded one.
+    running.find((t) => t.instance.instanceIndex === 1)!.finish({ cut: false });
+    expect((await ticketOf(next)).instance).toEqual(instanceOf(A, 1, 1));
+  });
+
+  it('one instance closed and none open: 503 dispatch closed, as with one instance', async () => {
+    const b = twoInstances();
+    b.queue.close([victim(A, 0)]);
+    b.queue.withdrawVictims([victim(A, 1)]);
+    expect(b.queue.dispatchOf(A)).toBe('closed');
+    expect(await errorOf(b.send(A).admission)).toEqual(apiErrors.dispatchClosed(A));
+  });
+
+  it('none open or closed: requests wait and ask for a start; the next instance to serve runs them', async () => {
+    const b = twoInstances();
+    b.queue.withdrawVictims([victim(A, 0), victim(A, 1)]);
+    expect(b.queue.dispatchOf(A)).toBe('waiting');
+    const next = b.send(A).admission;
+    await turn();
+    expect(await settled(next)).toBe(false);
+    expect(b.demands.at(-1)).toMatchObject({ deploymentId: A, waiting: 1 });
+    b.queue.startWaiters(instanceOf(A, 2, 1));
+    expect((await ticketOf(next)).instance).toEqual(instanceOf(A, 2, 1));
+  });
+
+  it('a cut before output marks its own instance: the release of the other is no stop', async () => {
+    const b = twoInstances();
+    const [onZero] = await fill(b, A, 1);
+    onZero!.finish({ cut: true });
+    expect(b.queue.cutBeforeOutput([victim(A, 1)])).toEqual([]);
+    expect(b.queue.cutBeforeOutput([victim(A, 0), victim(A, 1)])).toEqual([A]);
+  });
+
+  it('closeAdmission closes the victim instance only', async () => {
+    const b = twoInstances();
+    const steps = createGatewayActivities({ queue: b.queue, pollMs: 5 });
+    const drain = await new MockActivityEnvironment().run(steps.closeAdmission, {
+      switchId: 's',
+      victims: [victim(A, 1)],
+      startedAtMs: Date.now(),
+      windowMs: null,
+    });
+    expect(drain).toEqual({ drained: true, requestsStillRunning: 0, cutBeforeOutput: [] });
+    expect(b.queue.instanceDispatchOf(A, 0)).toBe('open');
+    expect(b.queue.instanceDispatchOf(A, 1)).toBe('closed');
+    expect(indexes(await fill(b, A, 2))).toEqual([0, 0]);
   });
 });
 
@@ -317,7 +461,7 @@ describe('the bounds', () => {
     b.queue.startWaiters(instanceOf(A));
     await fill(b, A);
     const waiting = b.send(A).admission;
-    b.queue.close([A]);
+    b.queue.close([victim(A)]);
     expect(await errorOf(waiting)).toEqual(apiErrors.queueDeadline(A));
   });
 
@@ -449,7 +593,7 @@ describe('the gateway steps as activities', () => {
       const r = await b.send(A).admission;
       if (r.kind === 'dispatch') setTimeout(() => r.ticket.finish({ cut: false }), 30);
     }, 10);
-    await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [A], startedAtMs, windowMs: 150 });
+    await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [victim(A)], startedAtMs, windowMs: 150 });
     clearInterval(traffic);
     expect(Date.now() - startedAtMs).toBeGreaterThanOrEqual(150);
     expect(Date.now() - startedAtMs).toBeLessThan(250);
@@ -461,14 +605,14 @@ describe('the gateway steps as activities', () => {
     b.queue.startWaiters(instanceOf(A));
     await sleep(60);
     const startedAtMs = Date.now();
-    await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [A], startedAtMs, windowMs: 50 });
+    await env().run(stepsOn(b).closeAdmission, { switchId: 's', victims: [victim(A)], startedAtMs, windowMs: 50 });
     expect(Date.now() - startedAtMs).toBeLessThan(30);
 
     b.queue.startWaiters(instanceOf(B));
     await ticketOf(b.send(B).admission);
     await env().run(stepsOn(b).closeAdmission, {
       switchId: 's',
-      victims: [B],
+      victims: [victim(B)],
       startedAtMs: Date.now(),
       windowMs: null,
     });
@@ -479,11 +623,11 @@ describe('the gateway steps as activities', () => {
     const b = bench();
     b.queue.startWaiters(instanceOf(A));
     const here = createGatewayActivities({ queue: b.queue, pollMs: 5, serverTaskQueue: 'server-here' });
-    const input = { switchId: 's', victims: [A], startedAtMs: Date.now(), windowMs: null };
+    const input = { switchId: 's', victims: [victim(A)], startedAtMs: Date.now(), windowMs: null };
     await expect(env().run(here.closeAdmission, { ...input, onlyOn: 'server-there' })).rejects.toMatchObject({
       type: gatewayFailureTypes.notThisServer,
       nonRetryable: true,
-      message: `the admission window of ${A} is server-there's to close, not server-here's`,
+      message: `the admission window of ${A}/0 is server-there's to close, not server-here's`,
     });
     expect(b.queue.dispatchOf(A)).toBe('open');
     await env().run(here.closeAdmission, { ...input, onlyOn: 'server-here' });
@@ -496,13 +640,13 @@ describe('the gateway steps as activities', () => {
     const [t, cut] = await fill(b, A, 2);
     cut!.finish({ cut: true });
     const steps = stepsOn(b);
-    expect(await env().run(steps.awaitDrain, { switchId: 's', victims: [A], timeoutMs: 50 })).toEqual({
+    expect(await env().run(steps.awaitDrain, { switchId: 's', victims: [victim(A)], timeoutMs: 50 })).toEqual({
       drained: false,
       requestsStillRunning: 1,
       cutBeforeOutput: [A],
     });
     setTimeout(() => t!.finish({ cut: false }), 30);
-    expect(await env().run(steps.awaitDrain, { switchId: 's', victims: [A], timeoutMs: 1_000 })).toEqual({
+    expect(await env().run(steps.awaitDrain, { switchId: 's', victims: [victim(A)], timeoutMs: 1_000 })).toEqual({
       drained: true,
       requestsStillRunning: 0,
       cutBeforeOutput: [A],
@@ -515,7 +659,7 @@ describe('the gateway steps as activities', () => {
     await fill(b, A, 1);
     const e = env();
     const startedAtMs = Date.now();
-    const drain = e.run(stepsOn(b).awaitDrain, { switchId: 's', victims: [A], timeoutMs: 5_000 });
+    const drain = e.run(stepsOn(b).awaitDrain, { switchId: 's', victims: [victim(A)], timeoutMs: 5_000 });
     setTimeout(() => e.cancel(), 20);
     // Temporal's cancellation, as its worker reports it, and at once rather than after the 5 s drain.
     const error = await drain.then(
@@ -539,12 +683,23 @@ describe('the gateway steps as activities', () => {
       failed: 1,
     });
     expect(await errorOf(failing)).toEqual(apiErrors.wakeMismatch(A));
-    await steps.withdrawVictims({ switchId: 's', victims: [B] });
+    await steps.withdrawVictims({ switchId: 's', victims: [victim(B)] });
     expect(b.queue.dispatchOf(B)).toBe('waiting');
     b.queue.startWaiters(instanceOf(A));
-    b.queue.close([A]);
-    await steps.reopen({ switchId: 's', victims: [A] });
+    b.queue.close([victim(A)]);
+    await steps.reopen({ switchId: 's', victims: [victim(A)] });
     expect(b.queue.dispatchOf(A)).toBe('open');
+  });
+  it('a step a switch scheduled before the steps named instances (a server upgraded meanwhile) acts on instance 0', async () => {
+    const b = bench();
+    b.queue.startWaiters(instanceOf(A));
+    const steps = stepsOn(b);
+    // As such a switch's history holds the input: the deployment IDs alone.
+    const named = { switchId: 's', victims: [A] as unknown as InstanceKey[] };
+    await env().run(steps.closeAdmission, { ...named, startedAtMs: Date.now(), windowMs: null });
+    expect(b.queue.instanceDispatchOf(A, 0)).toBe('closed');
+    await steps.withdrawVictims(named);
+    expect(b.queue.instanceDispatchOf(A, 0)).toBe('waiting');
   });
 });
 

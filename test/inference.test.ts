@@ -362,7 +362,7 @@ describe('refusals over the socket', () => {
   it('503 while the deployment’s dispatch is closed', async () => {
     const bench = await gateway({ 'chat-a': { engine: 'vllm', baseUrl: nowhere } });
     const id = bench.ids['chat-a']!;
-    bench.queue.close([id]);
+    bench.queue.close([{ deploymentId: id, instanceIndex: 0 }]);
     const res = await postJson(`${bench.url}/v1/completions`, { model: 'chat-a', prompt: 'hi' });
     expect(res.statusCode).toBe(503);
     expect(await res.body.json()).toEqual({
@@ -403,7 +403,7 @@ describe('answers cut short', () => {
     await until('the ticket to finish', () => (bench.finishes.length === 1 ? true : undefined), 3_000);
     expect(bench.finishes).toEqual([{ deploymentId: bench.ids['chat-a'], cut: true }]);
     // It had output, so the engine's count of running requests speaks for it.
-    expect(bench.queue.cutBeforeOutput([bench.ids['chat-a']!])).toEqual([]);
+    expect(bench.queue.cutBeforeOutput([{ deploymentId: bench.ids['chat-a']!, instanceIndex: 0 }])).toEqual([]);
   });
 
   it('a client that hangs up while a whole answer is generated stops the engine’s work; its output had come', async () => {
@@ -431,7 +431,7 @@ describe('answers cut short', () => {
     await until('the ticket to finish', () => (bench.finishes.length === 1 ? true : undefined), 3_000);
     expect(bench.finishes).toEqual([{ deploymentId: bench.ids['chat-a'], cut: true }]);
     // It had output, so the engine's count of running requests speaks for it.
-    expect(bench.queue.cutBeforeOutput([bench.ids['chat-a']!])).toEqual([]);
+    expect(bench.queue.cutBeforeOutput([{ deploymentId: bench.ids['chat-a']!, instanceIndex: 0 }])).toEqual([]);
   });
 
   it('a hang-up before any output marks the deployment cut before output', async () => {
@@ -457,7 +457,9 @@ describe('answers cut short', () => {
     await pending;
     await until('the ticket to finish', () => (bench.finishes.length === 1 ? true : undefined), 3_000);
     expect(bench.finishes).toEqual([{ deploymentId: bench.ids['chat-a'], cut: true }]);
-    expect(bench.queue.cutBeforeOutput([bench.ids['chat-a']!])).toEqual([bench.ids['chat-a']]);
+    expect(bench.queue.cutBeforeOutput([{ deploymentId: bench.ids['chat-a']!, instanceIndex: 0 }])).toEqual([
+      bench.ids['chat-a'],
+    ]);
     await until('the engine to run nothing', async () => ((await sim.state()).running === 0 ? true : undefined), 3_000);
   });
 

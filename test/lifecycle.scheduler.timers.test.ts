@@ -8,6 +8,7 @@ import { configureScheduler, reportDemand } from '../gateway/lifecycleClient.js'
 import { IDLE_TIMEOUT_MIN_MS } from '../settings/serverDocument.js';
 import { gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { workflowIds } from '../workflows/definitions.js';
+import type { InstanceKey } from '../api/lifecycle.js';
 import type { Answer } from './support/queueGateway.js';
 import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
 
@@ -51,7 +52,8 @@ describe('idle timers', () => {
     }
     // No switch took it away meanwhile (a park and a wake would serve the requests too).
     const released = s.lc.gateway.steps.filter(
-      (step) => step.atMs >= readyAt && (step.detail as { victims?: string[] }).victims?.includes(b),
+      (step) =>
+        step.atMs >= readyAt && (step.detail as { victims?: InstanceKey[] }).victims?.some((v) => v.deploymentId === b),
     );
     expect(released).toEqual([]);
     expect((await s.entry(b))?.state).toBe('ready');

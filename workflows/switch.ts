@@ -59,7 +59,11 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       'invalid_switch',
     );
   }
-  const victimIds = victims.map((v) => v.instance.deploymentId);
+  // The gateway's steps act on the victim instances, not on every instance of their deployments.
+  const victimIds = victims.map((v) => ({
+    deploymentId: v.instance.deploymentId,
+    instanceIndex: v.instance.instanceIndex,
+  }));
 
   // A host agent that died never picks its tasks up: schedule-to-close bounds every host step.
   const host = (withinMs: number) =>
