@@ -34,6 +34,7 @@ import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Db } from '../store/db.js';
 import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment } from '../store/deployments.js';
 import { findHost, type Host, ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
+import { type Instance, listInstances } from '../store/instances.js';
 import { migrate } from '../store/migrate.js';
 import { forgetServer, markServerSeen, SERVER_BEAT_MS, storeId, takeGoneServers } from '../store/servers.js';
 import { signals, STICKY_QUEUE_TIMEOUT_MS, taskQueues, workflowIds } from '../workflows/definitions.js';
@@ -298,6 +299,25 @@ export async function startServer({
   }
 
   /**
+   * An instance the store lists stopped: that generation is over for good (every start takes a newer
+   * one), so nothing is routed to it here either, though this server did not hear of it (its engine
+   * exited, or its host was found down, as another server of the store heard it).
+   */
+  function learnStopped(stopped: Instance) {
+    const { deploymentId, index: instanceIndex, hostId, generation } = stopped;
+    exits.record(hostId, { deploymentId, instanceIndex, generation });
+    queue.withdraw({ deploymentId, instanceIndex, generation });
+    table.setInstance({
+      deploymentId,
+      index: instanceIndex,
+      hostId,
+      generation,
+      observedState: 'stopped',
+      parkTier: null,
+    });
+  }
+
+  /**
    * The engines the catalogue lists on the host in the states `gone` picks are gone: its agent
    * started again, stops, or stopped reporting. Requests already running there finish; new ones
    * wait for a start on a host that serves. By default the ready and parked: a switch in flight
@@ -438,8 +458,8 @@ export async function startServer({
   /**
    * This server's heartbeat in the store's list of servers. A server found gone has the demands it
    * reported withdrawn (a killed one never withdraws them, and they would keep their models on the
-   * GPUs); a host that registered with another server, and a deployment saved, changed or deleted
-   * through another server, are learned here.
+   * GPUs); a host that registered with another server, a deployment saved, changed or deleted
+   * through another server, and an engine gone as another server heard it, are learned here.
    */
   async function registryBeat() {
     try {
@@ -464,6 +484,7 @@ export async function startServer({
       }
       const ids = new Set(saved.map((d) => d.id));
       for (const d of table.list()) if (!ids.has(d.id)) table.removeDeployment(d.id);
+      for (const instance of await listInstances(db)) if (instance.observedState === 'stopped') learnStopped(instance);
     } catch (e) {
       logger.warn({ err: e }, "the store did not take this server's heartbeat");
     }

@@ -4,12 +4,15 @@
  * holds one model at a time. A request waits in the memory of the server it came to; the switch,
  * whichever server asked for it and whichever runs it, releases the waiters of both. A server
  * killed outright loses only its own clients' requests: the other's are answered, and the demands
- * the killed one can no longer withdraw stop holding the card.
+ * the killed one can no longer withdraw stop holding the card. An engine exit the host reports to
+ * one server reaches the other through the store.
  */
+import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Balancer, startBalancer } from './support/balancer.js';
-import { type ApiReply, chatAt, Cluster, type ClusterServer } from './support/cluster.js';
+import { type ApiReply, chatAt, Cluster, CLUSTER_ADMIN_TOKEN, type ClusterServer } from './support/cluster.js';
+import { gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { simDeployment } from './support/lifecycle.js';
 import { until } from './support/until.js';
 
@@ -115,6 +118,30 @@ describe('two servers on one Temporal and one store', () => {
       victims: [{ released: expect.stringMatching(/^released: parked/) }],
     });
   }, 90_000);
+
+  it('an engine exit the host reports to the first server reaches the second: its next request starts the model afresh', async () => {
+    const statusOn = async (server: string) =>
+      (
+        await request(`${server}/management/v1/deployments/right`, {
+          headers: { authorization: `Bearer ${CLUSTER_ADMIN_TOKEN}` },
+        })
+      ).body.json() as Promise<{ state: string; instances: Array<{ generation: number; state: string }> }>;
+    const before = await statusOn(second.managementUrl);
+    expect(before.state).toBe('ready');
+    // right's engine dies on the host: its agent, which reports to the first server, tells only that one.
+    const [host] = cluster.hosts;
+    const { owners } = await gpuUsage(join(host!.dataDir, 'sim-gpus'), 0);
+    const loaded = owners.filter((o) => o.gpuBytes > 0);
+    expect(loaded).toHaveLength(1);
+    process.kill(loaded[0]!.pid, 'SIGKILL');
+    await until('the second server to list right stopped', async () =>
+      (await statusOn(second.managementUrl)).state === 'stopped' ? true : undefined,
+    );
+    servedBy(await within(30_000, viaSecond('right')), 'right');
+    expect((await statusOn(second.managementUrl)).instances).toEqual([
+      expect.objectContaining({ generation: before.instances[0]!.generation + 1, state: 'ready' }),
+    ]);
+  }, 60_000);
 
   it("answers the surviving server's waiters when the other is killed (SIGKILL) mid-switch; the killed one's clients lose their connection", async () => {
     // right is loaded; both servers' requests for left wait for the switch that wakes it.
