@@ -282,7 +282,9 @@ describe('the admission window', () => {
     const servedAnswers = settled.filter((x) => x.kind === 'served');
     const refused = settled.filter((x) => x.kind === 'error');
     expect(servedAnswers.length).toBeGreaterThanOrEqual(7);
-    expect(servedAnswers.every((x) => x.startedAtMs < closedAtMs)).toBe(true);
+    // The step's time is taken once it closed; a request admitted just before, in the same
+    // millisecond (a loaded machine runs the two timers in one turn), started at that time too.
+    expect(servedAnswers.every((x) => x.startedAtMs <= closedAtMs)).toBe(true);
     expect(refused.map(failed)).toEqual([apiErrors.dispatchClosed(a.id)]);
     await stop([a]);
   });
