@@ -276,6 +276,34 @@ describe('the operator routes for deployments and hosts', () => {
     ]);
   });
 
+  it('takes away every instance it holds, one beyond a revised count too; starts only as many as it asks for', async () => {
+    expect((await call('POST', '/deployments', doc('shrunk'))).statusCode).toBe(201);
+    const shrunk = table.byModel('shrunk')!;
+    await recordCheckpoint(fresh.db, shrunk.id, 1, { weightBytes: 4 * 2 ** 30, kvBytes: 2 ** 30 });
+    // Two instances, from a revision that asked for two.
+    for (const [index, hostId] of [
+      [0, 'gpu-box'],
+      [1, 'gpu-two'],
+    ] as const)
+      table.setInstance({
+        deploymentId: shrunk.id,
+        index,
+        hostId,
+        generation: 1,
+        observedState: 'ready',
+        parkTier: null,
+      });
+    lifecycle.calls.length = 0;
+    for (const command of ['start', 'stop'])
+      expect((await call('POST', `/deployments/shrunk/${command}`, {})).statusCode).toBe(200);
+    const args = JSON.stringify([{ deploymentId: shrunk.id }]);
+    expect(lifecycle.calls).toEqual([
+      `gpu-box start [{"deploymentId":"${shrunk.id}","evict":false}]`,
+      `gpu-box stop ${args}`,
+      `gpu-two stop ${args}`,
+    ]);
+  });
+
   it('answers a refusal with the catalogue error', async () => {
     const b = table.byModel('chat-b')!;
     lifecycle.next = () => {

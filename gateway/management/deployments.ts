@@ -111,14 +111,22 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     return d;
   }
 
-  /** The hosts whose schedulers decide for the deployment's instances: where they are held, else where the placement rule puts them. */
-  function hostsOf(d: Deployment): Promise<string[]> {
+  /**
+   * The hosts whose schedulers decide for the deployment's instances: where they are held, else where
+   * the placement rule puts them. A command that takes instances away (`holdingToo`) also reaches a
+   * host holding one beyond its `instances` (a revision that asked for fewer).
+   */
+  async function hostsOf(d: Deployment, holdingToo = false): Promise<string[]> {
     const routed: RoutedDeployment = table.get(d.id) ?? {
       ...d,
       activation: d.spec.lifecycle.activation,
       instances: [],
     };
-    return lifecycle.placement(routed);
+    const placed = await lifecycle.placement(routed);
+    const holding = holdingToo
+      ? routed.instances.filter((i) => i.observedState !== 'stopped').map((i) => i.hostId)
+      : [];
+    return [...new Set([...placed, ...holding])];
   }
   /**
    * Runs the command on the host of each of the deployment's instances, at once: answered when one of
@@ -129,7 +137,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     command: K,
     args: CommandArgs<K>[0],
   ): Promise<ReceiptBody> {
-    const hostIds = await hostsOf(d);
+    const hostIds = await hostsOf(d, command !== 'start');
     if (hostIds.length === 0) throw new CapyError(apiErrors.noHost(d.name));
     const outcomes = await Promise.allSettled(
       hostIds.map((hostId) => lifecycle.command(hostId, command, ...([args] as CommandArgs<K>))),
@@ -209,7 +217,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       { schema: { params: refParams, response: { 200: receiptBody } } },
       async (request) => {
         const d = await find(request.params.ref);
-        const [hostId, ...others] = await hostsOf(d);
+        const [hostId, ...others] = await hostsOf(d, true);
         if (hostId) {
           // The other instances stop first: the delete on the first host removes the catalogue's rows.
           await Promise.all(others.map((other) => lifecycle.command(other, 'stop', { deploymentId: d.id })));
