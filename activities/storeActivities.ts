@@ -14,7 +14,7 @@ import {
   setOperatorStopped,
 } from '../store/deployments.js';
 import { findHost, type Host } from '../store/hosts.js';
-import { claimInstance, type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
+import { type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
 import { liveServers } from '../store/servers.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
@@ -84,11 +84,6 @@ export function createStoreActivities(db: Db) {
 
     async deleteDeployment(input: { deploymentId: string }) {
       await deleteDeployment(db, input.deploymentId);
-    },
-
-    /** The instance a host starts (`claimInstance` in the store); null when every one runs elsewhere. */
-    async claimInstance(input: Parameters<typeof claimInstance>[1]) {
-      return claimInstance(db, input);
     },
 
     async saveInstance(input: InstanceUpdate) {

@@ -138,6 +138,11 @@ export interface Demand {
    * same model, and a refusal is answered to the server whose requests wait. Absent: the worker's own.
    */
   serverTaskQueue?: string;
+  /**
+   * The instance of the deployment this host runs, as the server placed it (gateway/placement.ts,
+   * `instanceIndexes`): the index a start here takes. Absent: 0.
+   */
+  instanceIndex?: number;
 }
 
 /** What the host scheduler gives back for a command: the receipt. */

@@ -48,6 +48,25 @@ export function heldOn(deployment: Placed, hosts: readonly string[]): string[] {
 }
 
 /**
+ * The instance each of `hostIds` runs of the deployment: a host holding one keeps its index, any
+ * other takes the lowest index no host holds (nor one placed before it). The server places every
+ * instance, so two hosts starting the model at once start two different instances.
+ */
+export function instanceIndexes(deployment: Placed, hostIds: readonly string[]): Map<string, number> {
+  const live = deployment.instances.filter((i) => i.observedState !== 'stopped');
+  const indexes = new Map(live.filter((i) => hostIds.includes(i.hostId)).map((i) => [i.hostId, i.index]));
+  const taken = new Set(live.map((i) => i.index));
+  let next = 0;
+  for (const hostId of hostIds) {
+    if (indexes.has(hostId)) continue;
+    while (taken.has(next)) next++;
+    indexes.set(hostId, next);
+    taken.add(next);
+  }
+  return indexes;
+}
+
+/**
  * The host where `needBytes` fits without evicting, else where evicting can make room, else the
  * least loaded one, among those of `loads` the deployment may run on; `servableOnly`: only a host
  * where evicting can make room. The store does not say which of a host's GPUs an instance holds, so

@@ -44,7 +44,7 @@ import { EngineExits } from './engineExits.js';
 import { HostLiveness } from './hostLiveness.js';
 import { createServerActivities, serveRecorded } from './serverActivities.js';
 import { ServerMetrics } from './metrics.js';
-import { heldOn, mayRunOn, placeByLoad } from '../gateway/placement.js';
+import { heldOn, instanceIndexes, mayRunOn, placeByLoad } from '../gateway/placement.js';
 import { instanceCount } from '../engines/rules.js';
 import { workflowBundle } from './workflowBundle.js';
 
@@ -231,8 +231,15 @@ export async function startServer({
         return;
       }
       // Each instance's host hears it: every one that does not serve yet wakes or starts.
+      const indexes = instanceIndexes(deployment!, hostIds);
       await Promise.all(
-        hostIds.map((hostId) => reportDemand(client, schedulerRef(hostId), { ...demand, serverTaskQueue })),
+        hostIds.map((hostId) =>
+          reportDemand(client, schedulerRef(hostId), {
+            ...demand,
+            serverTaskQueue,
+            instanceIndex: indexes.get(hostId),
+          }),
+        ),
       );
     },
     (e, demand) => logger.error({ err: e, ...demand }, 'demand not delivered'),

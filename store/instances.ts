@@ -79,37 +79,3 @@ export async function listInstances(
   );
   return rows.map(fromRow);
 }
-
-/**
- * The instance `hostId` starts of `deploymentId`, one of its `count` (the document's `instances`):
- * the index the host's row has, else the lowest no other host holds (no row, or a stopped one), at a
- * generation past every one the deployment has had (and past `pastGeneration`). Its row says
- * `starting` on the host from now on, so no other host takes it; null when every index is held
- * elsewhere. The deployment's row is locked for the while: two hosts starting it at once take two.
- */
-export async function claimInstance(
-  db: Db,
-  claim: { deploymentId: string; hostId: string; count: number; pastGeneration: number },
-): Promise<{ index: number; generation: number } | null> {
-  return db.transaction(async (tx) => {
-    await tx.query(`SELECT 1 FROM deployments WHERE id = $1 FOR UPDATE`, [claim.deploymentId]);
-    const rows = await listInstances(tx, { deploymentId: claim.deploymentId });
-    const free = (index: number) =>
-      !rows.some((i) => i.index === index && i.hostId !== claim.hostId && i.observedState !== 'stopped');
-    const own = rows.find((i) => i.hostId === claim.hostId && i.index < claim.count);
-    const index = own?.index ?? Array.from({ length: claim.count }, (_, i) => i).find(free);
-    if (index === undefined) return null;
-    const generation = Math.max(claim.pastGeneration, ...rows.map((i) => i.generation)) + 1;
-    await saveInstance(tx, {
-      deploymentId: claim.deploymentId,
-      index,
-      hostId: claim.hostId,
-      generation,
-      observedState: 'starting',
-      parkTier: null,
-      gpuBytes: 0,
-      hostRamBytes: 0,
-    });
-    return { index, generation };
-  });
-}

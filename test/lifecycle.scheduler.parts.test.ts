@@ -32,7 +32,7 @@ describe('a queued command', () => {
   });
 
   it('fails its caller when it fails before answering', async () => {
-    const job = new Job({ kind: 'start', deploymentId: 'chat-a', evict: false });
+    const job = new Job({ kind: 'start', deploymentId: 'chat-a', evict: false, instanceIndex: 0 });
     job.fail(new Error('memory held'));
     job.answer([receipt]);
     await expect(job.receipts).rejects.toThrow('memory held');

@@ -209,7 +209,7 @@ describe('the operator routes for deployments and hosts', () => {
     for (const command of ['stop', 'park', 'preinitialize'])
       expect((await call('POST', `/deployments/chat-b/${command}`)).statusCode).toBe(200);
     expect(lifecycle.calls).toEqual([
-      `gpu-box start [{"deploymentId":"${b.id}","evict":true}]`,
+      `gpu-box start [{"deploymentId":"${b.id}","evict":true,"instanceIndex":0}]`,
       `gpu-box stop [{"deploymentId":"${b.id}"}]`,
       `gpu-box park [{"deploymentId":"${b.id}"}]`,
       `gpu-box preinitialize [{"deploymentId":"${b.id}"}]`,
@@ -266,8 +266,9 @@ describe('the operator routes for deployments and hosts', () => {
     expect((await call('DELETE', '/deployments/pair')).statusCode).toBe(200);
     const args = JSON.stringify([{ deploymentId: pair.id }]);
     expect(lifecycle.calls).toEqual([
-      `gpu-box start [{"deploymentId":"${pair.id}","evict":false}]`,
-      `gpu-two start [{"deploymentId":"${pair.id}","evict":false}]`,
+      // Each host starts an instance of its own.
+      `gpu-box start [{"deploymentId":"${pair.id}","evict":false,"instanceIndex":0}]`,
+      `gpu-two start [{"deploymentId":"${pair.id}","evict":false,"instanceIndex":1}]`,
       `gpu-box park ${args}`,
       `gpu-two park ${args}`,
       // The other instance stops before the delete removes the catalogue's rows.
@@ -298,7 +299,7 @@ describe('the operator routes for deployments and hosts', () => {
       expect((await call('POST', `/deployments/shrunk/${command}`, {})).statusCode).toBe(200);
     const args = JSON.stringify([{ deploymentId: shrunk.id }]);
     expect(lifecycle.calls).toEqual([
-      `gpu-box start [{"deploymentId":"${shrunk.id}","evict":false}]`,
+      `gpu-box start [{"deploymentId":"${shrunk.id}","evict":false,"instanceIndex":0}]`,
       `gpu-box stop ${args}`,
       `gpu-two stop ${args}`,
     ]);

@@ -1,7 +1,7 @@
 /** The placement rule (gateway/placement.ts, README "The server") on hosts described by hand. */
 import { describe, expect, it } from 'vitest';
 import type { RoutedInstance } from '../gateway/routingTable.js';
-import { heldOn, type HostLoad, leastLoaded } from '../gateway/placement.js';
+import { heldOn, type HostLoad, instanceIndexes, leastLoaded } from '../gateway/placement.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 
 const GiB = 2 ** 30;
@@ -42,6 +42,21 @@ describe('the host a model goes to', () => {
       { ...instance('h3', 'ready'), index: 2 },
     ]);
     expect(heldOn(three, ['h1', 'h2', 'h3'])).toEqual(['h1', 'h3']);
+  });
+
+  it('gives each host its instance: a held one keeps its index, a new host the lowest no host holds', () => {
+    const three = deployment({ instances: 3 }, [
+      { ...instance('h1', 'ready'), index: 1 },
+      { ...instance('h2', 'stopped'), index: 0 },
+      { ...instance('h4', 'parked'), index: 2 },
+    ]);
+    // h4 holds index 2 though it is not offered now: no new host takes it.
+    expect([...instanceIndexes(three, ['h1', 'h2', 'h3'])]).toEqual([
+      ['h1', 1],
+      ['h2', 0],
+      ['h3', 3],
+    ]);
+    expect([...instanceIndexes(deployment(), ['h5'])]).toEqual([['h5', 0]]);
   });
 
   it('goes where it fits without evicting before anything else', () => {

@@ -10,7 +10,7 @@ import {
   setOperatorStopped,
 } from '../store/deployments.js';
 import { findHost, issueHostToken, listHosts, registerHost, revokeHostToken } from '../store/hosts.js';
-import { claimInstance, listInstances, saveInstance } from '../store/instances.js';
+import { listInstances, saveInstance } from '../store/instances.js';
 import { bundledMigrations, migrate } from '../store/migrate.js';
 import { findSwitchReceipt, listSwitchReceipts, saveSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
@@ -202,39 +202,6 @@ describe('the store on Postgres', () => {
     });
     expect(await listInstances(db, { hostId: 'gpu-box' })).toMatchObject([
       { observedState: 'parked', parkTier: 'host_ram', hostRamBytes: 8 * 2 ** 30 },
-    ]);
-  });
-
-  it('gives each host that starts a deployment an instance of its own, never one another host holds', async () => {
-    const { deployment } = await saveDeployment(db, spec('name: pair\nengine: vllm\nmodel: Qwen3-4B\ninstances: 2\n'));
-    const gpus = [{ index: 0, name: 'sim-0', memoryBytes: 24 * 2 ** 30, memoryKind: 'discrete' as const }];
-    for (const id of ['gpu-1', 'gpu-2', 'gpu-3'])
-      await registerHost(db, await issueHostToken(db), { id, gpus, hostRamBytes: 64 * 2 ** 30, settings: {} });
-    const claim = (hostId: string, pastGeneration = 0) =>
-      claimInstance(db, { deploymentId: deployment.id, hostId, count: 2, pastGeneration });
-
-    // Two hosts at once take the two indexes, each at a generation no other start had.
-    const both = await Promise.all([claim('gpu-1'), claim('gpu-2', 4)]);
-    expect(both.map((c) => c?.index).sort()).toEqual([0, 1]);
-    expect(new Set(both.map((c) => c?.generation)).size).toBe(2);
-    expect(Math.min(...both.map((c) => c!.generation))).toBeGreaterThan(0);
-    expect((await listInstances(db, { deploymentId: deployment.id })).map((i) => i.observedState)).toEqual([
-      'starting',
-      'starting',
-    ]);
-    // A third host finds both held; a host starting again keeps its index, at a newer generation.
-    expect(await claim('gpu-3')).toBeNull();
-    const again = await claim('gpu-1');
-    expect(again?.index).toBe(both[0]!.index);
-    expect(again!.generation).toBeGreaterThan(Math.max(...both.map((c) => c!.generation)));
-
-    // Once an instance is stopped, another host may take its index.
-    const stopped = (await listInstances(db, { hostId: 'gpu-2' }))[0]!;
-    await saveInstance(db, { ...stopped, observedState: 'stopped' });
-    expect((await claim('gpu-3'))?.index).toBe(stopped.index);
-    expect((await listInstances(db, { deploymentId: deployment.id })).map((i) => [i.index, i.hostId])).toEqual([
-      [0, both[0]!.index === 0 ? 'gpu-1' : 'gpu-3'],
-      [1, both[0]!.index === 1 ? 'gpu-1' : 'gpu-3'],
     ]);
   });
 

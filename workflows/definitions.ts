@@ -92,7 +92,8 @@ export const signals = {
 } as const;
 
 export const updates = {
-  start: defineUpdate<CommandReceipt, [{ deploymentId: string; evict: boolean }]>('start'),
+  /** `instanceIndex`: the instance a start on this host takes (`Demand.instanceIndex`); absent, 0. */
+  start: defineUpdate<CommandReceipt, [{ deploymentId: string; evict: boolean; instanceIndex?: number }]>('start'),
   stop: defineUpdate<CommandReceipt, [{ deploymentId: string }]>('stop'),
   park: defineUpdate<CommandReceipt, [{ deploymentId: string }]>('park'),
   preinitialize: defineUpdate<CommandReceipt, [{ deploymentId: string }]>('preinitialize'),

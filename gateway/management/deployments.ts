@@ -12,7 +12,7 @@ import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js
 import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
-import { mayRunOn } from '../placement.js';
+import { instanceIndexes, mayRunOn } from '../placement.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
 import { listHosts } from '../../store/hosts.js';
 import {
@@ -111,17 +111,17 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     return d;
   }
 
+  /** The deployment as the routing table holds it, with no instance before it has one. */
+  const routedOf = (d: Deployment): RoutedDeployment =>
+    table.get(d.id) ?? { ...d, activation: d.spec.lifecycle.activation, instances: [] };
+
   /**
    * The hosts whose schedulers decide for the deployment's instances: where they are held, else where
    * the placement rule puts them. A command that takes instances away (`holdingToo`) also reaches a
    * host holding one beyond its `instances` (a revision that asked for fewer).
    */
   async function hostsOf(d: Deployment, holdingToo = false): Promise<string[]> {
-    const routed: RoutedDeployment = table.get(d.id) ?? {
-      ...d,
-      activation: d.spec.lifecycle.activation,
-      instances: [],
-    };
+    const routed = routedOf(d);
     const placed = await lifecycle.placement(routed);
     const holding = holdingToo
       ? routed.instances.filter((i) => i.observedState !== 'stopped').map((i) => i.hostId)
@@ -139,8 +139,11 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
   ): Promise<ReceiptBody> {
     const hostIds = await hostsOf(d, command !== 'start');
     if (hostIds.length === 0) throw new CapyError(apiErrors.noHost(d.name));
+    const indexes = instanceIndexes(routedOf(d), hostIds);
+    // A start names the instance each host starts; the other commands act on the one a host holds.
+    const argsOn = (hostId: string) => (command === 'start' ? { ...args, instanceIndex: indexes.get(hostId) } : args);
     const outcomes = await Promise.allSettled(
-      hostIds.map((hostId) => lifecycle.command(hostId, command, ...([args] as CommandArgs<K>))),
+      hostIds.map((hostId) => lifecycle.command(hostId, command, ...([argsOn(hostId)] as CommandArgs<K>))),
     );
     const receipts = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value as CommandReceipt] : []));
     if (receipts.length === 0) throw (outcomes[0] as PromiseRejectedResult).reason;

@@ -21,7 +21,7 @@ const operatorStop: VictimPlan = { kind: 'stop', reason: 'operator' };
 export function runCommand(scheduler: HostScheduler, command: Command, answerEarly: AnswerEarly): Ending {
   switch (command.kind) {
     case 'start':
-      return start(scheduler, command.deploymentId, command.evict, answerEarly);
+      return start(scheduler, command, answerEarly);
     case 'preinitialize':
       return preinitialize(scheduler, command.deploymentId);
     case 'park':
@@ -41,7 +41,11 @@ export function runCommand(scheduler: HostScheduler, command: Command, answerEar
 const otherHolderNames = (holders: readonly GpuHolder[], deploymentId: string) =>
   holders.filter((h) => h.entry.deploymentId !== deploymentId).map((h) => h.name);
 
-async function start(scheduler: HostScheduler, deploymentId: string, evict: boolean, answerEarly: AnswerEarly): Ending {
+async function start(
+  scheduler: HostScheduler,
+  { deploymentId, evict, instanceIndex }: Extract<Command, { kind: 'start' }>,
+  answerEarly: AnswerEarly,
+): Ending {
   const [deployment, holders] = await Promise.all([scheduler.readMeasured(deploymentId), scheduler.gpuHolders()]);
   // Un-stopped before its switch begins: a request sent once the switch has ended finds it startable.
   const unstop = () => scheduler.store.setOperatorStopped({ deploymentId: deployment.id, stopped: false });
@@ -49,6 +53,7 @@ async function start(scheduler: HostScheduler, deploymentId: string, evict: bool
   // was decided: whatever the start does, its caller has seen it begin, and `--wait` follows it.
   const brought = await scheduler.bringUp(deployment, holders, {
     evict,
+    instanceIndex,
     admissionWindowMs: null,
     beforeSwitch: unstop,
     begun: ({ switchId, target, victims }) =>
@@ -79,11 +84,15 @@ async function start(scheduler: HostScheduler, deploymentId: string, evict: bool
 async function preinitialize(scheduler: HostScheduler, deploymentId: string): Ending {
   const [deployment, holders] = await Promise.all([scheduler.readMeasured(deploymentId), scheduler.gpuHolders()]);
   if (scheduler.entryOf(deployment.id)?.state === 'parked') return [scheduler.receipt(deployment.id)];
-  const brought = await scheduler.bringUp(deployment, holders, { evict: false, admissionWindowMs: null });
+  // Its own instance here, parked next: a preinitialize does not add instances.
+  const brought = await scheduler.bringUp(deployment, holders, {
+    evict: false,
+    instanceIndex: scheduler.entryOf(deployment.id)?.instance.instanceIndex ?? 0,
+    admissionWindowMs: null,
+  });
   // Refused, retryably, as a start is: queued, it would act later for a caller that may be gone.
   if (brought.kind === 'waits')
     throw refusal(apiErrors.memoryHeldToPreinitialize(deployment.id, otherHolderNames(holders, deployment.id)));
-  if (brought.kind === 'elsewhere') return [scheduler.receipt(deployment.id)];
   const failed = brought.kind === 'switched' ? scheduler.targetFailed(brought.result, deployment.id) : undefined;
   if (failed) throw failed;
   return [

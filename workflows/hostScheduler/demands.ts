@@ -85,11 +85,10 @@ export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
     try {
       const brought = await scheduler.bringUp(deployment, holders, {
         evict: true,
+        instanceIndex: demand.instanceIndex ?? 0,
         admissionWindowMs: scheduler.settings.admissionWindowMs,
       });
-      // Every instance it may have runs on other hosts: they serve its requests.
-      if (brought.kind === 'elsewhere') dropDemand();
-      else if (brought.kind !== 'waits') return true;
+      if (brought.kind !== 'waits') return true;
     } catch (e) {
       // Only models kept loaded (explicit, warm) hold the memory: waiting would not free it, so the
       // requests are refused at once, unless another host can serve them. Checked on every pass,

@@ -2,7 +2,7 @@
 import type { CommandReceipt } from '../../api/lifecycle.js';
 
 export type Command =
-  | { kind: 'start'; deploymentId: string; evict: boolean }
+  | { kind: 'start'; deploymentId: string; evict: boolean; instanceIndex: number }
   | { kind: 'stop' | 'park' | 'preinitialize' | 'delete'; deploymentId: string }
   | { kind: 'drainHost' };
 

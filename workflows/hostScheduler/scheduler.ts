@@ -8,14 +8,12 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  patched,
   proxyLocalActivities,
   startChild,
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
 import { apiErrors } from '../../domain/catalogue.js';
-import { instanceCount } from '../../engines/rules.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { LaunchMemory } from '../../engines/memoryBound.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
@@ -63,15 +61,8 @@ export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
 /** An instance holding GPU memory, with its deployment as the store describes it. */
 export type GpuHolder = Holder & { deployment: MeasuredView };
 
-/**
- * What bringing a model up came to: it waits for memory, it was ready already, every instance it may
- * have runs on other hosts, or a switch ran.
- */
-export type BringUp =
-  { kind: 'waits' } | { kind: 'ready' } | { kind: 'elsewhere' } | { kind: 'switched'; result: SwitchResult };
-
-/** The `patched()` name of a start that claims its instance in the store; older histories started index 0. */
-const CLAIMED_INSTANCE = 'claimed-instance';
+/** What bringing a model up came to: it waits for memory, it was ready already, or a switch ran. */
+export type BringUp = { kind: 'waits' } | { kind: 'ready' } | { kind: 'switched'; result: SwitchResult };
 
 export class HostScheduler {
   readonly hostId: string;
@@ -337,36 +328,18 @@ export class HostScheduler {
   }
 
   /**
-   * The instance a start brings up here: the index this host has or takes of the deployment's
-   * `instances`, at a generation past every one it had, here or on another host (where it may have run
-   * since); null when all of them run on other hosts.
-   */
-  private async claimInstance(
-    deployment: MeasuredView,
-    existing: LedgerEntry | undefined,
-  ): Promise<InstanceRef | null> {
-    const pastGeneration = Math.max(existing?.instance.generation ?? 0, deployment.generation);
-    if (!patched(CLAIMED_INSTANCE))
-      return { deploymentId: deployment.id, instanceIndex: 0, generation: pastGeneration + 1 };
-    const claimed = await this.store.claimInstance({
-      deploymentId: deployment.id,
-      hostId: this.hostId,
-      count: instanceCount(deployment.spec),
-      pastGeneration,
-    });
-    return claimed && { deploymentId: deployment.id, instanceIndex: claimed.index, generation: claimed.generation };
-  }
-
-  /**
    * Makes `deployment` ready: wakes its parked instance or starts a new generation, parking
    * `evict`-able holders when it must. Waits when memory is not there yet; throws a refusal for
-   * capacity. `beforeSwitch` runs once the switch is decided, `begun` as it begins.
+   * capacity. A start takes `instanceIndex` (the server placed each instance on its host), at a
+   * generation past every one the deployment had, here or on another host (where it may have run
+   * since). `beforeSwitch` runs once the switch is decided, `begun` as it begins.
    */
   async bringUp(
     deployment: MeasuredView,
     holders: GpuHolder[],
     opts: {
       evict: boolean;
+      instanceIndex: number;
       admissionWindowMs: number | null;
       beforeSwitch?: () => Promise<void>;
       begun?: (begun: { switchId: string; target: SwitchTarget; victims: SwitchVictim[] }) => void;
@@ -392,8 +365,13 @@ export class HostScheduler {
       instance: entry.instance,
       plan: releases[i]!,
     }));
-    const instance = wake ? existing!.instance : await this.claimInstance(deployment, existing);
-    if (!instance) return { kind: 'elsewhere' };
+    const instance: InstanceRef = wake
+      ? existing!.instance
+      : {
+          deploymentId: deployment.id,
+          instanceIndex: opts.instanceIndex,
+          generation: Math.max(existing?.instance.generation ?? 0, deployment.generation) + 1,
+        };
     const memory = this.launchMemory(deployment, gpuIndex, victims);
     const target: SwitchTarget = {
       name: deployment.name,

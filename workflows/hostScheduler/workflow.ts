@@ -20,8 +20,8 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   setHandler(signals.engineExited, (instance) => scheduler.engineExited(instance));
   setHandler(signals.measurementEnded, () => scheduler.noteChange());
   setHandler(signals.configure, (sent) => scheduler.configure(sent));
-  setHandler(updates.start, ({ deploymentId, evict }) =>
-    scheduler.firstReceipt({ kind: 'start', deploymentId, evict }),
+  setHandler(updates.start, ({ deploymentId, evict, instanceIndex = 0 }) =>
+    scheduler.firstReceipt({ kind: 'start', deploymentId, evict, instanceIndex }),
   );
   setHandler(updates.stop, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'stop', deploymentId }));
   setHandler(updates.park, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'park', deploymentId }));
