@@ -465,6 +465,20 @@ describe('deploy/helm', () => {
       expectedSearchAttributes,
     );
   });
+
+  it('renders two servers, each with its pod name as its server ID, rolled one at a time', () => {
+    const rendered = execFileSync(helm, ['template', 'capy', chart, ...values, '--set', 'server.replicas=2'], {
+      encoding: 'utf8',
+    });
+    const server = YAML.parseAllDocuments(rendered)
+      .map((d) => d.toJS())
+      .find((d) => d?.kind === 'Deployment');
+    expect(server.spec).toMatchObject({ replicas: 2, strategy: { type: 'RollingUpdate' } });
+    expect(server.spec.template.spec.containers[0].env).toContainEqual({
+      name: 'CAPYCTL_SERVER_ID',
+      valueFrom: { fieldRef: { fieldPath: 'metadata.name' } },
+    });
+  });
 });
 
 describe('README "Running it on several machines"', () => {
