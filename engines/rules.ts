@@ -96,14 +96,6 @@ function hostBackedRefusal(spec: DeploymentSpec, memoryKind: MemoryKind | undefi
   return null;
 }
 
-/**
- * What a deployment document is refused for on its own, at deploy and by `settings check
- * deployment`, before it could be refused a park: a residency that asks for a park (`deep`,
- * `host_backed`) that its engine cannot do (DEEP PARK disabled in `capyctl engine list`) or from
- * which its engine does not wake the model correctly (`parkRefusal`), and `host_backed` for SGLang
- * with speculative decoding. A deployment that names no residency is not refused here: it stops
- * where its engine cannot park, and is refused a park where it cannot wake.
- */
 /** How many instances the deployment may run at once (its document's `instances`). */
 export const instanceCount = (spec: Pick<DeploymentSpec, 'instances'>): number => spec.instances ?? 1;
 
@@ -112,6 +104,15 @@ export const instancesBeyondHosts = (name: string, instances: number, hosts: num
   `deployment ${name}: instances: ${instances} is more than the ${hosts} hosts it may run on (hosts); ` +
   'each instance runs on a host of its own';
 
+/**
+ * What a deployment document is refused for on its own, at deploy and by `settings check
+ * deployment`, before it could be refused a park: a residency that asks for a park (`deep`,
+ * `host_backed`) that its engine cannot do (DEEP PARK disabled in `capyctl engine list`) or from
+ * which its engine does not wake the model correctly (`parkRefusal`), and `host_backed` for SGLang
+ * with speculative decoding; and more `instances` than the `hosts` it names. A deployment that
+ * names no residency is not refused here: it stops where its engine cannot park, and is refused a
+ * park where it cannot wake.
+ */
 export function documentRefusal(spec: DeploymentSpec): ApiError | null {
   if (spec.hosts && instanceCount(spec) > spec.hosts.length)
     return apiErrors.invalidRequest(instancesBeyondHosts(spec.name, instanceCount(spec), spec.hosts.length));
