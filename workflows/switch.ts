@@ -60,10 +60,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     );
   }
   // The gateway's steps act on the victim instances, not on every instance of their deployments.
-  const victimIds = victims.map((v) => ({
-    deploymentId: v.instance.deploymentId,
-    instanceIndex: v.instance.instanceIndex,
-  }));
+  const victimInstances = victims.map((v) => v.instance);
 
   // A host agent that died never picks its tasks up: schedule-to-close bounds every host step.
   const host = (withinMs: number) =>
@@ -178,7 +175,10 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       const drain = await admitAndDrain();
       if (!drain.drained) {
         const [, failed] = await CancellationScope.nonCancellable(() =>
-          Promise.all([gateway.reopen({ switchId, victims: victimIds }), drainTimedOut(drain.requestsStillRunning)]),
+          Promise.all([
+            gateway.reopen({ switchId, victims: victimInstances }),
+            drainTimedOut(drain.requestsStillRunning),
+          ]),
         );
         return { switchId, outcome: 'drain_timeout', victims: [], ...failed };
       }
@@ -187,7 +187,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       // Begun in the same workflow task as the parks, which Temporal schedules only once the task
       // completes, so after this local step: the victims' new requests here wait before any park
       // starts (another server's are answered "dispatch closed" until its own step reaches it).
-      victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimIds });
+      victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimInstances });
     }
 
     const [outcomes] = await Promise.all([
@@ -262,7 +262,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       const closed = await timed('window', null, () =>
         gateway.closeAdmission({
           switchId,
-          victims: victimIds,
+          victims: victimInstances,
           startedAtMs: input.startedAtMs,
           windowMs: input.admissionWindowMs,
         }),
@@ -271,7 +271,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         const deadline = Date.now() + timeouts.drainMs;
         const drain = closed.drained
           ? closed
-          : await gateway.awaitDrain({ switchId, victims: victimIds, timeoutMs: timeouts.drainMs });
+          : await gateway.awaitDrain({ switchId, victims: victimInstances, timeoutMs: timeouts.drainMs });
         if (!drain.drained) return { drained: false as const, requestsStillRunning: drain.requestsStillRunning };
         return { drained: true as const, cut: new Set(drain.cutBeforeOutput), deadline };
       });
