@@ -279,11 +279,23 @@ export class RequestQueue implements RouterFigures {
    * waiting in the engine. With one open instance there is nothing to weigh, and no sample is read.
    */
   private leastLoaded(m: Model): Instance | undefined {
-    const open = [...m.instances.values()].filter((i) => i.dispatch === 'open');
-    if (open.length <= 1) return open[0];
-    const weighed = open.map((i) => ({ i, load: this.loadOf(m.id, i) }));
-    weighed.sort((x, y) => x.load - y.load || x.i.index - y.i.index);
-    return weighed[0]!.i;
+    // One pass and no array: it runs for every request, and almost every model has one instance.
+    let best: Instance | undefined;
+    let bestLoad: number | undefined;
+    for (const i of m.instances.values()) {
+      if (i.dispatch !== 'open') continue;
+      if (!best) {
+        best = i;
+        continue;
+      }
+      bestLoad ??= this.loadOf(m.id, best);
+      const load = this.loadOf(m.id, i);
+      if (load < bestLoad || (load === bestLoad && i.index < best.index)) {
+        best = i;
+        bestLoad = load;
+      }
+    }
+    return best;
   }
 
   private loadOf(deploymentId: string, i: Instance): number {
