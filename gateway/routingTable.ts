@@ -89,6 +89,14 @@ export class RoutingTable {
     const held = entry.instances.get(update.index);
     if (held && held.generation > update.generation) return;
     const { index, hostId, generation, observedState, parkTier } = update;
+    // Told again what it holds (a server's beat reads every stopped row): `routed` stays.
+    const same =
+      held &&
+      held.generation === generation &&
+      held.hostId === hostId &&
+      held.observedState === observedState &&
+      held.parkTier === parkTier;
+    if (same) return;
     entry.instances.set(index, { index, hostId, generation, observedState, parkTier });
     entry.routed = undefined;
   }
