@@ -42,7 +42,7 @@ import type { Demand, InstanceRef } from '../api/lifecycle.js';
 import type { InstanceState } from '../domain/vocabulary.js';
 import { EngineExits } from './engineExits.js';
 import { HostLiveness } from './hostLiveness.js';
-import { createServerActivities, serveRecorded } from './serverActivities.js';
+import { createServerActivities, learnInstance, serveRecorded } from './serverActivities.js';
 import { ServerMetrics } from './metrics.js';
 import { heldOn, instanceIndexes, mayRunOn, placeByLoad } from '../gateway/placement.js';
 import { instanceCount } from '../engines/rules.js';
@@ -223,7 +223,7 @@ export async function startServer({
     async (demand) => {
       const deployment = table.get(demand.deploymentId);
       const hostIds = deployment ? await placeDemand(deployment, demand) : [];
-      if (hostIds.length === 0) {
+      if (!deployment || hostIds.length === 0) {
         logger.warn(
           { deploymentId: demand.deploymentId },
           'no registered host may run this deployment; its requests wait',
@@ -231,7 +231,7 @@ export async function startServer({
         return;
       }
       // Each instance's host hears it: every one that does not serve yet wakes or starts.
-      const indexes = instanceIndexes(deployment!, hostIds);
+      const indexes = instanceIndexes(deployment, hostIds);
       await Promise.all(
         hostIds.map((hostId) =>
           reportDemand(client, schedulerRef(hostId), {
@@ -291,7 +291,8 @@ export async function startServer({
    */
   async function engineGone(hostId: string, instance: InstanceRef) {
     exits.record(hostId, instance);
-    queue.withdrawVictims([instance]);
+    // At once, before the row is written (which withdraws it too).
+    queue.withdraw(instance);
     await activities.saveInstance({
       deploymentId: instance.deploymentId,
       index: instance.instanceIndex,
@@ -313,15 +314,7 @@ export async function startServer({
   function learnStopped(stopped: Instance) {
     const { deploymentId, index: instanceIndex, hostId, generation } = stopped;
     exits.record(hostId, { deploymentId, instanceIndex, generation });
-    queue.withdraw({ deploymentId, instanceIndex, generation });
-    table.setInstance({
-      deploymentId,
-      index: instanceIndex,
-      hostId,
-      generation,
-      observedState: 'stopped',
-      parkTier: null,
-    });
+    learnInstance(queue, table, stopped);
   }
 
   /**

@@ -46,6 +46,21 @@ export function serveRecorded(
     queue.startWaiters({ deploymentId, instanceIndex: index, generation });
 }
 
+/**
+ * What a row of the store says of an instance, told to this process's gateway: the routing table
+ * takes it, and its dispatch opens (ready) or is withdrawn (anything else).
+ */
+export function learnInstance(
+  queue: RequestQueue,
+  table: RoutingTable,
+  row: { deploymentId: string } & RoutedInstance,
+): void {
+  const { deploymentId, index, hostId, generation, observedState, parkTier } = row;
+  table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier });
+  if (observedState === 'ready') serveRecorded(queue, row);
+  else queue.withdraw({ deploymentId, instanceIndex: index, generation });
+}
+
 export function createServerActivities({
   db,
   serverTaskQueue,
@@ -85,10 +100,7 @@ export function createServerActivities({
         ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 }
         : update;
       await store.saveInstance(row);
-      const { deploymentId, index, hostId, generation, observedState, parkTier } = row;
-      table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier });
-      if (observedState === 'ready') serveRecorded(queue, row);
-      else queue.withdraw({ deploymentId, instanceIndex: index, generation });
+      learnInstance(queue, table, row);
     },
     async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
       await store.setOperatorStopped(input);
