@@ -120,8 +120,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
    * the placement rule puts them. A command that takes instances away (`holdingToo`) also reaches a
    * host holding one beyond its `instances` (a revision that asked for fewer).
    */
-  async function hostsOf(d: Deployment, holdingToo = false): Promise<string[]> {
-    const routed = routedOf(d);
+  async function hostsOf(routed: RoutedDeployment, holdingToo = false): Promise<string[]> {
     const placed = await lifecycle.placement(routed);
     const holding = holdingToo
       ? routed.instances.filter((i) => i.observedState !== 'stopped').map((i) => i.hostId)
@@ -137,9 +136,10 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     command: K,
     args: CommandArgs<K>[0],
   ): Promise<ReceiptBody> {
-    const hostIds = await hostsOf(d, command !== 'start');
+    const routed = routedOf(d);
+    const hostIds = await hostsOf(routed, command !== 'start');
     if (hostIds.length === 0) throw new CapyError(apiErrors.noHost(d.name));
-    const indexes = instanceIndexes(routedOf(d), hostIds);
+    const indexes = instanceIndexes(routed, hostIds);
     // A start names the instance each host starts; the other commands act on the one a host holds.
     const argsOn = (hostId: string) => (command === 'start' ? { ...args, instanceIndex: indexes.get(hostId) } : args);
     const outcomes = await Promise.allSettled(
@@ -220,7 +220,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       { schema: { params: refParams, response: { 200: receiptBody } } },
       async (request) => {
         const d = await find(request.params.ref);
-        const [hostId, ...others] = await hostsOf(d, true);
+        const [hostId, ...others] = await hostsOf(routedOf(d), true);
         if (hostId) {
           // The other instances stop first: the delete on the first host removes the catalogue's rows.
           await Promise.all(others.map((other) => lifecycle.command(other, 'stop', { deploymentId: d.id })));
