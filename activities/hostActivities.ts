@@ -20,6 +20,7 @@ import { type Checkpoint, reservedCheckpoint } from './checkpoint.js';
 import { type EngineAdapter, EngineError, type Probe, type ProbeAnswer } from '../engines/engine.js';
 import type { LaunchMemory } from '../engines/memoryBound.js';
 import { whileHeartbeating } from './heartbeat.js';
+import { ReleaseBoard, type VictimRelease } from './releaseBoard.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../api/hostFailures.js';
 
 /** About the last screen of an engine's stderr: a Python traceback's tail and the line before it. */
@@ -67,10 +68,36 @@ export interface LaunchInput {
   memory: LaunchMemory;
 }
 
+/**
+ * A wake scheduled beside its switch's parks (one round trip through Temporal fewer): it begins once
+ * every victim's park or stop for `switchId` gave its memory back, and the wake window runs from then.
+ */
+export interface WakeAfter {
+  switchId: string;
+  victims: InstanceKey[];
+  wakeWindowMs: number;
+}
+
+/**
+ * A wake's answer: the wake check's (`null` without a probe) and how long the wake and the check
+ * took on the host. `victimsKept`: a victim kept its memory (its engine still ran requests), so
+ * nothing was woken.
+ */
+export interface WakeResult {
+  answer: ProbeAnswer | null;
+  checkMs: number;
+  wakeMs?: number;
+  victimsKept?: true;
+}
+
 export interface LaunchResult {
   baseUrl: string;
   pid: number;
 }
+
+/** `signal`, also aborted by `bound` when there is one. */
+const boundedBy = (signal: AbortSignal, bound: AbortSignal | undefined) =>
+  bound ? AbortSignal.any([signal, bound]) : signal;
 
 /** Rethrows an engine's failure as the ApplicationFailure the workflows map to the spec's codes. */
 function asFailure(e: unknown): never {
@@ -81,6 +108,7 @@ function asFailure(e: unknown): never {
 }
 
 export function createHostActivities(deps: HostActivityDeps) {
+  const releases = new ReleaseBoard();
   const notRunning = (key: InstanceKey) =>
     ApplicationFailure.nonRetryable(
       `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation} is not running on this host`,
@@ -90,6 +118,12 @@ export function createHostActivities(deps: HostActivityDeps) {
     const engine = deps.supervisor.get(key);
     if (!engine || engine.key.generation !== key.generation || engine.exit !== undefined) throw notRunning(key);
     return engine;
+  };
+
+  /** No GPU memory held by `victim` on this host: its engine is parked, or no engine of its generation runs. */
+  const holdsNothing = (victim: InstanceKey) => {
+    const engine = deps.supervisor.live(victim);
+    return !engine || engine.key.generation !== victim.generation || engine.stage === 'parked';
   };
 
   /** Where an adapter says what it skipped (an optional route its engine does not have). */
@@ -137,8 +171,10 @@ export function createHostActivities(deps: HostActivityDeps) {
   };
 
   /** The wake check's question, asked of a running engine. */
-  const probeOn = (engine: SupervisedEngine, probe: Probe): Promise<ProbeAnswer> =>
-    whileHeartbeating((signal) => engine.adapter.probe(engine.endpoint, probe, { signal })).catch(asFailure);
+  const probeOn = (engine: SupervisedEngine, probe: Probe, bound?: AbortSignal): Promise<ProbeAnswer> =>
+    whileHeartbeating((signal) =>
+      engine.adapter.probe(engine.endpoint, probe, { signal: boundedBy(signal, bound) }),
+    ).catch(asFailure);
 
   const launchOnFreePort = async (input: LaunchInput): Promise<SupervisedEngine> => {
     const adapter = deps.adapters[input.spec.engine];
@@ -225,13 +261,21 @@ export function createHostActivities(deps: HostActivityDeps) {
      * engine's own count lags its last answer): a vLLM put to sleep busy crashes. Still busy then,
      * it refuses for good, saying how many requests it still had (`EngineBusyDetails`).
      */
-    async parkEngine(input: { key: InstanceKey; tier: ParkTier; idleWithinMs?: number }): Promise<void> {
+    async parkEngine(input: {
+      key: InstanceKey;
+      tier: ParkTier;
+      idleWithinMs?: number;
+      /** The switch whose wake waits for this park (`WakeAfter`). */
+      switchId?: string;
+    }): Promise<void> {
+      const said = (release: VictimRelease) => input.switchId && releases.say(input.switchId, input.key, release);
       const engine = running(input.key);
-      if (engine.stage === 'parked') return;
+      if (engine.stage === 'parked') return void said('released');
       const busy = await whileHeartbeating((signal) =>
         busyUntil(engine, input.key, Date.now() + (input.idleWithinMs ?? 0), signal),
       );
       if (busy > 0) {
+        said('kept');
         const details: EngineBusyDetails = { requestsStillRunning: busy };
         throw ApplicationFailure.create({
           message: `instance ${input.key.deploymentId}/${input.key.instanceIndex} still has ${busy} request(s)`,
@@ -245,35 +289,60 @@ export function createHostActivities(deps: HostActivityDeps) {
         engine.adapter.park(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) }),
       ).catch(asFailure);
       engine.stage = 'parked';
+      said('released');
     },
 
     /**
      * Wakes from `tier` and, given the wake check's `probe`, asks it at once: one step on the host
      * for both (each step is a round trip through Temporal). The workflow bounds the two with the
      * wake window (then: wake_uncertain) and compares the answer; `checkMs` is the check's share.
+     * Given `after`, it first waits for the switch's victims, and bounds itself with the wake window.
      */
     async wakeEngine(input: {
       key: InstanceKey;
       tier: ParkTier;
       probe?: Probe;
-    }): Promise<{ answer: ProbeAnswer | null; checkMs: number }> {
-      const engine = running(input.key);
-      if (engine.stage !== 'ready') {
-        engine.stage = 'waking';
-        await whileHeartbeating((signal) =>
-          engine.adapter.wake(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) }),
-        ).catch(asFailure);
-        engine.stage = 'ready';
+      after?: WakeAfter;
+    }): Promise<WakeResult> {
+      const { after } = input;
+      if (after) {
+        // A victim that holds nothing here now has nothing to say: a host agent that restarted lost
+        // its engines, and with them the words their parks or stops said before.
+        const holding = after.victims.filter((victim) => !holdsNothing(victim));
+        const release = await whileHeartbeating((signal) => releases.heard(after.switchId, holding, signal));
+        if (release === 'kept') return { answer: null, checkMs: 0, victimsKept: true };
       }
-      const { probe } = input;
-      if (!probe) return { answer: null, checkMs: 0 };
-      const began = Date.now();
-      const answer = await probeOn(engine, probe);
-      return { answer, checkMs: Date.now() - began };
+      const window = after && AbortSignal.timeout(after.wakeWindowMs);
+      try {
+        const engine = running(input.key);
+        const began = Date.now();
+        if (engine.stage !== 'ready') {
+          engine.stage = 'waking';
+          await whileHeartbeating((signal) =>
+            engine.adapter.wake(engine.endpoint, input.tier, {
+              signal: boundedBy(signal, window),
+              warn: warnFor(input.key),
+            }),
+          ).catch(asFailure);
+          engine.stage = 'ready';
+        }
+        const wakeMs = Date.now() - began;
+        const { probe } = input;
+        if (!probe) return { answer: null, checkMs: 0, wakeMs };
+        const answer = await probeOn(engine, probe, window);
+        return { answer, checkMs: Date.now() - began - wakeMs, wakeMs };
+      } catch (e) {
+        if (!window?.aborted) throw e;
+        throw ApplicationFailure.nonRetryable(
+          `the wake of ${input.key.deploymentId}/${input.key.instanceIndex} did not finish within ${after!.wakeWindowMs} ms`,
+          hostFailureTypes.wakeWindowOver,
+        );
+      }
     },
 
-    async stopEngine(input: { key: InstanceKey }): Promise<void> {
+    async stopEngine(input: { key: InstanceKey; switchId?: string }): Promise<void> {
       await deps.supervisor.stop(input.key, deps.engineStopGraceMs);
+      if (input.switchId) releases.say(input.switchId, input.key, 'released');
     },
 
     async abortRequest(input: { key: InstanceKey; requestId: string }): Promise<void> {

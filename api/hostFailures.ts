@@ -8,6 +8,8 @@ export const hostFailureTypes = {
   engineBusy: 'engine_busy',
   notRunning: 'engine_not_running',
   checkpointMissing: 'checkpoint_missing',
+  /** A wake begun once its switch's victims released did not finish within the wake window. */
+  wakeWindowOver: 'wake_window_over',
 } as const;
 
 /** What an engine that exited leaves in its failure's details: how it ended, and its last stderr lines. */

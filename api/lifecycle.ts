@@ -101,6 +101,11 @@ export interface SwitchInput {
    * read them to plan the switch: what the rows it writes say each instance holds.
    */
   checkpoints: Record<string, DeploymentView['checkpoint']>;
+  /**
+   * The task queues of the live servers, read by the scheduler with the model a demand wants: every
+   * read in the switch would be on its waiters' clock. Absent, the switch reads them.
+   */
+  liveServerQueues?: string[];
   timeouts: { drainMs: number; wakeWindowMs: number; startMs: number };
 }
 

@@ -11,6 +11,10 @@
  * The simulator's own times are measured, not assumed: the same launch the host makes, its park,
  * wake and wake-check probe timed through the engine adapter, median of the same number of rounds.
  *
+ * Then the first byte of a request for a parked model that fits beside nothing else (no victim: the
+ * issue's "first byte ≤ engine wake + wake check + 60 ms"): the model is parked by an operator's park,
+ * then asked, the same number of times.
+ *
  * Each block prints where a request's time goes, span by span (bench/switchTimeline.ts). `--before
  * REF` runs the same benchmark from that commit first (its own output, as it printed it), `--burn`
  * repeats everything with one core kept busy by another process.
@@ -89,6 +93,8 @@ async function simulatorOwnTimes(dir: string, rounds: number) {
 interface Block {
   totals: number[];
   firstByte: number[];
+  /** Request sent → first byte, for a parked model woken with no victim. */
+  wakeFirstByte: number[];
   timelines: Array<Partial<Record<Point, number>>>;
 }
 
@@ -105,7 +111,7 @@ async function switches(): Promise<Block> {
   });
   try {
     const models = [await s.deployMeasured('chat-a', '', SIM_FLAGS), await s.deployMeasured('chat-b', '', SIM_FLAGS)];
-    const block: Block = { totals: [], firstByte: [], timelines: [] };
+    const block: Block = { totals: [], firstByte: [], wakeFirstByte: [], timelines: [] };
     for (let i = 0; i < WARM_UP + SWITCHES; i++) {
       const sentAtMs = Date.now();
       const answer = await s.lc.gateway.request(models[i % 2]!);
@@ -128,6 +134,16 @@ async function switches(): Promise<Block> {
         }),
       );
     }
+    const parkedAlone = models[(WARM_UP + SWITCHES - 1) % 2]!;
+    for (let i = 0; i < SWITCHES; i++) {
+      await s.command('park', { deploymentId: parkedAlone });
+      await s.until(parkedAlone, 'parked');
+      const sentAtMs = Date.now();
+      const answer = await s.lc.gateway.request(parkedAlone);
+      if (answer.kind !== 'served') throw new Error(`wake ${i}: ${answer.error.message}`);
+      block.wakeFirstByte.push(answer.startedAtMs - sentAtMs);
+      await s.settledLedger();
+    }
     return block;
   } finally {
     await s.close();
@@ -140,7 +156,7 @@ function burner() {
   return spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
 }
 
-function report(label: string, block: Block, simulator: number) {
+function report(label: string, block: Block, simulator: number, wakeAndCheck: number) {
   const control = block.totals.map((t) => t - simulator);
   // Each span runs from the point before it that the switch's histories show (an engine check has
   // no step of its own when nothing had to be waited for).
@@ -157,6 +173,11 @@ function report(label: string, block: Block, simulator: number) {
   );
   console.log(`  control-plane time (less the simulator's own ${ms(simulator)}): median ${ms(median(control))}`);
   console.log(`  request sent → first byte: median ${ms(median(block.firstByte))}`);
+  if (block.wakeFirstByte.length)
+    console.log(
+      `  a parked model, no victim: request sent → first byte median ${ms(median(block.wakeFirstByte))}, ` +
+        `${ms(median(block.wakeFirstByte) - wakeAndCheck)} over the simulator's own wake + check (${ms(wakeAndCheck)})`,
+    );
   console.log(`  where a request's time goes (median of each span, from the histories and the gateway):`);
   console.log(spans.join('\n'));
 }
@@ -178,7 +199,7 @@ async function main() {
         console.log(
           `\nbefore (${before})${load}:\n${outputAt(before, 'bench/switchControlPlane.ts').replace(/^/gm, '  ')}`,
         );
-      report(`after (this checkout)${load}`, await switches(), simulator);
+      report(`after (this checkout)${load}`, await switches(), simulator, own.wake + own.probe);
     } finally {
       busy?.kill();
     }

@@ -17,9 +17,9 @@ export const TIMELINE = [
   'window closed',
   'drain step scheduled (only when requests ran as the window closed)',
   'gateway drained',
-  'park scheduled (release begun, parking row written)',
+  'park scheduled (release begun, parking row written; the wake too in newer switches)',
   'park done (the engine finished its requests, then parked)',
-  'wake scheduled (parked and waking rows written)',
+  'wake scheduled (parked and waking rows written; older switches only)',
   'wake and check done',
   'waiters released (local steps)',
   'first byte to the client',
@@ -57,10 +57,10 @@ export async function switchTimeline(
     closeAdmission: ['window step scheduled', 'window closed'],
     awaitDrain: ['drain step scheduled (only when requests ran as the window closed)', 'gateway drained'],
     parkEngine: [
-      'park scheduled (release begun, parking row written)',
+      'park scheduled (release begun, parking row written; the wake too in newer switches)',
       'park done (the engine finished its requests, then parked)',
     ],
-    wakeEngine: ['wake scheduled (parked and waking rows written)', 'wake and check done'],
+    wakeEngine: ['wake scheduled (parked and waking rows written; older switches only)', 'wake and check done'],
   };
   for (const e of events) {
     const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
@@ -73,6 +73,10 @@ export async function switchTimeline(
     const p = done && at[scheduled.get(String(done.scheduledEventId)) ?? '']?.[1];
     if (p) points[p] = eventMs(e);
   }
+  // A wake scheduled beside the park is no point of its own: its span then runs from the park's end.
+  const wakeScheduled = 'wake scheduled (parked and waking rows written; older switches only)';
+  if ((points[wakeScheduled] ?? Infinity) < (points['park done (the engine finished its requests, then parked)'] ?? 0))
+    delete points[wakeScheduled];
   points['waiters released (local steps)'] = m.waitersStartedAtMs;
   points['first byte to the client'] = m.servedAtMs;
   return points;

@@ -10,10 +10,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CaseOutcome, type FaultCase, FaultCampaign, faultTable } from './support/faultCampaign.js';
 import { harnessServices } from './support/lifecycle.js';
 
-/** The most telling case of each process, within the suite's time. */
+/**
+ * The most telling case of each process, within the suite's time, and the host killed while a wake
+ * scheduled beside the victim's stop runs on it (a restarted agent has lost what the stop said).
+ */
 const CASES: FaultCase[] = [
   { kill: 'server', phase: 'park' },
   { kill: 'host', phase: 'start' },
+  { kill: 'host', phase: 'wake' },
   { kill: 'temporal', phase: 'drain' },
 ];
 

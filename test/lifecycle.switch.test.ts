@@ -109,6 +109,45 @@ async function stop(models: Model[], generation = 1): Promise<string> {
 
 const park = (tier: ParkTier): VictimPlan => ({ kind: 'park', tier });
 
+/** `parked` started and parked in host RAM, then `victim` started: a wake of `parked` must park `victim` first. */
+async function parkedBeside(parked: Model, victim: Model): Promise<void> {
+  await ready(parked);
+  expect((await runSwitch({ victims: [{ model: parked, plan: park('host_ram') }] })).outcome).toBe('released');
+  await ready(victim);
+}
+
+/** The switch's history: its events, and the remote steps' by their activity's name. */
+async function historyOf(switchId: string) {
+  const events = (await lc.client.workflow.getHandle(workflowIds.switch(switchId)).fetchHistory()).events ?? [];
+  const scheduled = (name: string) =>
+    events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === name);
+  const completed = (name: string) => {
+    const id = String(scheduled(name)?.eventId);
+    return events.find((e) => String(e.activityTaskCompletedEventAttributes?.scheduledEventId) === id);
+  };
+  return { events, scheduled, completed };
+}
+
+/**
+ * A request the gateway does not count (it reached `m`'s engine another way) that never finishes
+ * until the returned stream is destroyed.
+ */
+async function requestTheGatewayDoesNotCount(m: Model) {
+  await fault(m, { requests_never_finish: true });
+  const stream = await request(`${lc.host.engineUrl({ deploymentId: m.id, instanceIndex: 0 })}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: m.name,
+      messages: [{ role: 'user', content: 'hello' }],
+      max_tokens: 50,
+      stream: true,
+    }),
+  });
+  await stream.body[Symbol.asyncIterator]().next();
+  return stream;
+}
+
 async function fault(m: Model, faults: Record<string, boolean | readonly string[] | undefined>): Promise<void> {
   const reply = await request(`${lc.host.engineUrl({ deploymentId: m.id, instanceIndex: 0 })}/sim/faults`, {
     method: 'POST',
@@ -221,6 +260,13 @@ describe('a switch', () => {
     const local = events.flatMap((e) => localActivityType(e) ?? []);
     // The victim was idle as the window closed: no drain step of its own.
     expect(remote).toEqual(['parkEngine', 'wakeEngine']);
+    // The wake was scheduled with the park, in the same workflow task, and waited on the host for it.
+    const { scheduled, completed } = await historyOf(wakeOfA);
+    const wakeScheduled = scheduled('wakeEngine')!.activityTaskScheduledEventAttributes!;
+    expect(String(wakeScheduled.workflowTaskCompletedEventId)).toBe(
+      String(scheduled('parkEngine')!.activityTaskScheduledEventAttributes!.workflowTaskCompletedEventId),
+    );
+    expect(Number(scheduled('wakeEngine')!.eventId)).toBeLessThan(Number(completed('parkEngine')!.eventId));
     // It reads which servers share the store: none here, so the gateway's steps, the window too, are
     // the worker's own.
     expect(new Set(local)).toEqual(
@@ -334,19 +380,7 @@ describe('the drain', () => {
     const a = await deploy('engine-a');
     const b = await deploy('engine-b');
     await ready(a);
-    // A request the gateway does not count (it reached the engine another way) that never finishes.
-    await fault(a, { requests_never_finish: true });
-    const stream = await request(`${lc.host.engineUrl({ deploymentId: a.id, instanceIndex: 0 })}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        model: a.name,
-        messages: [{ role: 'user', content: 'hello' }],
-        max_tokens: 50,
-        stream: true,
-      }),
-    });
-    await stream.body[Symbol.asyncIterator]().next();
+    const stream = await requestTheGatewayDoesNotCount(a);
 
     const waiter = lc.gateway.request(b.id, 10);
     const r = await runSwitch({
@@ -364,6 +398,59 @@ describe('the drain', () => {
       (await runSwitch({ victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 5_000 } })).outcome,
     ).toBe('released');
     await stop([a]);
+  });
+
+  it("a wake scheduled beside the park wakes nothing while the victim's engine is still busy", async () => {
+    const a = await deploy('busywake-a');
+    const b = await deploy('busywake-b');
+    await parkedBeside(b, a);
+    const stream = await requestTheGatewayDoesNotCount(a);
+
+    const waiter = lc.gateway.request(b.id, 10);
+    const r = await runSwitch({
+      target: { model: b, action: 'wake', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+      timeouts: { drainMs: 1_000 },
+    });
+    expect(r).toMatchObject({ outcome: 'drain_timeout', victims: [] });
+    expect(failed(await waiter)).toEqual(apiErrors.drainTimeout(b.id, 1_000, 1));
+    expect(lc.gateway.dispatchOf(a.id)).toBe('open');
+    // The wake step ended without waking: chat-b is still parked, the GPU holds chat-a alone.
+    expect((await historyOf(r.input.switchId)).completed('wakeEngine')).toBeDefined();
+    expect((await listInstances(lc.db)).find((i) => i.deploymentId === b.id)?.observedState).toBe('parked');
+    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+
+    stream.body.destroy();
+    await stop([a, b]);
+  });
+
+  it('a wake scheduled beside a slow park has the whole wake window from the moment the victim parked', async () => {
+    const a = await deploy('slowpark-a', ['--sim-park-ms', '1500']);
+    const b = await deploy('slowpark-b');
+    await parkedBeside(b, a);
+    const waiter = lc.gateway.request(b.id, 10);
+    const r = await runSwitch({
+      target: { model: b, action: 'wake', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+      timeouts: { wakeWindowMs: 1_000 },
+    });
+    expect(r).toMatchObject({ outcome: 'released', target: { state: 'ready' } });
+    served(await waiter);
+
+    // And its bound holds: a wake that hangs is given up after the window, with the spec's code.
+    await fault(a, { wake_hangs: true });
+    const back = await runSwitch({
+      target: { model: a, action: 'wake', tier: 'host_ram' },
+      victims: [{ model: b, plan: park('host_ram') }],
+      timeouts: { wakeWindowMs: 1_000 },
+    });
+    expect(back).toMatchObject({
+      outcome: 'wake_failed',
+      target: { state: 'stopped' },
+      error: apiErrors.wakeUncertain(a.id, 1_000),
+    });
+    expect(await lc.gpuUsedBytes()).toBe(0);
+    await stop([b]);
   });
 });
 
@@ -387,26 +474,29 @@ describe('a victim that does not park', () => {
     await stop([b]);
   });
 
-  it('is stopped when its park fails, never left half-parked', async () => {
-    const a = await deploy('crash-a');
-    const b = await deploy('crash-b');
-    await ready(a);
-    await fault(a, { crash: true });
-    const waiter = lc.gateway.request(b.id, 10);
-    const r = await runSwitch({
-      target: { model: b, action: 'start', tier: 'host_ram' },
-      victims: [{ model: a, plan: park('host_ram') }],
-    });
-    expect(r).toMatchObject({
-      outcome: 'park_failed',
-      victims: [{ released: releasedLines.stopped, state: 'stopped', tier: null }],
-      target: { state: 'ready' },
-    });
-    served(await waiter);
-    expect((await listInstances(lc.db)).find((i) => i.deploymentId === a.id)?.observedState).toBe('stopped');
-    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
-    await stop([b]);
-  });
+  it.each(['start', 'wake'] as const)(
+    'is stopped when its park fails, never left half-parked, and the target (a $0) comes up',
+    async (action) => {
+      const a = await deploy(`crash-${action}-a`);
+      const b = await deploy(`crash-${action}-b`);
+      await (action === 'wake' ? parkedBeside(b, a) : ready(a));
+      await fault(a, { crash: true });
+      const waiter = lc.gateway.request(b.id, 10);
+      const r = await runSwitch({
+        target: { model: b, action, tier: 'host_ram' },
+        victims: [{ model: a, plan: park('host_ram') }],
+      });
+      expect(r).toMatchObject({
+        outcome: 'park_failed',
+        victims: [{ released: releasedLines.stopped, state: 'stopped', tier: null }],
+        target: { state: 'ready' },
+      });
+      served(await waiter);
+      expect((await listInstances(lc.db)).find((i) => i.deploymentId === a.id)?.observedState).toBe('stopped');
+      expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+      await stop([b]);
+    },
+  );
 });
 
 describe('a failed wake', () => {
@@ -500,47 +590,50 @@ function workerProcess(taskQueue: string) {
 }
 
 describe('a restarted server', () => {
-  it('finishes a switch whose worker process was killed with SIGKILL in the middle of a park', async () => {
-    const a = await deploy('killed-a', ['--sim-park-ms', '3000']);
-    const b = await deploy('killed-b');
-    await ready(a);
-    const taskQueue = `${lc.serverTaskQueue}-killable`;
-    const first = workerProcess(taskQueue);
-    await first.running;
-    const input = {
-      ...switchInput({
-        target: { model: b, action: 'start', tier: 'host_ram' },
-        victims: [{ model: a, plan: park('host_ram') }],
-      }),
-      serverTaskQueue: taskQueue,
-    };
-    const handle = await lc.client.workflow.start(switchWorkflow, {
-      taskQueue,
-      workflowId: workflowIds.switch(input.switchId),
-      args: [input],
-    });
-    await until('the park to run', async () =>
-      (await handle.describe()).raw.pendingActivities?.some((p) => p.activityType?.name === 'parkEngine')
-        ? true
-        : undefined,
-    );
-    first.child.kill('SIGKILL');
-    await first.exited;
-
-    const second = workerProcess(taskQueue);
-    try {
-      await second.running;
-      expect(await handle.result()).toMatchObject({
-        outcome: 'released',
-        victims: [{ state: 'parked' }],
-        target: { state: 'ready' },
+  it.each(['start', 'wake'] as const)(
+    'finishes a switch whose worker process was killed with SIGKILL in the middle of a park (its target a $0)',
+    async (action) => {
+      const a = await deploy(`killed-${action}-a`, ['--sim-park-ms', '3000']);
+      const b = await deploy(`killed-${action}-b`);
+      await (action === 'wake' ? parkedBeside(b, a) : ready(a));
+      const taskQueue = `${lc.serverTaskQueue}-killable`;
+      const first = workerProcess(taskQueue);
+      await first.running;
+      const input = {
+        ...switchInput({
+          target: { model: b, action, tier: 'host_ram' },
+          victims: [{ model: a, plan: park('host_ram') }],
+        }),
+        serverTaskQueue: taskQueue,
+      };
+      const handle = await lc.client.workflow.start(switchWorkflow, {
+        taskQueue,
+        workflowId: workflowIds.switch(input.switchId),
+        args: [input],
       });
-      expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
-    } finally {
-      second.child.kill('SIGKILL');
-    }
-    await stop([a, b]);
-  });
+      await until('the park to run', async () =>
+        (await handle.describe()).raw.pendingActivities?.some((p) => p.activityType?.name === 'parkEngine')
+          ? true
+          : undefined,
+      );
+      first.child.kill('SIGKILL');
+      await first.exited;
+
+      const second = workerProcess(taskQueue);
+      try {
+        await second.running;
+        expect(await handle.result()).toMatchObject({
+          outcome: 'released',
+          victims: [{ state: 'parked' }],
+          target: { state: 'ready' },
+        });
+        expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+      } finally {
+        second.child.kill('SIGKILL');
+      }
+      await stop([a, b]);
+    },
+  );
 
   it('finishes a switch whose worker was restarted in the middle of a slow park', async () => {
     const a = await deploy('slow-a', ['--sim-park-ms', '3000']);

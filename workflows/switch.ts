@@ -6,12 +6,14 @@
  * cannot interrupt it. A release only (no target) is the same path without the target.
  */
 import {
+  ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
   CancelledFailure,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   TimeoutFailure,
@@ -19,7 +21,7 @@ import {
 } from '@temporalio/workflow';
 import type { Probe, ProbeAnswer } from '../engines/engine.js';
 import { releasedLine } from '../engines/rules.js';
-import type { HostActivities } from '../activities/hostActivities.js';
+import type { HostActivities, WakeAfter } from '../activities/hostActivities.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../api/hostFailures.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releasedLines } from '../domain/catalogue.js';
@@ -51,6 +53,12 @@ interface VictimOutcome {
 }
 type WakeReference = NonNullable<Awaited<ReturnType<StoreActivities['findWakeReference']>>>;
 
+/**
+ * The `patched()` name of a wake scheduled beside its switch's parks (the host begins it as they end:
+ * `WakeAfter`); older histories scheduled it once the parks had ended.
+ */
+const WAKE_BESIDE_PARKS = 'wake-beside-parks';
+
 export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> {
   const { switchId, hostId, target, victims, timeouts } = input;
   if (target?.action === 'wake' && target.tier === null) {
@@ -62,19 +70,35 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   // The gateway's steps act on the victim instances, not on every instance of their deployments.
   const victimInstances = victims.map((v) => v.instance);
 
-  // A host agent that died never picks its tasks up: schedule-to-close bounds every host step.
-  const host = (withinMs: number) =>
+  // A host agent that died never picks its tasks up: schedule-to-close bounds every host step. A
+  // step cancelled is waited for when its work must not outlive the switch's view of it.
+  const host = (withinMs: number, cancellationType?: ActivityCancellationType) =>
     proxyActivities<HostActivities>({
       taskQueue: taskQueues.host(hostId),
       scheduleToCloseTimeout: Math.max(1, withinMs),
       heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
       retry: RETRY,
+      ...(cancellationType === undefined ? {} : { cancellationType }),
     });
   // The store's rows run inside the workflow task (definitions.ts). The gateway's steps run on every
   // server that shares the store (everyGateway.ts); the waits (the window, the drain) are activities
   // of their own, visible while they wait.
   const store = proxyLocalActivities<StoreActivities>(serverStepOptions);
-  const gateway = everyGateway(input.serverTaskQueue, store.liveServerQueues());
+  // A wake whose victims give their memory back is scheduled beside their parks or stops: the host
+  // begins it as they end, so no round trip through Temporal lies between them. Its first answer is
+  // read with the window (the wake step needs it), not after the parks.
+  const wakeBesideParks = target?.action === 'wake' && victims.length > 0 && patched(WAKE_BESIDE_PARKS);
+  const wakeReference = wakeBesideParks
+    ? store.findWakeReference({
+        deploymentId: target.instance.deploymentId,
+        instanceIndex: target.instance.instanceIndex,
+      })
+    : undefined;
+  // The scheduler reads the live servers with the model a demand wants; a switch started otherwise reads them here.
+  const gateway = everyGateway(
+    input.serverTaskQueue,
+    input.liveServerQueues ? Promise.resolve(input.liveServerQueues) : store.liveServerQueues(),
+  );
 
   upsertSearchAttributes([
     ...(target ? [{ key: searchAttributes.target, value: target.name }] : []),
@@ -189,13 +213,18 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       // starts (another server's are answered "dispatch closed" until its own step reaches it).
       victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimInstances });
     }
-
-    const [outcomes] = await Promise.all([
-      Promise.all(victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline))),
-      victimsWithdrawn,
-    ]);
+    const parked = Promise.all(
+      victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline, wakeBesideParks)),
+    );
+    const woken =
+      wakeBesideParks && target
+        ? wakeReference!.then((first) =>
+            wakeAndCheck(target, first, { switchId, victims: victimInstances, wakeWindowMs: timeouts.wakeWindowMs }),
+          )
+        : undefined;
+    const [outcomes] = await Promise.all([parked, victimsWithdrawn]);
     const requestsStillRunning = outcomes.reduce((sum, r) => sum + r.requestsStillRunning, 0);
-    if (requestsStillRunning > 0) return engineNotDrained(outcomes, requestsStillRunning);
+    if (requestsStillRunning > 0) return engineNotDrained(outcomes, requestsStillRunning, woken);
     const parkFailed = outcomes.some((r) => r.parkFailed);
     const victimResults = outcomes.map((r) => r.result);
     if (!target) {
@@ -204,7 +233,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     }
 
     // The victims' rows are written while the target comes up: nothing waits for them.
-    const [failure] = await Promise.all([bringUp(target), ...outcomes.map((r) => r.recorded)]);
+    const [failure] = await Promise.all([bringUp(target, woken), ...outcomes.map((r) => r.recorded)]);
     if (failure) {
       await CancellationScope.nonCancellable(async () => {
         await host(timeouts.startMs).stopEngine({ key: target.instance });
@@ -235,11 +264,16 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * A victim's engine still ran or queued requests at the drain bound (a request that reached it
    * another way, or one it had not yet dropped after its client hung up): it was not parked, and
    * serves again (its row says ready, which opens its dispatch); the target's waiters hear the drain
-   * timed out. A victim that did park stays parked, and wakes for its next request.
+   * timed out. A victim that did park stays parked, and wakes for its next request. A wake scheduled
+   * beside the parks heard that a victim kept its memory, and woke nothing: it is waited for.
    */
-  async function engineNotDrained(outcomes: VictimOutcome[], requestsStillRunning: number): Promise<SwitchResult> {
+  async function engineNotDrained(
+    outcomes: VictimOutcome[],
+    requestsStillRunning: number,
+    woken: Promise<boolean> | undefined,
+  ): Promise<SwitchResult> {
     const failed = await CancellationScope.nonCancellable(async () => {
-      await Promise.all(outcomes.map((r) => r.recorded));
+      await Promise.all([...outcomes.map((r) => r.recorded), woken?.catch(() => false)]);
       await Promise.all(
         outcomes.filter((r) => r.requestsStillRunning > 0).map((r) => saveInstance(r.victim.instance, 'ready', null)),
       );
@@ -286,9 +320,16 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * Parks or stops one victim. A park that fails is followed by a stop: never left half-parked. A
    * park waits for the engine to finish its requests until `idleBy` (the drain bound's end); one
    * still busy then is left serving (`requestsStillRunning`). Its final row is being written (`recorded`).
+   * `wakeWaits`: the switch's wake waits on the host for this victim's word (`WakeAfter`).
    */
-  async function parkOrStopVictim(v: SwitchVictim, cutBeforeOutput: boolean, idleBy: number): Promise<VictimOutcome> {
+  async function parkOrStopVictim(
+    v: SwitchVictim,
+    cutBeforeOutput: boolean,
+    idleBy: number,
+    wakeWaits: boolean,
+  ): Promise<VictimOutcome> {
     const plan: VictimPlan = cutBeforeOutput ? { kind: 'stop', reason: 'cut_before_output' } : v.plan;
+    const forWake = wakeWaits ? { switchId } : {};
     const done = (line: string, state: InstanceState, tier: ParkTier | null) => ({
       deploymentId: v.instance.deploymentId,
       instanceIndex: v.instance.instanceIndex,
@@ -305,6 +346,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
               key: v.instance,
               tier: plan.tier,
               idleWithinMs: Math.max(0, idleBy - Date.now()),
+              ...forWake,
             }),
           ),
         );
@@ -337,7 +379,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     }
     await CancellationScope.nonCancellable(() =>
       timed('stop', null, async () => {
-        await during(v.instance, 'stopping', null, () => host(timeouts.startMs).stopEngine({ key: v.instance }));
+        await during(v.instance, 'stopping', null, () =>
+          host(timeouts.startMs).stopEngine({ key: v.instance, ...forWake }),
+        );
         await saveInstance(v.instance, 'stopped', null);
       }),
     );
@@ -350,8 +394,14 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     };
   }
 
-  /** Wakes or starts the target; null when it is ready to serve, else why not. */
-  async function bringUp(t: SwitchTarget): Promise<{ outcome: SwitchOutcome; error: ApiError } | null> {
+  /**
+   * Wakes or starts the target; null when it is ready to serve, else why not. `woken`: its wake,
+   * scheduled beside the parks.
+   */
+  async function bringUp(
+    t: SwitchTarget,
+    woken: Promise<boolean> | undefined,
+  ): Promise<{ outcome: SwitchOutcome; error: ApiError } | null> {
     const id = t.instance.deploymentId;
     try {
       if (t.action === 'start') {
@@ -359,9 +409,14 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         await store.recordStartFailure({ deploymentId: id, failure: null });
         return null;
       }
-      // The first answer is read while the waking row is written: the wake step needs it.
-      const first = store.findWakeReference({ deploymentId: id, instanceIndex: t.instance.instanceIndex });
-      const mismatch = await during(t.instance, 'waking', t.tier, async () => wakeAndCheck(t, await first));
+      // The first answer is read while the waking row is written: the wake step needs it (one
+      // scheduled beside the parks has read it already).
+      const woke =
+        woken ??
+        store
+          .findWakeReference({ deploymentId: id, instanceIndex: t.instance.instanceIndex })
+          .then((first) => wakeAndCheck(t, first));
+      const mismatch = await during(t.instance, 'waking', t.tier, () => woke);
       return mismatch ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
     } catch (e) {
       const failure = failureOf(e);
@@ -393,9 +448,12 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   /**
    * A wake and its check, one step on the host within the wake window. True when the answer differs
    * from the first one. Only vLLM and SGLang are checked (TensorFold never parks); an instance with
-   * no first answer for its generation has nothing to compare.
+   * no first answer for its generation has nothing to compare. Given `after`, the host begins it once
+   * the switch's victims gave their memory back, and bounds it by the wake window from then; one that
+   * kept its memory (its engine still ran requests) leaves the target asleep, and the switch does not
+   * bring it up (`engineNotDrained`). Cancelled, it is waited for: a wake must not outlive the switch.
    */
-  async function wakeAndCheck(t: SwitchTarget, first: WakeReference | null): Promise<boolean> {
+  async function wakeAndCheck(t: SwitchTarget, first: WakeReference | null, after?: WakeAfter): Promise<boolean> {
     const checked = t.spec.engine === 'vllm' || t.spec.engine === 'sglang';
     const reference = first?.generation === t.instance.generation ? first : null;
     if (checked && !reference)
@@ -405,12 +463,19 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       });
     const probe = checked && reference ? (reference.probe as Probe) : undefined;
     const began = Date.now();
-    const woke = await host(timeouts.wakeWindowMs).wakeEngine({
+    const step = after
+      ? // The victims' parks and, if one fails, its stop, each within the start bound, then the window.
+        host(2 * timeouts.startMs + timeouts.wakeWindowMs, ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+      : host(timeouts.wakeWindowMs);
+    const woke = await step.wakeEngine({
       key: t.instance,
       tier: t.tier! /* checked at the start */,
       probe,
+      ...(after ? { after } : {}),
     });
-    phases.push({ phase: 'wake', tier: t.tier, ms: Date.now() - began - woke.checkMs });
+    if (woke.victimsKept) return false;
+    // The host times the wake itself; a history recorded before it did is timed here.
+    phases.push({ phase: 'wake', tier: t.tier, ms: woke.wakeMs ?? Date.now() - began - woke.checkMs });
     if (!reference || !woke.answer) return false;
     phases.push({ phase: 'check', tier: t.tier, ms: woke.checkMs });
     return compareAnswers(reference.answer as ProbeAnswer, woke.answer) !== null;
@@ -466,7 +531,8 @@ function failureOf(e: unknown): StepFailure {
 function wakeError(deploymentId: string, failure: StepFailure, wakeWindowMs: number): ApiError {
   if (failure.kind === 'reload_failed' || failure.kind === 'out_of_memory')
     return apiErrors.wakeReloadFailed(deploymentId);
-  if (failure.kind === 'timeout') return apiErrors.wakeUncertain(deploymentId, wakeWindowMs);
+  if (failure.kind === 'timeout' || failure.kind === hostFailureTypes.wakeWindowOver)
+    return apiErrors.wakeUncertain(deploymentId, wakeWindowMs);
   return apiErrors.wakeFailed(deploymentId, failure.message);
 }
 

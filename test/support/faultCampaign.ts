@@ -106,6 +106,9 @@ export function phaseOf(events: readonly Event[], atMs = Infinity): Seen {
   let phase = -1;
   let waitersStarted = false;
   const scheduled = new Map<string, string>();
+  // A wake scheduled beside the victims' parks or stops begins on the host once they ended.
+  const victimSteps = new Set<string>();
+  let wakeWaits = false;
   for (const e of events) {
     if (eventMs(e) > atMs) break;
     const closed =
@@ -119,11 +122,20 @@ export function phaseOf(events: readonly Event[], atMs = Infinity): Seen {
     const done = e.activityTaskCompletedEventAttributes;
     if (done && scheduled.get(String(done.scheduledEventId)) === 'withdrawVictims')
       phase = Math.max(phase, phases.indexOf('park'));
+    const ended = done ?? e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes;
+    if (ended && victimSteps.delete(String(ended.scheduledEventId)) && victimSteps.size === 0 && wakeWaits)
+      phase = Math.max(phase, phases.indexOf('wake'));
     // A local step (the waiters' start, the rows) shows as its marker once the task that ran it completed.
     const name = stepOf(e);
     if (!name) continue;
     scheduled.set(String(e.eventId), name);
     if (name === 'startWaiters') waitersStarted = true;
+    if (e.activityTaskScheduledEventAttributes && (name === 'parkEngine' || name === 'stopEngine'))
+      victimSteps.add(String(e.eventId));
+    if (name === 'wakeEngine' && victimSteps.size > 0) {
+      wakeWaits = true;
+      continue;
+    }
     const p = waitersStarted && RECORDS.has(name) ? 'record' : PHASE_OF[name];
     if (p) phase = Math.max(phase, phases.indexOf(p));
   }

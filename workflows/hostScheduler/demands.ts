@@ -2,7 +2,7 @@
  * Requests waiting for a model on this host (the gateway's demand reports): the demands the
  * scheduler holds, and serving them, the longest-waiting model first.
  */
-import { log } from '@temporalio/workflow';
+import { log, patched } from '@temporalio/workflow';
 import { apiErrors } from '../../domain/catalogue.js';
 import { measurementState } from '../../domain/measurement.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
@@ -12,6 +12,9 @@ import { gatewayOn, serverGone } from '../everyGateway.js';
 import { byLongestWait } from '../ledger.js';
 import { refusedWith } from '../refusal.js';
 import type { HostScheduler } from './scheduler.js';
+
+/** The `patched()` name of the live servers read with the model a demand wants; older histories did not. */
+const SERVERS_WITH_DEMAND = 'live-servers-with-demand';
 
 /** `demands` with `demand` in place of the same server's last report for its model (none when nobody waits). */
 export function withDemand(demands: readonly Demand[], demand: Demand): Demand[] {
@@ -55,10 +58,12 @@ export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
     const dropDemand = () => (state.demands = state.demands.filter((d) => d !== demand));
     // A ready model's requests wait for a free slot, not for a switch; they keep it from being a victim.
     if (scheduler.entryOf(demand.deploymentId)?.state === 'ready') continue;
-    // The holders are read with the model, not after it: a request waits for every round trip here.
-    const [deployment, holders] = await Promise.all([
+    // The holders and the live servers are read with the model, not after it (nor in the switch): a
+    // request waits for every round trip here.
+    const [deployment, holders, liveServerQueues] = await Promise.all([
       scheduler.readDeployment(demand.deploymentId),
       scheduler.gpuHolders(),
+      patched(SERVERS_WITH_DEMAND) ? scheduler.store.liveServerQueues() : undefined,
     ]);
     // Requests never start or wake an explicit model or one an operator stopped: the gateway answers 409.
     if (deployment.explicit || deployment.operatorStopped) {
@@ -87,6 +92,7 @@ export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
         evict: true,
         instanceIndex: demand.instanceIndex ?? 0,
         admissionWindowMs: scheduler.settings.admissionWindowMs,
+        liveServerQueues,
       });
       if (brought.kind !== 'waits') return true;
     } catch (e) {

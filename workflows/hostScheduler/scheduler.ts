@@ -238,7 +238,7 @@ export class HostScheduler {
     victims: SwitchVictim[],
     admissionWindowMs: number | null,
     checkpoints: Record<string, Checkpoint>,
-    begun?: (switchId: string) => void,
+    opts: { begun?: (switchId: string) => void; liveServerQueues?: string[] } = {},
   ): Promise<SwitchResult> {
     const { settings } = this;
     const switchInput: SwitchInput = {
@@ -250,6 +250,7 @@ export class HostScheduler {
       victims,
       admissionWindowMs,
       checkpoints,
+      ...(opts.liveServerQueues ? { liveServerQueues: opts.liveServerQueues } : {}),
       timeouts: { drainMs: settings.drainMs, wakeWindowMs: settings.wakeWindowMs, startMs: settings.startMs },
     };
     this.runningSwitchId = switchInput.switchId;
@@ -262,7 +263,7 @@ export class HostScheduler {
         staticSummary: switchSummary(switchInput),
       });
       // Told once the switch exists: a caller that follows it at once finds it.
-      begun?.(switchInput.switchId);
+      opts.begun?.(switchInput.switchId);
       const result = await child.result();
       this.applyResult(result, target, checkpoints);
       return result;
@@ -341,6 +342,8 @@ export class HostScheduler {
       evict: boolean;
       instanceIndex: number;
       admissionWindowMs: number | null;
+      /** The live servers, read with the model (SwitchInput). */
+      liveServerQueues?: string[];
       beforeSwitch?: () => Promise<void>;
       begun?: (begun: { switchId: string; target: SwitchTarget; victims: SwitchVictim[] }) => void;
     },
@@ -405,7 +408,10 @@ export class HostScheduler {
     const begun = opts.begun && ((switchId: string) => opts.begun!({ switchId, target, victims: released }));
     // A victim ready elsewhere has no window (spec): its requests go there meanwhile.
     const windowed = victims.some((v) => !v.deployment.readyElsewhere);
-    const result = await this.runSwitch(target, released, windowed ? opts.admissionWindowMs : null, checkpoints, begun);
+    const result = await this.runSwitch(target, released, windowed ? opts.admissionWindowMs : null, checkpoints, {
+      begun,
+      liveServerQueues: opts.liveServerQueues,
+    });
     return { kind: 'switched', result };
   }
 
@@ -431,7 +437,7 @@ export class HostScheduler {
       [{ name: deployment.name, instance: entry.instance, plan }],
       null,
       { [deployment.id]: deployment.checkpoint },
-      begun,
+      { begun },
     );
   }
 
