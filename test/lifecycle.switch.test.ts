@@ -376,53 +376,39 @@ describe('the drain', () => {
     await stop([a]);
   });
 
-  it("also waits for the victim's engine to report nothing running, not only the gateway's count", async () => {
-    const a = await deploy('engine-a');
-    const b = await deploy('engine-b');
-    await ready(a);
-    const stream = await requestTheGatewayDoesNotCount(a);
+  it.each(['start', 'wake'] as const)(
+    "also waits for the victim's engine to report nothing running, not only the gateway's count (the target a $0)",
+    async (action) => {
+      const a = await deploy(`engine-${action}-a`);
+      const b = await deploy(`engine-${action}-b`);
+      await (action === 'wake' ? parkedBeside(b, a) : ready(a));
+      const stream = await requestTheGatewayDoesNotCount(a);
 
-    const waiter = lc.gateway.request(b.id, 10);
-    const r = await runSwitch({
-      target: { model: b, action: 'start', tier: 'host_ram' },
-      victims: [{ model: a, plan: park('host_ram') }],
-      timeouts: { drainMs: 1_000 },
-    });
-    expect(r.outcome).toBe('drain_timeout');
-    expect(failed(await waiter)).toEqual(apiErrors.drainTimeout(b.id, 1_000, 1));
-    expect(lc.gateway.dispatchOf(a.id)).toBe('open');
+      const waiter = lc.gateway.request(b.id, 10);
+      const r = await runSwitch({
+        target: { model: b, action, tier: 'host_ram' },
+        victims: [{ model: a, plan: park('host_ram') }],
+        timeouts: { drainMs: 1_000 },
+      });
+      expect(r).toMatchObject({ outcome: 'drain_timeout', victims: [] });
+      expect(failed(await waiter)).toEqual(apiErrors.drainTimeout(b.id, 1_000, 1));
+      expect(lc.gateway.dispatchOf(a.id)).toBe('open');
+      // The target is untouched: the GPU holds the victim alone. A wake scheduled beside the park
+      // ended without waking: the target is still parked.
+      expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+      if (action === 'wake') {
+        expect((await historyOf(r.input.switchId)).completed('wakeEngine')).toBeDefined();
+        expect((await listInstances(lc.db)).find((i) => i.deploymentId === b.id)?.observedState).toBe('parked');
+      }
 
-    // The client hangs up, which stops the engine's work: the next switch drains and parks.
-    stream.body.destroy();
-    expect(
-      (await runSwitch({ victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 5_000 } })).outcome,
-    ).toBe('released');
-    await stop([a]);
-  });
-
-  it("a wake scheduled beside the park wakes nothing while the victim's engine is still busy", async () => {
-    const a = await deploy('busywake-a');
-    const b = await deploy('busywake-b');
-    await parkedBeside(b, a);
-    const stream = await requestTheGatewayDoesNotCount(a);
-
-    const waiter = lc.gateway.request(b.id, 10);
-    const r = await runSwitch({
-      target: { model: b, action: 'wake', tier: 'host_ram' },
-      victims: [{ model: a, plan: park('host_ram') }],
-      timeouts: { drainMs: 1_000 },
-    });
-    expect(r).toMatchObject({ outcome: 'drain_timeout', victims: [] });
-    expect(failed(await waiter)).toEqual(apiErrors.drainTimeout(b.id, 1_000, 1));
-    expect(lc.gateway.dispatchOf(a.id)).toBe('open');
-    // The wake step ended without waking: chat-b is still parked, the GPU holds chat-a alone.
-    expect((await historyOf(r.input.switchId)).completed('wakeEngine')).toBeDefined();
-    expect((await listInstances(lc.db)).find((i) => i.deploymentId === b.id)?.observedState).toBe('parked');
-    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
-
-    stream.body.destroy();
-    await stop([a, b]);
-  });
+      // The client hangs up, which stops the engine's work: the next switch drains and parks.
+      stream.body.destroy();
+      expect(
+        (await runSwitch({ victims: [{ model: a, plan: park('host_ram') }], timeouts: { drainMs: 5_000 } })).outcome,
+      ).toBe('released');
+      await stop(action === 'wake' ? [a, b] : [a]);
+    },
+  );
 
   it('a wake scheduled beside a slow park has the whole wake window from the moment the victim parked', async () => {
     const a = await deploy('slowpark-a', ['--sim-park-ms', '1500']);
