@@ -7,29 +7,37 @@ import { type Db, postgresDb } from '../../store/db.js';
 export const POSTGRES_ADMIN_URL =
   process.env.CAPYCTL_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-async function reachable(): Promise<boolean> {
+/** Null when Postgres answers; else why not. */
+async function unreachable(): Promise<string | null> {
   const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL, connectionTimeoutMillis: 2_000 });
   try {
     await client.connect();
     await client.query('SELECT 1');
-    return true;
-  } catch {
-    return false;
+    return null;
+  } catch (e) {
+    return String(e);
   } finally {
     await client.end().catch(() => {});
   }
 }
 
 export async function ensurePostgres(): Promise<void> {
-  if (await reachable()) return;
-  execSync('pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql | sort -V | tail -n 1) main start', {
-    stdio: 'inherit',
-  });
+  if ((await unreachable()) === null) return;
+  try {
+    execSync('pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql | sort -V | tail -n 1) main start', {
+      stdio: 'inherit',
+    });
+  } catch (e) {
+    // Exit status 2: it runs already, and was only slow to answer (a loaded machine): ask again.
+    if ((e as { status?: number }).status !== 2) throw e;
+  }
+  let why: string | null = null;
   for (let i = 0; i < 50; i++) {
-    if (await reachable()) return;
+    why = await unreachable();
+    if (why === null) return;
     await new Promise((r) => setTimeout(r, 200));
   }
-  throw new Error(`Postgres at ${POSTGRES_ADMIN_URL} did not come up`);
+  throw new Error(`Postgres at ${POSTGRES_ADMIN_URL} did not come up: ${why}`);
 }
 
 export interface FreshDatabase {
