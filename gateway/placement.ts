@@ -40,10 +40,14 @@ export interface HostLoad {
 export const mayRunOn = (deployment: Pick<Placed, 'spec'>, hostId: string): boolean =>
   deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
 
+/** The deployment's instances that hold a host: every one but those stopped. */
+export const liveInstances = <I extends Placed['instances'][number]>(deployment: { instances: readonly I[] }): I[] =>
+  deployment.instances.filter((i) => i.observedState !== 'stopped');
+
 /** The hosts among `hosts` that hold an instance of the deployment, which stays there; by instance index. */
 export function heldOn(deployment: Placed, hosts: readonly string[]): string[] {
-  return deployment.instances
-    .filter((i) => i.observedState !== 'stopped' && hosts.includes(i.hostId))
+  return liveInstances(deployment)
+    .filter((i) => hosts.includes(i.hostId))
     .map((i) => i.hostId);
 }
 
@@ -53,7 +57,7 @@ export function heldOn(deployment: Placed, hosts: readonly string[]): string[] {
  * instance, so two hosts starting the model at once start two different instances.
  */
 export function instanceIndexes(deployment: Placed, hostIds: readonly string[]): Map<string, number> {
-  const live = deployment.instances.filter((i) => i.observedState !== 'stopped');
+  const live = liveInstances(deployment);
   const indexes = new Map(live.filter((i) => hostIds.includes(i.hostId)).map((i) => [i.hostId, i.index]));
   const taken = new Set(live.map((i) => i.index));
   let next = 0;

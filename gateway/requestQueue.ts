@@ -105,6 +105,13 @@ function refused(error: ApiError): Promise<Admission> {
   return Promise.resolve({ kind: 'refused', error });
 }
 
+/** Requests running on the model now, on all its instances: at most 32. */
+function runningOn(m: Model): number {
+  let running = 0;
+  for (const i of m.instances.values()) running += i.running;
+  return running;
+}
+
 /** One instance of a deployment, by its index. */
 interface Instance {
   index: number;
@@ -120,8 +127,6 @@ interface Instance {
 interface Model {
   id: string;
   instances: Map<number, Instance>;
-  /** Requests running now, on all its instances: at most 32. */
-  running: number;
   waiters: Waiter[];
   /** The last time a request started or finished there, or a dispatch of its opened (idle since). */
   lastChangeMs: number;
@@ -192,7 +197,7 @@ export class RequestQueue implements RouterFigures {
     const m = this.model(id);
     const limits = this.options.limits();
     const dispatch = this.dispatchOfModel(m);
-    const slotFree = m.running < RUNNING_PER_MODEL && m.waiters.length === 0;
+    const slotFree = runningOn(m) < RUNNING_PER_MODEL && m.waiters.length === 0;
 
     if (dispatch === 'open' && slotFree)
       return Promise.resolve({ kind: 'dispatch', ticket: this.run(m, new DeadlineTimer(limits.request_deadline)) });
@@ -213,10 +218,11 @@ export class RequestQueue implements RouterFigures {
       return refused(apiErrors.waitingLimit(id));
     }
     if (this.bufferedBytes + bodyBytes > limits.max_buffered_bytes_total) return refused(apiErrors.bufferedBytes());
-    return this.wait(m, arrival, limits);
+    return this.wait(m, arrival, limits, dispatch === 'open');
   }
 
-  private wait(m: Model, arrival: Arrival, limits: SharedQueueLimits): Promise<Admission> {
+  /** `forSlot`: the model serves, and the request waits for a free slot rather than for a load. */
+  private wait(m: Model, arrival: Arrival, limits: SharedQueueLimits, forSlot: boolean): Promise<Admission> {
     return new Promise<Admission>((resolve, reject) => {
       const timer = new DeadlineTimer(limits.request_deadline);
       const onHangUp = () => {
@@ -226,7 +232,7 @@ export class RequestQueue implements RouterFigures {
       };
       const waiter: Waiter = {
         sinceMs: this.now(),
-        forSlot: this.dispatchOfModel(m) === 'open',
+        forSlot,
         start: () => {
           waiter.leave();
           resolve({ kind: 'dispatch', ticket: this.run(m, timer) });
@@ -268,7 +274,6 @@ export class RequestQueue implements RouterFigures {
     );
     timer.onExpiry = () => request.expire(apiErrors.queueDeadline(m.id));
     instance.running++;
-    m.running++;
     m.lastChangeMs = this.now();
     return request;
   }
@@ -305,7 +310,6 @@ export class RequestQueue implements RouterFigures {
 
   private finished(m: Model, instance: Instance, cutBeforeOutput: boolean) {
     instance.running--;
-    m.running--;
     m.lastChangeMs = this.now();
     // The engine may not have started it yet, so its count of running requests proves nothing.
     if (cutBeforeOutput) instance.cutBeforeOutput = true;
@@ -315,7 +319,7 @@ export class RequestQueue implements RouterFigures {
   /** Fills the free slots of a serving model from its waiters, first come first served; how many started. */
   private fillSlots(m: Model): number {
     let started = 0;
-    while (this.dispatchOfModel(m) === 'open' && m.running < RUNNING_PER_MODEL && m.waiters.length > 0) {
+    while (this.dispatchOfModel(m) === 'open' && runningOn(m) < RUNNING_PER_MODEL && m.waiters.length > 0) {
       m.waiters[0]!.start();
       started++;
     }
@@ -343,7 +347,7 @@ export class RequestQueue implements RouterFigures {
   /** No request runs on the deployment, and none started or finished there for `windowMs` (or ever). */
   idleFor(deploymentId: string, windowMs: number): boolean {
     const m = this.models.get(deploymentId);
-    return !m || (m.running === 0 && this.now() - m.lastChangeMs >= windowMs);
+    return !m || (runningOn(m) === 0 && this.now() - m.lastChangeMs >= windowMs);
   }
 
   /**
@@ -464,7 +468,7 @@ export class RequestQueue implements RouterFigures {
   /** Requests running now, on every deployment. */
   runningTotal(): number {
     let total = 0;
-    for (const m of this.models.values()) total += m.running;
+    for (const m of this.models.values()) total += runningOn(m);
     return total;
   }
 
@@ -473,7 +477,7 @@ export class RequestQueue implements RouterFigures {
   deployment(deploymentId: string) {
     const m = this.models.get(deploymentId);
     return {
-      inFlight: m?.running ?? 0,
+      inFlight: m ? runningOn(m) : 0,
       inFlightLimit: RUNNING_PER_MODEL,
       waiting: m?.waiters.length ?? 0,
       waitingLimit: this.options.limits().max_pending_per_deployment,
@@ -493,7 +497,6 @@ export class RequestQueue implements RouterFigures {
       m = {
         id: deploymentId,
         instances: new Map(),
-        running: 0,
         waiters: [],
         lastChangeMs: this.now(),
         askedSinceMs: null,

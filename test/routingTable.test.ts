@@ -124,27 +124,21 @@ describe('the routing table', () => {
       parkTier: null,
     });
 
-    table.setInstance({
+    const starting = {
       deploymentId: chatC.id,
       index: 0,
       hostId: 'gpu-a',
       generation: 1,
       observedState: 'starting',
       parkTier: null,
-    });
+    } as const;
+    table.setInstance(starting);
     expect(table.byModel('chat-c')?.instances).toStrictEqual([
       { index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting', parkTier: null },
     ]);
     // Told again what it holds (every server beat reads the stopped rows), the table keeps what requests read.
     const routed = table.byModel('chat-c');
-    table.setInstance({
-      deploymentId: chatC.id,
-      index: 0,
-      hostId: 'gpu-a',
-      generation: 1,
-      observedState: 'starting',
-      parkTier: null,
-    });
+    table.setInstance({ ...starting });
     expect(table.byModel('chat-c')).toBe(routed);
 
     table.setOperatorStopped(chatB.id, false);

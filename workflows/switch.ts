@@ -214,14 +214,11 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimInstances });
     }
     const parked = Promise.all(
-      victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline, wakeBesideParks)),
+      victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline)),
     );
-    const woken =
-      wakeBesideParks && target
-        ? wakeReference!.then((first) =>
-            wakeAndCheck(target, first, { switchId, victims: victimInstances, wakeWindowMs: timeouts.wakeWindowMs }),
-          )
-        : undefined;
+    const woken = wakeReference?.then((first) =>
+      wakeAndCheck(target!, first, { switchId, victims: victimInstances, wakeWindowMs: timeouts.wakeWindowMs }),
+    );
     const [outcomes] = await Promise.all([parked, victimsWithdrawn]);
     const requestsStillRunning = outcomes.reduce((sum, r) => sum + r.requestsStillRunning, 0);
     if (requestsStillRunning > 0) return engineNotDrained(outcomes, requestsStillRunning, woken);
@@ -320,16 +317,11 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * Parks or stops one victim. A park that fails is followed by a stop: never left half-parked. A
    * park waits for the engine to finish its requests until `idleBy` (the drain bound's end); one
    * still busy then is left serving (`requestsStillRunning`). Its final row is being written (`recorded`).
-   * `wakeWaits`: the switch's wake waits on the host for this victim's word (`WakeAfter`).
+   * A wake beside the parks waits on the host for its word (`WakeAfter`): the park or stop names the switch.
    */
-  async function parkOrStopVictim(
-    v: SwitchVictim,
-    cutBeforeOutput: boolean,
-    idleBy: number,
-    wakeWaits: boolean,
-  ): Promise<VictimOutcome> {
+  async function parkOrStopVictim(v: SwitchVictim, cutBeforeOutput: boolean, idleBy: number): Promise<VictimOutcome> {
     const plan: VictimPlan = cutBeforeOutput ? { kind: 'stop', reason: 'cut_before_output' } : v.plan;
-    const forWake = wakeWaits ? { switchId } : {};
+    const forWake = wakeBesideParks ? { switchId } : {};
     const done = (line: string, state: InstanceState, tier: ParkTier | null) => ({
       deploymentId: v.instance.deploymentId,
       instanceIndex: v.instance.instanceIndex,

@@ -12,7 +12,7 @@ import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js
 import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
 import type { Db } from '../../store/db.js';
-import { instanceIndexes, mayRunOn } from '../placement.js';
+import { instanceIndexes, liveInstances, mayRunOn } from '../placement.js';
 import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
 import { listHosts } from '../../store/hosts.js';
 import {
@@ -88,7 +88,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       state: deploymentState(instances),
       ready_instances: instances.filter((i) => i.observedState === 'ready').length,
       desired_instances: instanceCount(d.spec),
-      hosts: [...new Set(instances.filter((i) => i.observedState !== 'stopped').map((i) => i.hostId))],
+      hosts: [...new Set(liveInstances({ instances }).map((i) => i.hostId))],
       activation: table.get(d.id)?.activation ?? d.spec.lifecycle.activation,
       operator_stopped: d.operatorStopped,
       checkpoint: measurementState(d),
@@ -122,9 +122,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
    */
   async function hostsOf(routed: RoutedDeployment, holdingToo = false): Promise<string[]> {
     const placed = await lifecycle.placement(routed);
-    const holding = holdingToo
-      ? routed.instances.filter((i) => i.observedState !== 'stopped').map((i) => i.hostId)
-      : [];
+    const holding = holdingToo ? liveInstances(routed).map((i) => i.hostId) : [];
     return [...new Set([...placed, ...holding])];
   }
   /**
@@ -139,9 +137,9 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     const routed = routedOf(d);
     const hostIds = await hostsOf(routed, command !== 'start');
     if (hostIds.length === 0) throw new CapyError(apiErrors.noHost(d.name));
-    const indexes = instanceIndexes(routed, hostIds);
     // A start names the instance each host starts; the other commands act on the one a host holds.
-    const argsOn = (hostId: string) => (command === 'start' ? { ...args, instanceIndex: indexes.get(hostId) } : args);
+    const indexes = command === 'start' ? instanceIndexes(routed, hostIds) : undefined;
+    const argsOn = (hostId: string) => (indexes ? { ...args, instanceIndex: indexes.get(hostId) } : args);
     const outcomes = await Promise.allSettled(
       hostIds.map((hostId) => lifecycle.command(hostId, command, ...([argsOn(hostId)] as CommandArgs<K>))),
     );
