@@ -6,6 +6,7 @@
  */
 import type { ApiError } from '../domain/catalogue.js';
 import type { Demand, InstanceKey, InstanceRef } from '../api/lifecycle.js';
+import type { InstanceUpdate } from '../store/instances.js';
 
 export interface DrainOutcome {
   drained: boolean;
@@ -75,4 +76,17 @@ export interface GatewaySteps {
 
   /** Who waits, since when, for every deployment with waiting requests; and when each last saw traffic. */
   snapshot(): Promise<{ demands: Demand[]; lastActivityMs: Record<string, number> }>;
+}
+
+/**
+ * The admission window and, when it leaves the victims drained with no request cut, the start of
+ * their release in the same step: withdrawn from dispatch (as `withdrawVictims`) and their rows
+ * (`rows`) saying parking or stopping. A switch whose window runs inside its workflow task then
+ * schedules its parks after one local step, not two. The server composes it from the gateway and the
+ * store (server/serverActivities.ts). `released` false: nothing was withdrawn or written.
+ */
+export interface WindowThenRelease {
+  closeAdmissionThenRelease(
+    input: Parameters<GatewaySteps['closeAdmission']>[0] & { rows: InstanceUpdate[] },
+  ): Promise<DrainOutcome & { released: boolean }>;
 }

@@ -17,7 +17,7 @@ import { findHost, type Host } from '../store/hosts.js';
 import { type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
 import { liveServers } from '../store/servers.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
-import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
+import { findWakeReference, recordWakeReference, type WakeReference } from '../store/wakeReferences.js';
 import type { DeploymentView, PhaseTiming } from '../api/lifecycle.js';
 
 /** A switch's receipt as its workflow writes it; the last write of a finished switch carries its phases. */
@@ -31,28 +31,65 @@ export const storeFailureTypes = { notFound: 'not_found' } as const;
 
 const isExplicit = (hostSettings: Record<string, unknown> | undefined) => hostSettings?.activation === 'explicit';
 
+/** What `readForDemand` read. `wakeReference`: only when asked for (null when none is recorded). */
+export interface DemandReading {
+  deployment: DeploymentView;
+  holders: DeploymentView[];
+  liveServerQueues: string[];
+  wakeReference?: WakeReference | null;
+}
+
 export function createStoreActivities(db: Db) {
+  const describe = async (deploymentId: string, hostId?: string): Promise<DeploymentView> => {
+    const d = await findDeployment(db, deploymentId);
+    if (!d) throw ApplicationFailure.nonRetryable(`deployment ${deploymentId} not found`, storeFailureTypes.notFound);
+    const [host, instances] = await Promise.all([
+      hostId === undefined ? undefined : findHost(db, hostId),
+      listInstances(db, { deploymentId: d.id }),
+    ]);
+    return {
+      id: d.id,
+      name: d.name,
+      revision: d.revision,
+      spec: d.spec,
+      operatorStopped: d.operatorStopped,
+      checkpoint: checkpointOf(d),
+      measureFailure: d.measureFailure,
+      explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(host?.settings),
+      generation: Math.max(0, ...instances.map((i) => i.generation)),
+      readyElsewhere: instances.some((i) => i.hostId !== hostId && i.observedState === 'ready'),
+    };
+  };
+
   return {
     /** A deployment as the lifecycle sees it; `hostId` folds in that host's activation policy. */
-    async describeDeployment(input: { deploymentId: string; hostId?: string }): Promise<DeploymentView> {
-      const d = await findDeployment(db, input.deploymentId);
-      if (!d)
-        throw ApplicationFailure.nonRetryable(`deployment ${input.deploymentId} not found`, storeFailureTypes.notFound);
-      const [host, instances] = await Promise.all([
-        input.hostId === undefined ? undefined : findHost(db, input.hostId),
-        listInstances(db, { deploymentId: d.id }),
+    describeDeployment: (input: { deploymentId: string; hostId?: string }) =>
+      describe(input.deploymentId, input.hostId),
+
+    /**
+     * What serving a demand reads, in one step (each step is a round trip on the waiting requests'
+     * clock): the model, the deployments of the instances holding GPU memory (`holderIds`, in that
+     * order), the live servers' task queues and, for a parked instance (`wakeReferenceOf`), its first
+     * answer to the wake check.
+     */
+    async readForDemand(input: {
+      deploymentId: string;
+      hostId: string;
+      holderIds: string[];
+      wakeReferenceOf?: { instanceIndex: number };
+    }): Promise<DemandReading> {
+      const { deploymentId, hostId, wakeReferenceOf } = input;
+      const [deployment, holders, servers, wakeReference] = await Promise.all([
+        describe(deploymentId, hostId),
+        Promise.all(input.holderIds.map((id) => describe(id, hostId))),
+        liveServers(db),
+        wakeReferenceOf && findWakeReference(db, deploymentId, wakeReferenceOf.instanceIndex),
       ]);
       return {
-        id: d.id,
-        name: d.name,
-        revision: d.revision,
-        spec: d.spec,
-        operatorStopped: d.operatorStopped,
-        checkpoint: checkpointOf(d),
-        measureFailure: d.measureFailure,
-        explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(host?.settings),
-        generation: Math.max(0, ...instances.map((i) => i.generation)),
-        readyElsewhere: instances.some((i) => i.hostId !== input.hostId && i.observedState === 'ready'),
+        deployment,
+        holders,
+        liveServerQueues: servers.map((server) => server.taskQueue),
+        ...(wakeReferenceOf ? { wakeReference: wakeReference ?? null } : {}),
       };
     },
 

@@ -82,6 +82,13 @@ export interface SwitchTarget {
  * target and start its waiters. Without, a release only (an operator's park or stop, an idle
  * timer, a host drain): every path that takes a serving instance away is this one.
  */
+/** An instance's first answer to the wake check (store/wakeReferences.ts), as a switch compares a woken engine's with it. */
+export interface WakeReference {
+  generation: number;
+  probe: unknown;
+  answer: unknown;
+}
+
 export interface SwitchInput {
   switchId: string;
   hostId: string;
@@ -106,6 +113,11 @@ export interface SwitchInput {
    * read in the switch would be on its waiters' clock. Absent, the switch reads them.
    */
   liveServerQueues?: string[];
+  /**
+   * A woken target's first answer (null: none recorded), read by the scheduler with the model a demand
+   * wants, for the same reason. Absent, the switch reads it.
+   */
+  wakeReference?: WakeReference | null;
   timeouts: { drainMs: number; wakeWindowMs: number; startMs: number };
 }
 

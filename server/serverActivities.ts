@@ -6,7 +6,7 @@
  * tests wire this one factory, so the tests run the path production runs.
  */
 import { createStoreActivities, type SwitchReceiptInput } from '../activities/storeActivities.js';
-import type { GatewaySteps } from '../activities/gatewaySteps.js';
+import type { GatewaySteps, WindowThenRelease } from '../activities/gatewaySteps.js';
 import type { PhaseTiming } from '../api/lifecycle.js';
 import type { SwitchOutcome } from '../domain/vocabulary.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
@@ -72,6 +72,26 @@ export function createServerActivities({
 }: ServerActivityDeps) {
   const store = createStoreActivities(db);
   const gateway: GatewaySteps = createGatewayActivities({ queue, serverTaskQueue });
+  const saveInstance = async (update: Parameters<typeof store.saveInstance>[0]) => {
+    const gone =
+      update.observedState !== 'stopped' && exits.isGone(update.hostId, update.deploymentId, update.generation);
+    const row = gone
+      ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 }
+      : update;
+    await store.saveInstance(row);
+    learnInstance(queue, table, row);
+  };
+  const windowThenRelease: WindowThenRelease = {
+    async closeAdmissionThenRelease({ rows, ...window }) {
+      const outcome = await gateway.closeAdmission(window);
+      const released = outcome.drained && outcome.cutBeforeOutput.length === 0;
+      if (released) {
+        await gateway.withdrawVictims(window);
+        await Promise.all(rows.map(saveInstance));
+      }
+      return { ...outcome, released };
+    },
+  };
   return {
     ...store,
     ...gateway,
@@ -93,15 +113,8 @@ export function createServerActivities({
       if (sendElsewhere && (await sendElsewhere(input.hostId, input.deploymentId))) return { failed: 0 };
       return gateway.capacityRefused(input);
     },
-    async saveInstance(update: Parameters<typeof store.saveInstance>[0]) {
-      const gone =
-        update.observedState !== 'stopped' && exits.isGone(update.hostId, update.deploymentId, update.generation);
-      const row = gone
-        ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 }
-        : update;
-      await store.saveInstance(row);
-      learnInstance(queue, table, row);
-    },
+    saveInstance,
+    ...windowThenRelease,
     async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
       await store.setOperatorStopped(input);
       table.setOperatorStopped(input.deploymentId, input.stopped);

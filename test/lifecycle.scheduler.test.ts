@@ -4,10 +4,12 @@
  * order on one host: each starts from what the one before left.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, releasedLines } from '../domain/catalogue.js';
 import { awaitMeasurement, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
 import { gpuUsage } from '../hostAgent/simulatedGpu.js';
+import { localActivityType } from '../deploy/demo/switchHistory.js';
 import { signals, workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
 import { simDeployment } from './support/lifecycle.js';
@@ -123,6 +125,35 @@ describe('the host scheduler', () => {
     const del = await s.command('delete', { deploymentId: ids['chat-d']! });
     expect(del).toMatchObject({ deploymentId: ids['chat-d'], state: 'stopped' });
     expect(await s.entry(ids['chat-d']!)).toBeUndefined();
+  });
+
+  it("checks a woken model's answer against its first one, which the scheduler read with the demand", async () => {
+    // chat-c is parked; its engine answers differently once woken.
+    const c = ids['chat-c']!;
+    const faults = await request(`${s.lc.host.engineUrl({ deploymentId: c, instanceIndex: 0 })}/sim/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ wrong_answer_after_wake: true }),
+    });
+    expect(faults.statusCode).toBe(200);
+    await faults.body.dump();
+
+    const answer = await s.lc.gateway.request(c);
+    expect(answer.kind === 'error' && answer.error).toEqual(apiErrors.wakeMismatch(c));
+    // One local step read the model, the holders, the live servers and the first answer; the switch read none of them.
+    const woke = s.lc.gateway.steps.findLast((x) => x.step === 'failWaiters')!.switchId;
+    const switchSteps = (await s.lc.client.workflow.getHandle(workflowIds.switch(woke)).fetchHistory()).events ?? [];
+    const local = switchSteps.flatMap((e) => localActivityType(e) ?? []);
+    expect(local).not.toContain('findWakeReference');
+    expect(local).not.toContain('liveServerQueues');
+    const scheduler = (await s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId)).fetchHistory())
+      .events;
+    expect((scheduler ?? []).flatMap((e) => localActivityType(e) ?? [])).toContain('readForDemand');
+
+    // The mismatched instance was stopped: the next request starts a fresh one.
+    expect(servedBy([await s.lc.gateway.request(c)])).toEqual([c]);
+    await s.command('park', { deploymentId: c });
+    await s.until(c, 'parked');
   });
 
   it('refuses a start while the checkpoint is being measured; with --wait, waits for it, then for ready', async () => {

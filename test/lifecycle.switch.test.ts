@@ -268,13 +268,12 @@ describe('a switch', () => {
     );
     expect(Number(scheduled('wakeEngine')!.eventId)).toBeLessThan(Number(completed('parkEngine')!.eventId));
     // It reads which servers share the store: none here, so the gateway's steps, the window too, are
-    // the worker's own.
+    // the worker's own. The window's step withdrew the idle victim and wrote its parking row.
     expect(new Set(local)).toEqual(
       new Set([
         'liveServerQueues',
-        'closeAdmission',
+        'closeAdmissionThenRelease',
         'saveSwitchReceipt',
-        'withdrawVictims',
         'saveInstance',
         'findWakeReference',
         'startWaiters',
@@ -460,6 +459,29 @@ describe('a victim that does not park', () => {
     await stop([b]);
   });
 
+  it('stops when a request was cut from it before any output, though it drained as the window closed', async () => {
+    const a = await deploy('cut-a');
+    await ready(a);
+    // A client that hung up before the engine said anything: the gateway marks the victim cut.
+    const admission = await lc.gateway.queue.admit({
+      deploymentId: a.id,
+      bodyBytes: 0,
+      signal: new AbortController().signal,
+    });
+    if (admission.kind !== 'dispatch') expect.fail(`expected a dispatch, got ${JSON.stringify(admission)}`);
+    admission.ticket.finish({ cut: true });
+
+    const r = await runSwitch({ victims: [{ model: a, plan: park('host_ram') }] });
+    expect(r).toMatchObject({
+      outcome: 'released',
+      victims: [{ released: releasedLines.stopped, state: 'stopped', tier: null }],
+    });
+    // The window's step left it to the switch, which withdrew the victim in a step of its own.
+    expect(stepOf(r.input.switchId, 'withdrawVictims')).toBeDefined();
+    expect((await listInstances(lc.db)).find((i) => i.deploymentId === a.id)?.observedState).toBe('stopped');
+    expect(await lc.gpuUsedBytes()).toBe(0);
+  });
+
   it.each(['start', 'wake'] as const)(
     'is stopped when its park fails, never left half-parked, and the target (a $0) comes up',
     async (action) => {
@@ -620,6 +642,41 @@ describe('a restarted server', () => {
       await stop([a, b]);
     },
   );
+
+  it("finishes a switch whose worker was restarted during its window: the window's step runs again, whole, and releases the victim", async () => {
+    const a = await deploy('window-a');
+    const b = await deploy('window-b');
+    await ready(a);
+    // A request that ends well before the window does: the victim is not idle, so the window runs its
+    // length, and it has drained when the window closes.
+    const busy = lc.gateway.request(a.id, 200);
+    const waiter = lc.gateway.request(b.id, 10);
+    const input = switchInput({
+      target: { model: b, action: 'start', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+      windowMs: 3_000,
+    });
+    const handle = await startSwitch(input);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(stepOf(input.switchId, 'closeAdmission')).toBeUndefined();
+    // The worker's grace (1 s) ends before the window: its step is cancelled, and the next worker's runs.
+    await lc.restartServerWorker();
+
+    expect(await handle.result()).toMatchObject({
+      outcome: 'released',
+      victims: [{ state: 'parked' }],
+      target: { state: 'ready' },
+    });
+    served(await busy);
+    served(await waiter);
+    // The window kept its length from the switch's start, and the victim was withdrawn once, as it closed.
+    const closed = stepOf(input.switchId, 'closeAdmission')!;
+    expect(closed.atMs - input.startedAtMs).toBeGreaterThanOrEqual(3_000);
+    expect(lc.gateway.steps.filter((x) => x.switchId === input.switchId && x.step === 'withdrawVictims')).toEqual([
+      expect.objectContaining({ atMs: closed.atMs }),
+    ]);
+    await stop([a, b]);
+  });
 
   it('finishes a switch whose worker was restarted in the middle of a slow park', async () => {
     const a = await deploy('slow-a', ['--sim-park-ms', '3000']);

@@ -19,7 +19,7 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import { gatewayFailureTypes } from '../api/gatewayFailures.js';
-import type { DrainOutcome, GatewaySteps, RanOn } from '../activities/gatewaySteps.js';
+import type { DrainOutcome, GatewaySteps, RanOn, WindowThenRelease } from '../activities/gatewaySteps.js';
 import { SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
 
 /** Activities that wait heartbeat every second; three missed beats mean the worker is gone. */
@@ -110,23 +110,31 @@ export function everyGateway(ownQueue: string, servers: Promise<string[]>) {
    * With one gateway, this worker's (one server, or none registered), the window is a local step
    * like the instant ones: nothing is scheduled between the switch's start and its park. A worker
    * of a server not yet registered may take the task: that gateway refuses, and the registered one
-   * waits as an activity on its own queue.
+   * waits as an activity on its own queue. Given the victims' `releaseRows`, the local step begins
+   * their release too once they drained (`WindowThenRelease`: `released`).
    */
-  async function closeAdmission(input: Parameters<GatewaySteps['closeAdmission']>[0]): Promise<DrainOutcome> {
+  async function closeAdmission(
+    input: Parameters<GatewaySteps['closeAdmission']>[0],
+    releaseRows?: Parameters<WindowThenRelease['closeAdmissionThenRelease']>[0]['rows'],
+  ): Promise<DrainOutcome & { released: boolean }> {
     const queues = await servers;
     if (queues.length <= 1 && patched(WINDOW_IN_WORKFLOW_TASK)) {
-      const here = proxyLocalActivities<Pick<GatewaySteps, 'closeAdmission'>>({
-        ...serverStepOptions,
-        startToCloseTimeout: (input.windowMs ?? 0) + GATEWAY_MARGIN_MS,
-      });
+      const options = { ...serverStepOptions, startToCloseTimeout: (input.windowMs ?? 0) + GATEWAY_MARGIN_MS };
+      const here = { ...input, onlyOn: queues[0] };
       try {
-        return await here.closeAdmission({ ...input, onlyOn: queues[0] });
+        if (releaseRows)
+          return await proxyLocalActivities<WindowThenRelease>(options).closeAdmissionThenRelease({
+            ...here,
+            rows: releaseRows,
+          });
+        const closed = await proxyLocalActivities<Pick<GatewaySteps, 'closeAdmission'>>(options).closeAdmission(here);
+        return { ...closed, released: false };
       } catch (e) {
         const refused = e instanceof ActivityFailure && e.cause instanceof ApplicationFailure;
         if (!refused || (e.cause as ApplicationFailure).type !== gatewayFailureTypes.notThisServer) throw e;
       }
     }
-    return wait('closeAdmission', input.windowMs ?? 0, input);
+    return { ...(await wait('closeAdmission', input.windowMs ?? 0, input)), released: false };
   }
 
   return {

@@ -35,6 +35,7 @@ import type {
   SwitchResult,
   SwitchTarget,
   SwitchVictim,
+  WakeReference,
 } from '../api/lifecycle.js';
 import { everyGateway, HEARTBEAT_TIMEOUT_MS, RETRY } from './everyGateway.js';
 import { holdings } from './ledger.js';
@@ -51,13 +52,18 @@ interface VictimOutcome {
   /** Its final row, being written. */
   recorded: Promise<void>;
 }
-type WakeReference = NonNullable<Awaited<ReturnType<StoreActivities['findWakeReference']>>>;
 
 /**
  * The `patched()` name of a wake scheduled beside its switch's parks (the host begins it as they end:
  * `WakeAfter`); older histories scheduled it once the parks had ended.
  */
 const WAKE_BESIDE_PARKS = 'wake-beside-parks';
+/**
+ * The `patched()` name of the victims' release begun by the window's own step once it leaves them
+ * drained (`closeAdmissionThenRelease`), with the first receipt written beside it; older histories
+ * withdrew the victims and wrote their rows in a local step of its own, after the window.
+ */
+const RELEASE_WITH_WINDOW = 'release-with-window';
 
 export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> {
   const { switchId, hostId, target, victims, timeouts } = input;
@@ -88,12 +94,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   // begins it as they end, so no round trip through Temporal lies between them. Its first answer is
   // read with the window (the wake step needs it), not after the parks.
   const wakeBesideParks = target?.action === 'wake' && victims.length > 0 && patched(WAKE_BESIDE_PARKS);
-  const wakeReference = wakeBesideParks
-    ? store.findWakeReference({
-        deploymentId: target.instance.deploymentId,
-        instanceIndex: target.instance.instanceIndex,
-      })
-    : undefined;
+  // The target's first answer, as the scheduler read it with the demand, or read here.
+  const firstAnswer = (t: SwitchTarget): Promise<WakeReference | null> =>
+    input.wakeReference !== undefined
+      ? Promise.resolve(input.wakeReference)
+      : store.findWakeReference({ deploymentId: t.instance.deploymentId, instanceIndex: t.instance.instanceIndex });
+  const wakeReference = wakeBesideParks ? firstAnswer(target) : undefined;
+  const releaseWithWindow = victims.length > 0 && patched(RELEASE_WITH_WINDOW);
   // The scheduler reads the live servers with the model a demand wants; a switch started otherwise reads them here.
   const gateway = everyGateway(
     input.serverTaskQueue,
@@ -134,20 +141,16 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     });
   // What each instance holds, for the rows `list deployments` and the load endpoint read, as the
   // scheduler read it: every read here would be on the waiters' clock.
-  const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
+  const rowOf = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
     const { gpuBytes, hostRamBytes } = holdings(input.checkpoints[instance.deploymentId] ?? null, state, tier);
     const { deploymentId, instanceIndex: index, generation } = instance;
-    return store.saveInstance({
-      deploymentId,
-      index,
-      generation,
-      hostId,
-      observedState: state,
-      parkTier: tier,
-      gpuBytes,
-      hostRamBytes,
-    });
+    return { deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes };
   };
+  const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) =>
+    store.saveInstance(rowOf(instance, state, tier));
+  /** A victim's row as its release begins: parking, or stopping. */
+  const releaseRow = (v: SwitchVictim) =>
+    v.plan.kind === 'park' ? rowOf(v.instance, 'parking', v.plan.tier) : rowOf(v.instance, 'stopping', null);
   /**
    * Runs a step while its in-between state (`parking`, `waking` …) is written, so a list shows what
    * is happening without the write adding to the waiters' clock. The write is awaited even when the
@@ -193,9 +196,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     let cut = new Set<string>();
     let drainDeadline = Date.now();
     let victimsWithdrawn: Promise<unknown> = Promise.resolve();
-    if (victims.length === 0) {
-      open();
-    } else {
+    let released = false;
+    if (victims.length === 0 || releaseWithWindow) open();
+    if (victims.length > 0) {
       const drain = await admitAndDrain();
       if (!drain.drained) {
         const [, failed] = await CancellationScope.nonCancellable(() =>
@@ -206,15 +209,16 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         );
         return { switchId, outcome: 'drain_timeout', victims: [], ...failed };
       }
-      ({ cut, deadline: drainDeadline } = drain);
+      ({ cut, deadline: drainDeadline, released } = drain);
       open();
       // Begun in the same workflow task as the parks, which Temporal schedules only once the task
       // completes, so after this local step: the victims' new requests here wait before any park
-      // starts (another server's are answered "dispatch closed" until its own step reaches it).
-      victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimInstances });
+      // starts (another server's are answered "dispatch closed" until its own step reaches it). The
+      // window's step did it already when it `released` them.
+      if (!released) victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimInstances });
     }
     const parked = Promise.all(
-      victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline)),
+      victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline, released)),
     );
     const woken = wakeReference?.then((first) =>
       wakeAndCheck(target!, first, { switchId, victims: victimInstances, wakeWindowMs: timeouts.wakeWindowMs }),
@@ -287,16 +291,15 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * as a drain that did not finish: the victims must serve again either way.
    */
   async function admitAndDrain(): Promise<
-    { drained: true; cut: Set<string>; deadline: number } | { drained: false; requestsStillRunning: number }
+    | { drained: true; cut: Set<string>; deadline: number; released: boolean }
+    | { drained: false; requestsStillRunning: number }
   > {
     try {
       const closed = await timed('window', null, () =>
-        gateway.closeAdmission({
-          switchId,
-          victims: victimInstances,
-          startedAtMs: input.startedAtMs,
-          windowMs: input.admissionWindowMs,
-        }),
+        gateway.closeAdmission(
+          { switchId, victims: victimInstances, startedAtMs: input.startedAtMs, windowMs: input.admissionWindowMs },
+          releaseWithWindow ? victims.map(releaseRow) : undefined,
+        ),
       );
       return await timed('drain', null, async () => {
         const deadline = Date.now() + timeouts.drainMs;
@@ -304,7 +307,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
           ? closed
           : await gateway.awaitDrain({ switchId, victims: victimInstances, timeoutMs: timeouts.drainMs });
         if (!drain.drained) return { drained: false as const, requestsStillRunning: drain.requestsStillRunning };
-        return { drained: true as const, cut: new Set(drain.cutBeforeOutput), deadline };
+        return { drained: true as const, cut: new Set(drain.cutBeforeOutput), deadline, released: closed.released };
       });
     } catch (e) {
       if (!isCancellation(e)) throw e;
@@ -318,9 +321,17 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * park waits for the engine to finish its requests until `idleBy` (the drain bound's end); one
    * still busy then is left serving (`requestsStillRunning`). Its final row is being written (`recorded`).
    * A wake beside the parks waits on the host for its word (`WakeAfter`): the park or stop names the switch.
+   * `released`: the window's step wrote its row (`releaseRow`) already.
    */
-  async function parkOrStopVictim(v: SwitchVictim, cutBeforeOutput: boolean, idleBy: number): Promise<VictimOutcome> {
+  async function parkOrStopVictim(
+    v: SwitchVictim,
+    cutBeforeOutput: boolean,
+    idleBy: number,
+    released: boolean,
+  ): Promise<VictimOutcome> {
     const plan: VictimPlan = cutBeforeOutput ? { kind: 'stop', reason: 'cut_before_output' } : v.plan;
+    const asPlanned = <T>(state: InstanceState, tier: ParkTier | null, step: () => Promise<T>) =>
+      released ? step() : during(v.instance, state, tier, step);
     const forWake = wakeBesideParks ? { switchId } : {};
     const done = (line: string, state: InstanceState, tier: ParkTier | null) => ({
       deploymentId: v.instance.deploymentId,
@@ -333,7 +344,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     if (plan.kind === 'park') {
       try {
         await timed('park', plan.tier, () =>
-          during(v.instance, 'parking', plan.tier, () =>
+          asPlanned('parking', plan.tier, () =>
             host(timeouts.startMs).parkEngine({
               key: v.instance,
               tier: plan.tier,
@@ -371,9 +382,8 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     }
     await CancellationScope.nonCancellable(() =>
       timed('stop', null, async () => {
-        await during(v.instance, 'stopping', null, () =>
-          host(timeouts.startMs).stopEngine({ key: v.instance, ...forWake }),
-        );
+        const stop = () => host(timeouts.startMs).stopEngine({ key: v.instance, ...forWake });
+        await (parkFailed ? during(v.instance, 'stopping', null, stop) : asPlanned('stopping', null, stop));
         await saveInstance(v.instance, 'stopped', null);
       }),
     );
@@ -403,11 +413,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       }
       // The first answer is read while the waking row is written: the wake step needs it (one
       // scheduled beside the parks has read it already).
-      const woke =
-        woken ??
-        store
-          .findWakeReference({ deploymentId: id, instanceIndex: t.instance.instanceIndex })
-          .then((first) => wakeAndCheck(t, first));
+      const woke = woken ?? firstAnswer(t).then((first) => wakeAndCheck(t, first));
       const mismatch = await during(t.instance, 'waking', t.tier, () => woke);
       return mismatch ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
     } catch (e) {

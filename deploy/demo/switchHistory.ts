@@ -13,6 +13,8 @@ const STEPS: Readonly<Record<string, string>> = {
   closeAdmission: 'admission closed',
   awaitDrain: 'drained',
   withdrawVictims: 'began parking',
+  // The window's step, which also began the victims' release when they had drained (its `released`).
+  closeAdmissionThenRelease: 'admission closed',
   parkEngine: 'parked',
   stopEngine: 'stopped',
   wakeEngine: 'woke',
@@ -37,6 +39,12 @@ export function localActivityType(e: Event): string | undefined {
   return payload?.data
     ? (JSON.parse(Buffer.from(payload.data).toString('utf8')) as { activity_type?: string }).activity_type
     : undefined;
+}
+
+/** What a local activity answered, as its marker records it. */
+function localActivityResult(e: Event): unknown {
+  const payload = e.markerRecordedEventAttributes?.details?.result?.payloads?.[0];
+  return payload?.data ? JSON.parse(Buffer.from(payload.data).toString('utf8')) : undefined;
 }
 
 /** The step an event begins, remote (scheduled) or local (its marker); none for other events. */
@@ -65,8 +73,11 @@ export async function switchesSince(client: Client, hostId: string, sinceMs: num
       const s = e.activityTaskScheduledEventAttributes;
       if (s?.activityType?.name) scheduled.set(String(e.eventId), s.activityType.name);
       const done = e.activityTaskCompletedEventAttributes;
-      const step = STEPS[(done ? scheduled.get(String(done.scheduledEventId)) : localActivityType(e)) ?? ''];
+      const name = (done ? scheduled.get(String(done.scheduledEventId)) : localActivityType(e)) ?? '';
+      const step = STEPS[name];
       if (step) steps.push({ step, atMs: eventMs(e) });
+      if (name === 'closeAdmissionThenRelease' && (localActivityResult(e) as { released?: boolean })?.released)
+        steps.push({ step: STEPS.withdrawVictims!, atMs: eventMs(e) });
     }
     seen.push({
       switchId: w.workflowId,

@@ -75,6 +75,7 @@ const ON_GPU = new Set(['ready', 'parking', 'waking', 'starting', 'stopping']);
 /** Which phase a switch's activity belongs to; the in-between writes (`saveInstance`) belong to their step. */
 const PHASE_OF: Readonly<Record<string, Phase>> = {
   closeAdmission: 'window',
+  closeAdmissionThenRelease: 'window',
   awaitDrain: 'drain',
   withdrawVictims: 'drain',
   parkEngine: 'park',

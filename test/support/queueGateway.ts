@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ApiError } from '../../domain/catalogue.js';
-import type { GatewaySteps } from '../../activities/gatewaySteps.js';
+import type { GatewaySteps, WindowThenRelease } from '../../activities/gatewaySteps.js';
 import type { DispatchState } from '../../gateway/dispatchState.js';
 import { RequestQueue } from '../../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../../settings/queue.js';
@@ -37,8 +37,11 @@ export class QueueGateway {
     this.queue = new RequestQueue({ limits: () => limits, onDemand });
   }
 
-  /** The server's activities as the worker registers them, each gateway step recorded once it is done. */
-  recorded<A extends GatewaySteps>(activities: A): A {
+  /**
+   * The server's activities as the worker registers them, each gateway step recorded once it is done
+   * (a window that began the release is its two steps, `closeAdmission` and `withdrawVictims`).
+   */
+  recorded<A extends GatewaySteps & WindowThenRelease>(activities: A): A {
     const record = <K extends SwitchStep>(step: K, detail: (input: StepInput<K>, result: StepResult<K>) => unknown) => {
       const run = activities[step] as unknown as (input: StepInput<K>) => Promise<StepResult<K>>;
       const recording = async (input: StepInput<K>) => {
@@ -48,8 +51,22 @@ export class QueueGateway {
       };
       return recording as unknown as GatewaySteps[K];
     };
+    const closeAdmissionThenRelease: WindowThenRelease['closeAdmissionThenRelease'] = async (input) => {
+      const result = await activities.closeAdmissionThenRelease(input);
+      const atMs = Date.now();
+      this.steps.push({ step: 'closeAdmission', switchId: input.switchId, atMs, detail: { victims: input.victims } });
+      if (result.released)
+        this.steps.push({
+          step: 'withdrawVictims',
+          switchId: input.switchId,
+          atMs,
+          detail: { victims: input.victims },
+        });
+      return result;
+    };
     return {
       ...activities,
+      closeAdmissionThenRelease,
       closeAdmission: record('closeAdmission', (i) => ({ victims: i.victims })),
       awaitDrain: record('awaitDrain', (_, r) => r),
       withdrawVictims: record('withdrawVictims', (i) => ({ victims: i.victims })),

@@ -15,6 +15,18 @@ import type { HostScheduler } from './scheduler.js';
 
 /** The `patched()` name of the live servers read with the model a demand wants; older histories did not. */
 const SERVERS_WITH_DEMAND = 'live-servers-with-demand';
+/** The `patched()` name of a demand's reads as one local step; older histories read each apart. */
+const DEMAND_READ_AS_ONE = 'demand-read-as-one';
+
+/** A demand's reads as older histories made them: the model, each holder and the live servers apart. */
+async function readApart(scheduler: HostScheduler, deploymentId: string) {
+  const [deployment, holders, liveServerQueues] = await Promise.all([
+    scheduler.readDeployment(deploymentId),
+    scheduler.gpuHolders(),
+    patched(SERVERS_WITH_DEMAND) ? scheduler.store.liveServerQueues() : undefined,
+  ]);
+  return { deployment, holders, liveServerQueues, wakeReference: undefined };
+}
 
 /** `demands` with `demand` in place of the same server's last report for its model (none when nobody waits). */
 export function withDemand(demands: readonly Demand[], demand: Demand): Demand[] {
@@ -58,13 +70,11 @@ export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
     const dropDemand = () => (state.demands = state.demands.filter((d) => d !== demand));
     // A ready model's requests wait for a free slot, not for a switch; they keep it from being a victim.
     if (scheduler.entryOf(demand.deploymentId)?.state === 'ready') continue;
-    // The holders and the live servers are read with the model, not after it (nor in the switch): a
-    // request waits for every round trip here.
-    const [deployment, holders, liveServerQueues] = await Promise.all([
-      scheduler.readDeployment(demand.deploymentId),
-      scheduler.gpuHolders(),
-      patched(SERVERS_WITH_DEMAND) ? scheduler.store.liveServerQueues() : undefined,
-    ]);
+    // The holders, the live servers and a parked model's first answer are read with the model, in
+    // one step, not after it (nor in the switch): a request waits for every round trip here.
+    const { deployment, holders, liveServerQueues, wakeReference } = patched(DEMAND_READ_AS_ONE)
+      ? await scheduler.readForDemand(demand.deploymentId)
+      : await readApart(scheduler, demand.deploymentId);
     // Requests never start or wake an explicit model or one an operator stopped: the gateway answers 409.
     if (deployment.explicit || deployment.operatorStopped) {
       dropDemand();
@@ -93,6 +103,7 @@ export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
         instanceIndex: demand.instanceIndex ?? 0,
         admissionWindowMs: scheduler.settings.admissionWindowMs,
         liveServerQueues,
+        wakeReference,
       });
       if (brought.kind !== 'waits') return true;
     } catch (e) {

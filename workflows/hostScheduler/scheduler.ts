@@ -30,6 +30,7 @@ import type {
   SwitchTarget,
   SwitchVictim,
   VictimPlan,
+  WakeReference,
 } from '../../api/lifecycle.js';
 import { serverStepOptions, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../definitions.js';
 import {
@@ -214,21 +215,49 @@ export class HostScheduler {
 
   /** Every instance holding GPU memory, with what decides whether it may yield it. */
   async gpuHolders(): Promise<GpuHolder[]> {
-    const holding = this.ledger.entries.filter((e) => e.gpuBytes > 0);
-    return Promise.all(
-      holding.map(async (entry) => {
-        const deployment = (await this.readDeployment(entry.deploymentId)) as MeasuredView;
-        return {
-          entry,
-          deployment,
-          name: deployment.name,
-          explicit: deployment.explicit,
-          warm: deployment.spec.lifecycle.warm,
-          waiting: this.waitingFor(entry.deploymentId),
-          lastUsedMs: this.state.lastUsedMs[entry.deploymentId] ?? 0,
-        };
-      }),
-    );
+    const holding = this.holdingGpu();
+    return this.holdersOf(holding, await Promise.all(holding.map((e) => this.readDeployment(e.deploymentId))));
+  }
+
+  /**
+   * What serving a demand for `deploymentId` reads, in one local step: the model, the GPU holders,
+   * the live servers and, when its instance here is parked, its first answer to the wake check.
+   */
+  async readForDemand(deploymentId: string): Promise<{
+    deployment: DeploymentView;
+    holders: GpuHolder[];
+    liveServerQueues: string[];
+    wakeReference?: WakeReference | null;
+  }> {
+    const holding = this.holdingGpu();
+    const entry = this.entryOf(deploymentId);
+    const read = await this.store.readForDemand({
+      deploymentId,
+      hostId: this.hostId,
+      holderIds: holding.map((e) => e.deploymentId),
+      ...(entry?.state === 'parked' ? { wakeReferenceOf: { instanceIndex: entry.instance.instanceIndex } } : {}),
+    });
+    return { ...read, holders: this.holdersOf(holding, read.holders) };
+  }
+
+  private holdingGpu(): LedgerEntry[] {
+    return this.ledger.entries.filter((e) => e.gpuBytes > 0);
+  }
+
+  /** `holding`'s entries with their deployments (`views`, in the same order). */
+  private holdersOf(holding: LedgerEntry[], views: DeploymentView[]): GpuHolder[] {
+    return holding.map((entry, i) => {
+      const deployment = views[i] as MeasuredView;
+      return {
+        entry,
+        deployment,
+        name: deployment.name,
+        explicit: deployment.explicit,
+        warm: deployment.spec.lifecycle.warm,
+        waiting: this.waitingFor(entry.deploymentId),
+        lastUsedMs: this.state.lastUsedMs[entry.deploymentId] ?? 0,
+      };
+    });
   }
 
   // ─── Transitions: every one is a child switch ──────────────────────────────────────────────────
@@ -238,7 +267,11 @@ export class HostScheduler {
     victims: SwitchVictim[],
     admissionWindowMs: number | null,
     checkpoints: Record<string, Checkpoint>,
-    opts: { begun?: (switchId: string) => void; liveServerQueues?: string[] } = {},
+    opts: {
+      begun?: (switchId: string) => void;
+      liveServerQueues?: string[];
+      wakeReference?: WakeReference | null;
+    } = {},
   ): Promise<SwitchResult> {
     const { settings } = this;
     const switchInput: SwitchInput = {
@@ -251,6 +284,7 @@ export class HostScheduler {
       admissionWindowMs,
       checkpoints,
       ...(opts.liveServerQueues ? { liveServerQueues: opts.liveServerQueues } : {}),
+      ...(target?.action === 'wake' && opts.wakeReference !== undefined ? { wakeReference: opts.wakeReference } : {}),
       timeouts: { drainMs: settings.drainMs, wakeWindowMs: settings.wakeWindowMs, startMs: settings.startMs },
     };
     this.runningSwitchId = switchInput.switchId;
@@ -344,6 +378,8 @@ export class HostScheduler {
       admissionWindowMs: number | null;
       /** The live servers, read with the model (SwitchInput). */
       liveServerQueues?: string[];
+      /** A parked instance's first answer, read with the model (SwitchInput). */
+      wakeReference?: WakeReference | null;
       beforeSwitch?: () => Promise<void>;
       begun?: (begun: { switchId: string; target: SwitchTarget; victims: SwitchVictim[] }) => void;
     },
@@ -411,6 +447,7 @@ export class HostScheduler {
     const result = await this.runSwitch(target, released, windowed ? opts.admissionWindowMs : null, checkpoints, {
       begun,
       liveServerQueues: opts.liveServerQueues,
+      wakeReference: opts.wakeReference,
     });
     return { kind: 'switched', result };
   }
