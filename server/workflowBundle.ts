@@ -11,32 +11,13 @@ import { PROJECT_ROOT, sourceKey } from '../bin/sourceKey.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
-/**
- * The modules outside workflows/ that the workflows import: pure (constants, functions, zod enums),
- * so each worker thread evaluates them once, not once per workflow run. The SDK gives every run its
- * own copy of the modules it has not preloaded, and the zod schemas of these cost a new switch ≈ 4 ms
- * on its first workflow task. The SDK freezes what they export.
- */
-export const SHARED_MODULES = [
-  '../domain/catalogue.ts',
-  '../domain/limits.ts',
-  '../domain/measurement.ts',
-  '../engines/rules.ts',
-  '../api/gatewayFailures.ts',
-  '../api/hostFailures.ts',
-].map((m) => fileURLToPath(new URL(m, import.meta.url)));
-
 /** The path of the bundle of `workflowsPath` for the code as it is now, made on first use. */
 export async function workflowBundle(workflowsPath = WORKFLOWS_PATH): Promise<{ codePath: string }> {
   const dir = join(tmpdir(), 'capyctl-workflow-bundles');
   const codePath = join(dir, `${sourceKey(relative(PROJECT_ROOT, workflowsPath))}.js`);
   if (!existsSync(codePath)) {
     // Webpack's statistics are for whoever works on the bundling, not for an operator's start-up.
-    const { code } = await bundleWorkflowCode({
-      workflowsPath,
-      logger: new DefaultLogger('WARN'),
-      preloadModules: workflowsPath === WORKFLOWS_PATH ? SHARED_MODULES : [],
-    });
+    const { code } = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('WARN') });
     mkdirSync(dir, { recursive: true });
     // Processes starting together may bundle at once: each renames its own file into place.
     const partial = `${codePath}.${process.pid}`;
