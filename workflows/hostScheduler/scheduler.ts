@@ -215,8 +215,9 @@ export class HostScheduler {
 
   /** Every instance holding GPU memory, with what decides whether it may yield it. */
   async gpuHolders(): Promise<GpuHolder[]> {
-    const holding = this.holdingGpu();
-    return this.holdersOf(holding, await Promise.all(holding.map((e) => this.readDeployment(e.deploymentId))));
+    return Promise.all(
+      this.holdingGpu().map(async (entry) => this.holderOf(entry, await this.readDeployment(entry.deploymentId))),
+    );
   }
 
   /**
@@ -237,27 +238,25 @@ export class HostScheduler {
       holderIds: holding.map((e) => e.deploymentId),
       ...(entry?.state === 'parked' ? { wakeReferenceOf: { instanceIndex: entry.instance.instanceIndex } } : {}),
     });
-    return { ...read, holders: this.holdersOf(holding, read.holders) };
+    return { ...read, holders: holding.map((e, i) => this.holderOf(e, read.holders[i]!)) };
   }
 
   private holdingGpu(): LedgerEntry[] {
     return this.ledger.entries.filter((e) => e.gpuBytes > 0);
   }
 
-  /** `holding`'s entries with their deployments (`views`, in the same order). */
-  private holdersOf(holding: LedgerEntry[], views: DeploymentView[]): GpuHolder[] {
-    return holding.map((entry, i) => {
-      const deployment = views[i] as MeasuredView;
-      return {
-        entry,
-        deployment,
-        name: deployment.name,
-        explicit: deployment.explicit,
-        warm: deployment.spec.lifecycle.warm,
-        waiting: this.waitingFor(entry.deploymentId),
-        lastUsedMs: this.state.lastUsedMs[entry.deploymentId] ?? 0,
-      };
-    });
+  /** A holding entry, with its deployment as the store describes it. */
+  private holderOf(entry: LedgerEntry, view: DeploymentView): GpuHolder {
+    const deployment = view as MeasuredView;
+    return {
+      entry,
+      deployment,
+      name: deployment.name,
+      explicit: deployment.explicit,
+      warm: deployment.spec.lifecycle.warm,
+      waiting: this.waitingFor(entry.deploymentId),
+      lastUsedMs: this.state.lastUsedMs[entry.deploymentId] ?? 0,
+    };
   }
 
   // ─── Transitions: every one is a child switch ──────────────────────────────────────────────────
