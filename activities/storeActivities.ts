@@ -17,8 +17,8 @@ import { findHost, type Host } from '../store/hosts.js';
 import { type InstanceUpdate, listInstances, saveInstance } from '../store/instances.js';
 import { liveServers } from '../store/servers.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
-import { findWakeReference, recordWakeReference, type WakeReference } from '../store/wakeReferences.js';
-import type { DeploymentView, PhaseTiming } from '../api/lifecycle.js';
+import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
+import type { DeploymentView, PhaseTiming, WakeReference } from '../api/lifecycle.js';
 
 /** A switch's receipt as its workflow writes it; the last write of a finished switch carries its phases. */
 export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt' | 'phases'> & {

@@ -17,7 +17,7 @@ import { apiErrors } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { LaunchMemory } from '../../engines/memoryBound.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
-import type { StoreActivities } from '../../activities/storeActivities.js';
+import type { DemandReading, StoreActivities } from '../../activities/storeActivities.js';
 import type {
   CommandReceipt,
   Demand,
@@ -224,12 +224,7 @@ export class HostScheduler {
    * What serving a demand for `deploymentId` reads, in one local step: the model, the GPU holders,
    * the live servers and, when its instance here is parked, its first answer to the wake check.
    */
-  async readForDemand(deploymentId: string): Promise<{
-    deployment: DeploymentView;
-    holders: GpuHolder[];
-    liveServerQueues: string[];
-    wakeReference?: WakeReference | null;
-  }> {
+  async readForDemand(deploymentId: string): Promise<Omit<DemandReading, 'holders'> & { holders: GpuHolder[] }> {
     const holding = this.holdingGpu();
     const entry = this.entryOf(deploymentId);
     const read = await this.store.readForDemand({
