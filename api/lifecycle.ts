@@ -77,11 +77,6 @@ export interface SwitchTarget {
   memory: LaunchMemory;
 }
 
-/**
- * One transition on one host. With a target, a switch: release the victims, then wake or start the
- * target and start its waiters. Without, a release only (an operator's park or stop, an idle
- * timer, a host drain): every path that takes a serving instance away is this one.
- */
 /** An instance's first answer to the wake check (store/wakeReferences.ts), as a switch compares a woken engine's with it. */
 export interface WakeReference {
   generation: number;
@@ -89,6 +84,11 @@ export interface WakeReference {
   answer: unknown;
 }
 
+/**
+ * One transition on one host. With a target, a switch: release the victims, then wake or start the
+ * target and start its waiters. Without, a release only (an operator's park or stop, an idle
+ * timer, a host drain): every path that takes a serving instance away is this one.
+ */
 export interface SwitchInput {
   switchId: string;
   hostId: string;
