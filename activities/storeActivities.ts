@@ -40,13 +40,15 @@ export interface DemandReading {
 }
 
 export function createStoreActivities(db: Db) {
-  const describe = async (deploymentId: string, hostId?: string): Promise<DeploymentView> => {
-    const d = await findDeployment(db, deploymentId);
+  /** `host`: the host `hostId` names, read once by a caller that describes several deployments. */
+  const describe = async (
+    deploymentId: string,
+    hostId?: string,
+    host: Promise<Host | undefined> | undefined = hostId === undefined ? undefined : findHost(db, hostId),
+  ): Promise<DeploymentView> => {
+    const [d, hostRow] = await Promise.all([findDeployment(db, deploymentId), host]);
     if (!d) throw ApplicationFailure.nonRetryable(`deployment ${deploymentId} not found`, storeFailureTypes.notFound);
-    const [host, instances] = await Promise.all([
-      hostId === undefined ? undefined : findHost(db, hostId),
-      listInstances(db, { deploymentId: d.id }),
-    ]);
+    const instances = await listInstances(db, { deploymentId: d.id });
     return {
       id: d.id,
       name: d.name,
@@ -55,7 +57,7 @@ export function createStoreActivities(db: Db) {
       operatorStopped: d.operatorStopped,
       checkpoint: checkpointOf(d),
       measureFailure: d.measureFailure,
-      explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(host?.settings),
+      explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(hostRow?.settings),
       generation: Math.max(0, ...instances.map((i) => i.generation)),
       readyElsewhere: instances.some((i) => i.hostId !== hostId && i.observedState === 'ready'),
     };
@@ -79,9 +81,11 @@ export function createStoreActivities(db: Db) {
       wakeReferenceOf?: { instanceIndex: number };
     }): Promise<DemandReading> {
       const { deploymentId, hostId, wakeReferenceOf } = input;
+      // The host is read once for the model and every holder.
+      const host = findHost(db, hostId);
       const [deployment, holders, servers, wakeReference] = await Promise.all([
-        describe(deploymentId, hostId),
-        Promise.all(input.holderIds.map((id) => describe(id, hostId))),
+        describe(deploymentId, hostId, host),
+        Promise.all(input.holderIds.map((id) => describe(id, hostId, host))),
         liveServers(db),
         wakeReferenceOf && findWakeReference(db, deploymentId, wakeReferenceOf.instanceIndex),
       ]);

@@ -476,8 +476,11 @@ describe('a victim that does not park', () => {
       outcome: 'released',
       victims: [{ released: releasedLines.stopped, state: 'stopped', tier: null }],
     });
-    // The window's step left it to the switch, which withdrew the victim in a step of its own.
+    // The window's step left it to the switch, which withdrew the victim in a step of its own (its
+    // marker in the history; a release begun by the window's step would have none).
     expect(stepOf(r.input.switchId, 'withdrawVictims')).toBeDefined();
+    const { events } = await historyOf(r.input.switchId);
+    expect(events.flatMap((e) => localActivityType(e) ?? [])).toContain('withdrawVictims');
     expect((await listInstances(lc.db)).find((i) => i.deploymentId === a.id)?.observedState).toBe('stopped');
     expect(await lc.gpuUsedBytes()).toBe(0);
   });
