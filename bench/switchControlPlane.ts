@@ -15,7 +15,8 @@
  * issue's "first byte ≤ engine wake + wake check + 60 ms"): the model is parked by an operator's park,
  * then asked, the same number of times.
  *
- * Each block prints where a request's time goes, span by span (bench/switchTimeline.ts). `--before
+ * Each block prints where a request's time goes, span by span (bench/switchTimeline.ts), for the
+ * switching requests and for the parked model's. `--before
  * REF` runs the same benchmark from that commit first (its own output, as it printed it), `--burn`
  * repeats everything with one core kept busy by another process.
  *
@@ -39,7 +40,7 @@ import { probeFor } from '../workflows/wakeCheck.js';
 import { CAPYCTL } from '../test/support/capyctl.js';
 import { simDeployment } from '../test/support/lifecycle.js';
 import { ensurePostgres, POSTGRES_ADMIN_URL } from '../test/support/postgres.js';
-import { startSchedulerBench } from '../test/support/scheduler.js';
+import { type SchedulerBench, startSchedulerBench } from '../test/support/scheduler.js';
 import { type Point, switchTimeline, TIMELINE } from './switchTimeline.js';
 
 const SWITCHES = 24;
@@ -95,7 +96,20 @@ interface Block {
   firstByte: number[];
   /** Request sent → first byte, for a parked model woken with no victim. */
   wakeFirstByte: number[];
-  timelines: Array<Partial<Record<Point, number>>>;
+  timelines: Timeline[];
+  wakeTimelines: Timeline[];
+}
+type Timeline = Partial<Record<Point, number>>;
+
+/** The timeline of the switch that started the last waiters: the one that served this request. */
+function timelineOf(s: SchedulerBench, sentAtMs: number, servedAtMs: number): Promise<Timeline> {
+  const waitersStarted = s.lc.gateway.steps.findLast((x) => x.step === 'startWaiters')!;
+  return switchTimeline(s.lc.client, s.lc.hostId, {
+    sentAtMs,
+    switchId: waitersStarted.switchId,
+    waitersStartedAtMs: waitersStarted.atMs,
+    servedAtMs,
+  });
 }
 
 async function switches(): Promise<Block> {
@@ -111,7 +125,7 @@ async function switches(): Promise<Block> {
   });
   try {
     const models = [await s.deployMeasured('chat-a', '', SIM_FLAGS), await s.deployMeasured('chat-b', '', SIM_FLAGS)];
-    const block: Block = { totals: [], firstByte: [], wakeFirstByte: [], timelines: [] };
+    const block: Block = { totals: [], firstByte: [], wakeFirstByte: [], timelines: [], wakeTimelines: [] };
     for (let i = 0; i < WARM_UP + SWITCHES; i++) {
       const sentAtMs = Date.now();
       const answer = await s.lc.gateway.request(models[i % 2]!);
@@ -125,14 +139,7 @@ async function switches(): Promise<Block> {
         throw new Error(`switch ${i} did not park one model: ${JSON.stringify(receipt)}`);
       block.totals.push(waitersStarted.atMs - receipt.startedAt.getTime());
       block.firstByte.push(answer.startedAtMs - sentAtMs);
-      block.timelines.push(
-        await switchTimeline(s.lc.client, s.lc.hostId, {
-          sentAtMs,
-          switchId: waitersStarted.switchId,
-          waitersStartedAtMs: waitersStarted.atMs,
-          servedAtMs: answer.startedAtMs,
-        }),
-      );
+      block.timelines.push(await timelineOf(s, sentAtMs, answer.startedAtMs));
     }
     const parkedAlone = models[(WARM_UP + SWITCHES - 1) % 2]!;
     for (let i = 0; i < SWITCHES; i++) {
@@ -143,6 +150,7 @@ async function switches(): Promise<Block> {
       if (answer.kind !== 'served') throw new Error(`wake ${i}: ${answer.error.message}`);
       block.wakeFirstByte.push(answer.startedAtMs - sentAtMs);
       await s.settledLedger();
+      block.wakeTimelines.push(await timelineOf(s, sentAtMs, answer.startedAtMs));
     }
     return block;
   } finally {
@@ -158,15 +166,6 @@ function burner() {
 
 function report(label: string, block: Block, simulator: number, wakeAndCheck: number) {
   const control = block.totals.map((t) => t - simulator);
-  // Each span runs from the point before it that the switch's histories show (an engine check has
-  // no step of its own when nothing had to be waited for).
-  const spans = TIMELINE.slice(1).map((point) => {
-    const ds = block.timelines.flatMap((t) => {
-      const from = TIMELINE.slice(0, TIMELINE.indexOf(point)).findLast((p) => t[p] !== undefined);
-      return t[point] !== undefined && from ? [t[point]! - t[from]!] : [];
-    });
-    return `    ${ds.length ? ms(median(ds)).padStart(9) : '        -'}  → ${point}`;
-  });
   console.log(`\n${label}: ${block.totals.length} switches`);
   console.log(
     `  switch start → release: median ${ms(median(block.totals))} (min ${ms(Math.min(...block.totals))}, max ${ms(Math.max(...block.totals))})`,
@@ -178,8 +177,26 @@ function report(label: string, block: Block, simulator: number, wakeAndCheck: nu
       `  a parked model, no victim: request sent → first byte median ${ms(median(block.wakeFirstByte))}, ` +
         `${ms(median(block.wakeFirstByte) - wakeAndCheck)} over the simulator's own wake + check (${ms(wakeAndCheck)})`,
     );
-  console.log(`  where a request's time goes (median of each span, from the histories and the gateway):`);
-  console.log(spans.join('\n'));
+  console.log(`  where a switching request's time goes (median of each span, from the histories and the gateway):`);
+  console.log(spans(block.timelines));
+  console.log(`  where a parked model's request's time goes, no victim:`);
+  console.log(spans(block.wakeTimelines));
+}
+
+/**
+ * The median of each span; a span runs from the point before it that the switch's histories show
+ * (an engine check has no step of its own when nothing had to be waited for).
+ */
+function spans(timelines: readonly Timeline[]): string {
+  return TIMELINE.slice(1)
+    .map((point) => {
+      const ds = timelines.flatMap((t) => {
+        const from = TIMELINE.slice(0, TIMELINE.indexOf(point)).findLast((p) => t[p] !== undefined);
+        return t[point] !== undefined && from ? [t[point]! - t[from]!] : [];
+      });
+      return `    ${ds.length ? ms(median(ds)).padStart(9) : '        -'}  → ${point}`;
+    })
+    .join('\n');
 }
 
 async function main() {
