@@ -4,7 +4,7 @@
  * path, the value and what is allowed, or the unknown key by name.
  */
 import { readFileSync } from 'node:fs';
-import YAML from 'yaml';
+import YAML, { Lexer, Parser } from 'yaml';
 import { z } from 'zod';
 import { deploymentDocument } from './deploymentDocument.js';
 import { show } from './fields.js';
@@ -56,33 +56,31 @@ export interface SettingsInput {
   env?: NodeJS.ProcessEnv;
 }
 
-/** Settings nest a few levels; the YAML parser runs out of memory on flow nesting thousands deep. */
-const MAX_FLOW_NESTING = 64;
+/**
+ * Settings nest a few levels. Composing a document nested thousands deep (`[[[…`, or `- - - …` on
+ * one line) recurses as deep, and near the end of the stack V8 has been seen to abort the whole
+ * process ("RegExpCompiler Allocation failed") instead of throwing.
+ */
+const MAX_NESTING = 64;
 
-/** How deep `[` and `{` nest outside quoted strings (an estimate: enough to refuse a pathological document). */
-function flowNesting(text: string): number {
-  let depth = 0;
-  let deepest = 0;
-  let quote: string | null = null;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
-    if (quote !== null) {
-      if (c === '\\' && quote === '"') i++;
-      else if (c === quote) quote = null;
-    } else if (c === '"' || c === "'") quote = c;
-    else if (c === '[' || c === '{') deepest = Math.max(deepest, ++depth);
-    else if ((c === ']' || c === '}') && depth > 0) depth--;
+/**
+ * Whether lists and mappings nest deeper than MAX_NESTING, block or flow alike: read token by token
+ * from the parser's own stack (the parser does not recurse, composing does), stopping at the limit.
+ */
+function nestsTooDeep(text: string): boolean {
+  const parser = new Parser();
+  for (const lexeme of new Lexer().lex(text)) {
+    Array.from(parser.next(lexeme));
+    // Besides the collections, the stack holds the document and the scalar being read.
+    if (parser.stack.length > MAX_NESTING + 2) return true;
   }
-  return deepest;
+  return false;
 }
 
 /** Parses YAML into a mapping, reporting a malformed document with its line and column. */
 function parseYaml(text: string, problems: string[]): Document {
-  const nesting = flowNesting(text);
-  if (nesting > MAX_FLOW_NESTING) {
-    problems.push(
-      `malformed YAML: lists and mappings nest ${nesting} levels deep; settings nest at most ${MAX_FLOW_NESTING}`,
-    );
+  if (nestsTooDeep(text)) {
+    problems.push(`malformed YAML: lists and mappings nest more than ${MAX_NESTING} levels deep`);
     return {};
   }
   const parsed = YAML.parseDocument(text, { uniqueKeys: true });

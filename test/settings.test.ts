@@ -229,10 +229,16 @@ describe('refusals', () => {
     );
     expect(refusal('server', '- a\n- b\n')).toEqual(['the document must be a mapping of settings, not ["a","b"]']);
     expect(refusal('server', 'a: 1\na: 2\n')[0]).toMatch(/^malformed YAML: Map keys must be unique/);
-    // Thousands deep, the YAML parser would run out of memory and take the process with it.
+    // Thousands deep, composing the document could take the process down: refused before, in flow
+    // style or in block style. Settings themselves nest a few levels.
     expect(refusal('deployment', `name: ${'['.repeat(5_000)}${']'.repeat(5_000)}`)).toEqual([
-      'malformed YAML: lists and mappings nest 5000 levels deep; settings nest at most 64',
+      'malformed YAML: lists and mappings nest more than 64 levels deep',
     ]);
+    expect(refusal('host', `${'- '.repeat(5_000)}x`)).toEqual([
+      'malformed YAML: lists and mappings nest more than 64 levels deep',
+    ]);
+    const deepMapping = `${Array.from({ length: 70 }, (_, i) => `${'  '.repeat(i)}k${i}:`).join('\n')} 1`;
+    expect(refusal('host', deepMapping)).toEqual(['malformed YAML: lists and mappings nest more than 64 levels deep']);
     expect(
       refusal(
         'deployment',
