@@ -33,19 +33,18 @@ export interface SwitchSeen {
 
 type Event = temporal.api.history.v1.IHistoryEvent;
 
-/** The activity a local activity's marker records (the SDK writes its details as JSON); none for other events. */
-export function localActivityType(e: Event): string | undefined {
-  const payload = e.markerRecordedEventAttributes?.details?.data?.payloads?.[0];
-  return payload?.data
-    ? (JSON.parse(Buffer.from(payload.data).toString('utf8')) as { activity_type?: string }).activity_type
-    : undefined;
-}
-
-/** What a local activity answered, as its marker records it. */
-function localActivityResult(e: Event): unknown {
-  const payload = e.markerRecordedEventAttributes?.details?.result?.payloads?.[0];
+/** One of a local activity's marker's details (the SDK writes them as JSON); none for other events. */
+function markerDetail(e: Event, key: 'data' | 'result'): unknown {
+  const payload = e.markerRecordedEventAttributes?.details?.[key]?.payloads?.[0];
   return payload?.data ? JSON.parse(Buffer.from(payload.data).toString('utf8')) : undefined;
 }
+
+/** The activity a local activity's marker records; none for other events. */
+export const localActivityType = (e: Event): string | undefined =>
+  (markerDetail(e, 'data') as { activity_type?: string } | undefined)?.activity_type;
+
+/** What a local activity answered, as its marker records it. */
+const localActivityResult = (e: Event): unknown => markerDetail(e, 'result');
 
 /** The step an event begins, remote (scheduled) or local (its marker); none for other events. */
 export const stepOf = (e: Event): string | undefined =>

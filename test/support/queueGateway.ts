@@ -42,11 +42,13 @@ export class QueueGateway {
    * (a window that began the release is its two steps, `closeAdmission` and `withdrawVictims`).
    */
   recorded<A extends GatewaySteps & WindowThenRelease>(activities: A): A {
+    const note = (step: SwitchStep, switchId: string, detail: unknown, atMs = Date.now()) =>
+      this.steps.push({ step, switchId, atMs, detail });
     const record = <K extends SwitchStep>(step: K, detail: (input: StepInput<K>, result: StepResult<K>) => unknown) => {
       const run = activities[step] as unknown as (input: StepInput<K>) => Promise<StepResult<K>>;
       const recording = async (input: StepInput<K>) => {
         const result = await run(input);
-        this.steps.push({ step, switchId: input.switchId, atMs: Date.now(), detail: detail(input, result) });
+        note(step, input.switchId, detail(input, result));
         return result;
       };
       return recording as unknown as GatewaySteps[K];
@@ -54,14 +56,8 @@ export class QueueGateway {
     const closeAdmissionThenRelease: WindowThenRelease['closeAdmissionThenRelease'] = async (input) => {
       const result = await activities.closeAdmissionThenRelease(input);
       const atMs = Date.now();
-      this.steps.push({ step: 'closeAdmission', switchId: input.switchId, atMs, detail: { victims: input.victims } });
-      if (result.released)
-        this.steps.push({
-          step: 'withdrawVictims',
-          switchId: input.switchId,
-          atMs,
-          detail: { victims: input.victims },
-        });
+      note('closeAdmission', input.switchId, { victims: input.victims }, atMs);
+      if (result.released) note('withdrawVictims', input.switchId, { victims: input.victims }, atMs);
       return result;
     };
     return {
