@@ -29,6 +29,22 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   {
+    // Workflow code and the pure modules it imports are evaluated once per worker thread and shared by
+    // every run (server/workflowBundle.ts): a binding at module level that changes would carry one
+    // run's state into another.
+    files: ['workflows/**/*.ts', 'domain/**/*.ts', 'api/**/*.ts', 'engines/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            "Program > VariableDeclaration[kind!='const'], Program > ExportNamedDeclaration > VariableDeclaration[kind!='const']",
+          message: 'workflow modules are shared by every run: module-level bindings are const',
+        },
+      ],
+    },
+  },
+  {
     files: ['workflows/**/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [

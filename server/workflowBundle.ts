@@ -17,7 +17,15 @@ export async function workflowBundle(workflowsPath = WORKFLOWS_PATH): Promise<{ 
   const codePath = join(dir, `${sourceKey(relative(PROJECT_ROOT, workflowsPath))}.js`);
   if (!existsSync(codePath)) {
     // Webpack's statistics are for whoever works on the bundling, not for an operator's start-up.
-    const { code } = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('WARN') });
+    // The workflow modules are evaluated once per worker thread, not once per run: evaluating them
+    // (zod's enums above all) was 5 of a new switch's first 9 ms in the workflow thread. Every run
+    // shares them, so they keep nothing at module level that a run could change (eslint.config.js),
+    // and the SDK freezes what they export.
+    const { code } = await bundleWorkflowCode({
+      workflowsPath,
+      logger: new DefaultLogger('WARN'),
+      preloadModules: [workflowsPath],
+    });
     mkdirSync(dir, { recursive: true });
     // Processes starting together may bundle at once: each renames its own file into place.
     const partial = `${codePath}.${process.pid}`;
