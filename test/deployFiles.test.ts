@@ -16,6 +16,7 @@ import { buildSync } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { DYNAMIC_CONFIG_FILE, resolveTemporalCli } from '../standalone/temporalDevServer.js';
+import { deployTool } from './support/deployTool.js';
 import { type DocumentKind, loadSettings } from '../settings/load.js';
 import { ENV_PREFIX } from '../settings/overrides.js';
 import { searchAttributes } from '../workflows/definitions.js';
@@ -356,11 +357,8 @@ describe('deploy/helm', () => {
   const chart = join(DEPLOY, 'helm', 'capyctl');
   let helm: string;
   // A fresh clone builds helm from its Go module here, once (about a minute).
-  beforeAll(() => {
-    helm = execFileSync('bash', [join(DEPLOY, 'helm.sh')], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'inherit'],
-    }).trim();
+  beforeAll(async () => {
+    helm = await deployTool('helm.sh');
   }, 300_000);
   const values = [
     '--set',

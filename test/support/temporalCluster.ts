@@ -6,7 +6,7 @@
  * (SIGTERM or SIGKILL) and started again on the same databases and ports. The binaries come from
  * deploy/temporalServer.sh, deploy/temporalSqlTool.sh and deploy/temporal.sh.
  */
-import { type ChildProcess, execFile, execFileSync } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -21,15 +21,10 @@ import { spawnEndingWithThisProcess } from '../../processes/endingWithThisProces
 import { DYNAMIC_CONFIG_FILE, resolveTemporalCli } from '../../standalone/temporalDevServer.js';
 import { freePort } from '../../processes/freePort.js';
 import { searchAttributes } from '../../workflows/definitions.js';
+import { deployTool } from './deployTool.js';
 import { until } from './until.js';
 
 const run = promisify(execFile);
-
-/** A binary a deploy/ script provides (from its variable, PATH, or built into .tools/bin). */
-function provided(script: string): string {
-  const path = fileURLToPath(new URL(`../../deploy/${script}`, import.meta.url));
-  return execFileSync('bash', [path], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
-}
 
 /** 4 shards: enough for a few workflows at once, and a start that acquires them in moments. */
 const HISTORY_SHARDS = 4;
@@ -78,7 +73,7 @@ export class TemporalCluster {
    * search attributes: resolves once the frontend serves them.
    */
   static async start(options: TemporalClusterOptions): Promise<TemporalCluster> {
-    const [binary, sqlTool] = [provided('temporalServer.sh'), provided('temporalSqlTool.sh')];
+    const [binary, sqlTool] = [await deployTool('temporalServer.sh'), await deployTool('temporalSqlTool.sh')];
     const name = `temporal_${randomBytes(4).toString('hex')}`;
     const databases = { history: name, visibility: `${name}_visibility` };
     const ports = { http: await freePort() } as TemporalCluster['ports'];
