@@ -2,23 +2,19 @@
  * The Temporal CLI's dev server: a real Temporal server (SQLite persistence, Web UI) for the
  * standalone and for the test suite. The CLI comes from deploy/temporal.sh.
  */
-import { type ChildProcess, execFileSync } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, openSync, readFileSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { parse as parseYaml } from 'yaml';
 import { SearchAttributeType } from '@temporalio/common';
 import { searchAttributes } from '../workflows/definitions.js';
+import { deployTool } from '../processes/deployTool.js';
 import { spawnEndingWithThisProcess } from '../processes/endingWithThisProcess.js';
 import { freePort } from '../processes/freePort.js';
 
-// From the root's level, not this folder's: the same in the sources and in the CLI's build (bin/cliBundle.js).
-const PROVIDE_SCRIPT = fileURLToPath(new URL('../deploy/temporal.sh', import.meta.url));
-
 /** The path of a Temporal CLI, building it on first use (see deploy/temporal.sh). */
-export function resolveTemporalCli(): string {
-  return execFileSync('bash', [PROVIDE_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
-}
+export const resolveTemporalCli = (): Promise<string> => deployTool('temporal.sh');
 
 /** capyctl's dynamic configuration of Temporal, shared with the servers the deploy files run. */
 export const DYNAMIC_CONFIG_FILE = fileURLToPath(new URL('../deploy/temporal/dynamicconfig.yaml', import.meta.url));
@@ -116,7 +112,9 @@ async function startOn(port: number, options: DevServerOptions): Promise<DevServ
 
   const logStart = options.logFile && existsSync(options.logFile) ? statSync(options.logFile).size : 0;
   const output = options.logFile ? openSync(options.logFile, 'a') : 'ignore';
-  const child = spawnEndingWithThisProcess([resolveTemporalCli(), ...args], { stdio: ['ignore', output, output] });
+  const child = spawnEndingWithThisProcess([await resolveTemporalCli(), ...args], {
+    stdio: ['ignore', output, output],
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const address = `${ip}:${port}`;
   const server: DevServer = {

@@ -15,8 +15,8 @@ import { SearchAttributeType } from '@temporalio/common';
 import { buildSync } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
+import { deployTool } from '../processes/deployTool.js';
 import { DYNAMIC_CONFIG_FILE, resolveTemporalCli } from '../standalone/temporalDevServer.js';
-import { deployTool } from './support/deployTool.js';
 import { type DocumentKind, loadSettings } from '../settings/load.js';
 import { ENV_PREFIX } from '../settings/overrides.js';
 import { searchAttributes } from '../workflows/definitions.js';
@@ -206,8 +206,8 @@ describe('deploy/compose', () => {
     });
   });
 
-  it('the namespace script, run twice on a real Temporal, leaves a namespace with the search attributes', () => {
-    const temporal = resolveTemporalCli();
+  it('the namespace script, run twice on a real Temporal, leaves a namespace with the search attributes', async () => {
+    const temporal = await resolveTemporalCli();
     const namespace = `compose-${process.pid}`;
     const env = {
       ...process.env,

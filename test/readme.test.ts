@@ -16,6 +16,8 @@ import { readyLineOf } from './support/standalone.js';
 import { until } from './support/until.js';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
+/** The Temporal CLI this machine has (a newcomer's first run builds it: the same script, minutes slower). */
+const TEMPORAL_BIN = process.env.CAPYCTL_TEMPORAL_BIN ?? (await resolveTemporalCli());
 
 /**
  * The `sh` blocks of the README's "On a fresh machine" section: the main job, then the test
@@ -37,10 +39,7 @@ function freshMachineCommands(): { mainJob: string; tests: string } {
   return { mainJob: blocks[0]!, tests: blocks[1]! };
 }
 
-/**
- * Runs a command line as a person types it, in `cwd`. The Temporal CLI is the one this machine has
- * (a newcomer's first run builds it; that is the same script, minutes slower).
- */
+/** Runs a command line as a person types it, in `cwd`, with the Temporal CLI this machine has. */
 function shell(
   command: string,
   cwd: string,
@@ -49,7 +48,7 @@ function shell(
     cwd,
     env: {
       ...process.env,
-      CAPYCTL_TEMPORAL_BIN: process.env.CAPYCTL_TEMPORAL_BIN ?? resolveTemporalCli(),
+      CAPYCTL_TEMPORAL_BIN: TEMPORAL_BIN,
       CAPYCTL_LOG_FORMAT: 'json',
     },
     stdio: ['ignore', 'pipe', 'pipe'],

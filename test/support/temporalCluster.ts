@@ -19,9 +19,9 @@ import pg from 'pg';
 import { stringify } from 'yaml';
 import { spawnEndingWithThisProcess } from '../../processes/endingWithThisProcess.js';
 import { DYNAMIC_CONFIG_FILE, resolveTemporalCli } from '../../standalone/temporalDevServer.js';
+import { deployTool } from '../../processes/deployTool.js';
 import { freePort } from '../../processes/freePort.js';
 import { searchAttributes } from '../../workflows/definitions.js';
-import { deployTool } from './deployTool.js';
 import { until } from './until.js';
 
 const run = promisify(execFile);
@@ -73,7 +73,7 @@ export class TemporalCluster {
    * search attributes: resolves once the frontend serves them.
    */
   static async start(options: TemporalClusterOptions): Promise<TemporalCluster> {
-    const [binary, sqlTool] = [await deployTool('temporalServer.sh'), await deployTool('temporalSqlTool.sh')];
+    const [binary, sqlTool] = await Promise.all([deployTool('temporalServer.sh'), deployTool('temporalSqlTool.sh')]);
     const name = `temporal_${randomBytes(4).toString('hex')}`;
     const databases = { history: name, visibility: `${name}_visibility` };
     const ports = { http: await freePort() } as TemporalCluster['ports'];
@@ -259,7 +259,7 @@ export class TemporalCluster {
    * and `… search-attribute create`), then waits until the frontend lists the attributes.
    */
   private async createNamespaceAndSearchAttributes(): Promise<void> {
-    const cli = resolveTemporalCli();
+    const cli = await resolveTemporalCli();
     await runScript('temporal-namespace.sh', {
       PATH: `${dirname(cli)}:${process.env.PATH}`,
       TEMPORAL_ADDRESS: this.address,
