@@ -30,17 +30,24 @@ export default tseslint.config(
   },
   {
     // Workflow code and the pure modules it imports are evaluated once per worker thread and shared by
-    // every run (server/workflowBundle.ts): a binding at module level that changes would carry one
-    // run's state into another.
+    // every run (server/workflowBundle.ts): what a module holds at its top level must not change, or
+    // one run's state would reach another. The SDK freezes what the modules export, but a frozen Map
+    // or Set still takes entries, so those are declared read-only.
     files: ['workflows/**/*.ts', 'domain/**/*.ts', 'api/**/*.ts', 'engines/**/*.ts'],
     rules: {
       'no-restricted-syntax': [
         'error',
-        {
-          selector:
-            "Program > VariableDeclaration[kind!='const'], Program > ExportNamedDeclaration > VariableDeclaration[kind!='const']",
-          message: 'workflow modules are shared by every run: module-level bindings are const',
-        },
+        ...['Program >', 'Program > ExportNamedDeclaration >'].flatMap((top) => [
+          {
+            selector: `${top} VariableDeclaration[kind!='const']`,
+            message: 'workflow modules are shared by every run: module-level bindings are const',
+          },
+          {
+            selector: `${top} VariableDeclaration > VariableDeclarator:not([id.typeAnnotation.typeAnnotation.typeName.name=/^Readonly(Map|Set)$/]) > NewExpression.init[callee.name=/^(Weak)?(Map|Set)$/]`,
+            message:
+              'workflow modules are shared by every run: a module-level Map or Set is ReadonlyMap or ReadonlySet',
+          },
+        ]),
       ],
     },
   },

@@ -19,8 +19,8 @@ export async function workflowBundle(workflowsPath = WORKFLOWS_PATH): Promise<{ 
     // Webpack's statistics are for whoever works on the bundling, not for an operator's start-up.
     // The workflow modules are evaluated once per worker thread, not once per run: evaluating them
     // (zod's enums above all) was 5 of a new switch's first 9 ms in the workflow thread. Every run
-    // shares them, so they keep nothing at module level that a run could change (eslint.config.js),
-    // and the SDK freezes what they export.
+    // shares them, so they keep nothing at module level that a run could change (eslint.config.js;
+    // test/workflowBundle.test.ts), and the SDK freezes what they export.
     const { code } = await bundleWorkflowCode({
       workflowsPath,
       logger: new DefaultLogger('WARN'),
