@@ -101,9 +101,16 @@ interface Block {
 }
 type Timeline = Partial<Record<Point, number>>;
 
-/** The timeline of the switch that started the last waiters: the one that served this request. */
-function timelineOf(s: SchedulerBench, sentAtMs: number, servedAtMs: number): Promise<Timeline> {
-  const waitersStarted = s.lc.gateway.steps.findLast((x) => x.step === 'startWaiters')!;
+/** The last start of waiting requests: the switch that served the request just answered. */
+const lastWaitersStarted = (s: SchedulerBench) => s.lc.gateway.steps.findLast((x) => x.step === 'startWaiters')!;
+
+/** The timeline of the switch whose start of waiters is `waitersStarted`. */
+function timelineOf(
+  s: SchedulerBench,
+  waitersStarted: ReturnType<typeof lastWaitersStarted>,
+  sentAtMs: number,
+  servedAtMs: number,
+): Promise<Timeline> {
   return switchTimeline(s.lc.client, s.lc.hostId, {
     sentAtMs,
     switchId: waitersStarted.switchId,
@@ -132,14 +139,14 @@ async function switches(): Promise<Block> {
       if (answer.kind !== 'served') throw new Error(`switch ${i}: ${answer.error.message}`);
       // The first two start their models: not switches.
       if (i < WARM_UP) continue;
-      const waitersStarted = s.lc.gateway.steps.findLast((x) => x.step === 'startWaiters')!;
+      const waitersStarted = lastWaitersStarted(s);
       await s.settledLedger();
       const receipt = await findSwitchReceipt(s.lc.db, waitersStarted.switchId);
       if (!receipt || receipt.victims.length !== 1)
         throw new Error(`switch ${i} did not park one model: ${JSON.stringify(receipt)}`);
       block.totals.push(waitersStarted.atMs - receipt.startedAt.getTime());
       block.firstByte.push(answer.startedAtMs - sentAtMs);
-      block.timelines.push(await timelineOf(s, sentAtMs, answer.startedAtMs));
+      block.timelines.push(await timelineOf(s, waitersStarted, sentAtMs, answer.startedAtMs));
     }
     const parkedAlone = models[(WARM_UP + SWITCHES - 1) % 2]!;
     for (let i = 0; i < SWITCHES; i++) {
@@ -150,7 +157,7 @@ async function switches(): Promise<Block> {
       if (answer.kind !== 'served') throw new Error(`wake ${i}: ${answer.error.message}`);
       block.wakeFirstByte.push(answer.startedAtMs - sentAtMs);
       await s.settledLedger();
-      block.wakeTimelines.push(await timelineOf(s, sentAtMs, answer.startedAtMs));
+      block.wakeTimelines.push(await timelineOf(s, lastWaitersStarted(s), sentAtMs, answer.startedAtMs));
     }
     return block;
   } finally {
