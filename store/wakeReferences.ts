@@ -1,13 +1,12 @@
 /** Wake references: an instance's first answer to the wake check, compared after every wake. */
+import type { WakeReference } from '../api/lifecycle.js';
 import type { Db } from './db.js';
 
-export interface WakeReference {
+/** A wake reference as recorded: whose first answer it is, at which revision, and when. */
+export interface RecordedWakeReference extends WakeReference {
   deploymentId: string;
   instanceIndex: number;
   revision: number;
-  generation: number;
-  probe: unknown;
-  answer: unknown;
   recordedAt: Date;
 }
 
@@ -25,7 +24,7 @@ interface Row {
  * Records the first answer of one generation of an instance. A later generation (a restart)
  * replaces it; a retry for the same generation keeps the answer recorded first.
  */
-export async function recordWakeReference(db: Db, ref: Omit<WakeReference, 'recordedAt'>): Promise<void> {
+export async function recordWakeReference(db: Db, ref: Omit<RecordedWakeReference, 'recordedAt'>): Promise<void> {
   await db.query(
     `INSERT INTO wake_references (deployment_id, instance_index, revision, generation, probe, answer)
      VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb)
@@ -48,7 +47,7 @@ export async function findWakeReference(
   db: Db,
   deploymentId: string,
   instanceIndex: number,
-): Promise<WakeReference | undefined> {
+): Promise<RecordedWakeReference | undefined> {
   const [r] = await db.query<Row>('SELECT * FROM wake_references WHERE deployment_id = $1 AND instance_index = $2', [
     deploymentId,
     instanceIndex,
