@@ -81,6 +81,9 @@ export const apiErrors = {
       `switch to ${targetId} failed: drain timeout after ${drainTimeoutMs} ms with ${requestsStillRunning} ` +
         `request(s) still charged; the victims serve again; retry shortly`,
     ),
+  /** Not in the spec: a switch cancelled (from the Temporal Web UI) before its target came up. */
+  switchCancelled: (targetId: string) =>
+    error(503, 'unavailable', true, `switch to ${targetId} was cancelled; retry shortly`),
   dispatchClosed: (deploymentId: string) =>
     error(503, 'unavailable', true, `dispatch to deployment ${deploymentId} is closed; retry shortly`),
   waitingLimit: (deploymentId: string) =>

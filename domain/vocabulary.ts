@@ -68,6 +68,7 @@ export const switchOutcomes = z.enum([
   'wake_failed',
   'park_failed',
   'start_failed',
+  'cancelled',
 ]);
 export type SwitchOutcome = z.infer<typeof switchOutcomes>;
 

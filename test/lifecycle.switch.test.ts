@@ -14,7 +14,7 @@ import type { Deployment } from '../store/deployments.js';
 import { listInstances } from '../store/instances.js';
 import { findSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference } from '../store/wakeReferences.js';
-import { searchAttributes, workflowIds } from '../workflows/definitions.js';
+import { searchAttributes, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../workflows/definitions.js';
 import type { InstanceRef, SwitchInput, SwitchResult, VictimPlan } from '../api/lifecycle.js';
 import { switchWorkflow } from '../workflows/switch.js';
 import { switchSummary } from '../workflows/switchSummary.js';
@@ -81,11 +81,13 @@ function switchInput(plan: Plan): SwitchInput {
   };
 }
 
-const startSwitch = (input: SwitchInput) =>
+/** Started as a test starts it; the scheduler gives its switches a shorter task timeout (`workflowTaskTimeout`). */
+const startSwitch = (input: SwitchInput, options: { workflowTaskTimeout?: number } = {}) =>
   lc.client.workflow.start(switchWorkflow, {
     taskQueue: lc.serverTaskQueue,
     workflowId: workflowIds.switch(input.switchId),
     args: [input],
+    ...options,
   });
 const runSwitch = async (plan: Plan): Promise<SwitchResult & { input: SwitchInput }> => {
   const input = switchInput(plan);
@@ -114,6 +116,19 @@ async function parkedBeside(parked: Model, victim: Model): Promise<void> {
   await ready(parked);
   expect((await runSwitch({ victims: [{ model: parked, plan: park('host_ram') }] })).outcome).toBe('released');
   await ready(victim);
+}
+
+/** A switch just started that parks `a` (its park takes 3 s) to start `b`, with one request waiting for `b`. */
+async function switchWithSlowPark(name: string) {
+  const a = await deploy(`${name}-a`, ['--sim-park-ms', '3000']);
+  const b = await deploy(`${name}-b`);
+  await ready(a);
+  const waiter = lc.gateway.request(b.id, 10);
+  const input = switchInput({
+    target: { model: b, action: 'start', tier: 'host_ram' },
+    victims: [{ model: a, plan: park('host_ram') }],
+  });
+  return { a, b, waiter, input, handle: await startSwitch(input) };
 }
 
 /** The switch's history: its events, and the remote steps' by their activity's name. */
@@ -577,6 +592,100 @@ describe('a failed wake', () => {
   );
 });
 
+/**
+ * The Web UI's "Request Cancellation" on a running switch (RequestCancelWorkflowExecution, as
+ * `handle.cancel()` sends it). The spec says nothing of it; what a user would expect is what every
+ * failed switch does: nothing is left half-done, and every waiting request gets one answer.
+ */
+describe('a switch cancelled from the Web UI', () => {
+  it('during its admission window: the victim serves again, the waiters get a retryable error, the target is untouched', async () => {
+    const a = await deploy('cancel-window-a');
+    const b = await deploy('cancel-window-b');
+    await ready(a);
+    const waiter = lc.gateway.request(b.id, 10);
+    const input = switchInput({
+      target: { model: b, action: 'start', tier: 'host_ram' },
+      victims: [{ model: a, plan: park('host_ram') }],
+      windowMs: 10_000,
+    });
+    const handle = await startSwitch(input, { workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT_MS });
+    // The first receipt is written beside the window's step: the window is open.
+    await until('the switch to begin', () => findSwitchReceipt(lc.db, input.switchId).then((r) => r ?? undefined));
+    await handle.cancel();
+
+    // The window's step runs inside the workflow task, which hears of the cancel when it next reports
+    // (at 80% of the task timeout): long before the 10 s window would have closed.
+    const cancelledAtMs = Date.now();
+    const r = await handle.result();
+    expect(Date.now() - cancelledAtMs).toBeLessThan(WORKFLOW_TASK_TIMEOUT_MS + 2_000);
+    expect(r).toMatchObject({ outcome: 'cancelled', victims: [], error: apiErrors.switchCancelled(b.id) });
+    expect(failed(await waiter)).toEqual(apiErrors.switchCancelled(b.id));
+    expect(lc.gateway.dispatchOf(a.id)).toBe('open');
+    expect(served(await lc.gateway.request(a.id, 10)).deploymentId).toBe(a.id);
+    expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
+    const rows = await listInstances(lc.db);
+    expect(rows.find((i) => i.deploymentId === a.id)?.observedState).toBe('ready');
+    expect(rows.find((i) => i.deploymentId === b.id)).toBeUndefined();
+    expect(await findSwitchReceipt(lc.db, input.switchId)).toMatchObject({ outcome: 'cancelled', victims: [] });
+    await stop([a]);
+  });
+
+  it('during its park: the park completes, the target is not started, its waiters get a retryable error', async () => {
+    const { a, b, waiter, handle } = await switchWithSlowPark('cancel-park');
+    await until('the park to begin', async () =>
+      (await listInstances(lc.db)).find((i) => i.deploymentId === a.id && i.observedState === 'parking'),
+    );
+    await handle.cancel();
+
+    expect(await handle.result()).toMatchObject({
+      outcome: 'cancelled',
+      victims: [{ deploymentId: a.id, state: 'parked', released: releasedLines.parkedHostRam }],
+      target: { state: 'stopped' },
+      error: apiErrors.switchCancelled(b.id),
+    });
+    expect(failed(await waiter)).toEqual(apiErrors.switchCancelled(b.id));
+    expect(await lc.gpuUsedBytes()).toBe(0);
+    const rows = await listInstances(lc.db);
+    expect(rows.find((i) => i.deploymentId === a.id)?.observedState).toBe('parked');
+    expect(rows.find((i) => i.deploymentId === b.id)?.observedState).toBe('stopped');
+    await stop([a]);
+  });
+
+  it('during its wake: the target stops, its waiters get the wake error, the GPU is free; the next start works', async () => {
+    const m = await deploy('cancel-wake');
+    await ready(m);
+    await runSwitch({ victims: [{ model: m, plan: park('host_ram') }] });
+    await fault(m, { wake_hangs: true });
+    const waiter = lc.gateway.request(m.id, 10);
+    const input = switchInput({
+      target: { model: m, action: 'wake', tier: 'host_ram' },
+      timeouts: { wakeWindowMs: 30_000 },
+    });
+    const handle = await startSwitch(input);
+    await until('the wake to begin on the host', async () =>
+      (await listInstances(lc.db)).find((i) => i.deploymentId === m.id && i.observedState === 'waking'),
+    );
+    await handle.cancel();
+
+    const expected = apiErrors.wakeFailed(m.id, 'cancelled');
+    expect(await handle.result()).toMatchObject({
+      outcome: 'wake_failed',
+      target: { state: 'stopped' },
+      error: expected,
+    });
+    expect(failed(await waiter)).toEqual(expected);
+    expect(await lc.gpuUsedBytes()).toBe(0);
+    expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
+
+    const again = lc.gateway.request(m.id, 10);
+    expect((await runSwitch({ target: { model: m, action: 'start', tier: 'host_ram', generation: 2 } })).outcome).toBe(
+      'released',
+    );
+    expect(served(await again).instance).toEqual(ref(m, 2));
+    await stop([m], 2);
+  });
+});
+
 /** The server's workflow worker in a process of its own, on `taskQueue`; resolves once it polls. */
 function workerProcess(taskQueue: string) {
   const child = spawn(
@@ -682,15 +791,7 @@ describe('a restarted server', () => {
   });
 
   it('finishes a switch whose worker was restarted in the middle of a slow park', async () => {
-    const a = await deploy('slow-a', ['--sim-park-ms', '3000']);
-    const b = await deploy('slow-b');
-    await ready(a);
-    const waiter = lc.gateway.request(b.id, 10);
-    const input = switchInput({
-      target: { model: b, action: 'start', tier: 'host_ram' },
-      victims: [{ model: a, plan: park('host_ram') }],
-    });
-    const handle = await startSwitch(input);
+    const { a, b, waiter, input, handle } = await switchWithSlowPark('slow');
     await until('the victim to begin parking', () => stepOf(input.switchId, 'withdrawVictims'));
     await lc.restartServerWorker();
 

@@ -104,7 +104,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   // The scheduler reads the live servers with the model a demand wants; a switch started otherwise reads them here.
   const gateway = everyGateway(
     input.serverTaskQueue,
-    input.liveServerQueues ? Promise.resolve(input.liveServerQueues) : store.liveServerQueues(),
+    input.liveServerQueues
+      ? Promise.resolve(input.liveServerQueues)
+      : CancellationScope.nonCancellable(() => store.liveServerQueues()),
   );
 
   upsertSearchAttributes([
@@ -123,22 +125,26 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       phases.push({ phase, tier, ms: Date.now() - began });
     }
   };
+  // The switch's own rows are written whole even when it is cancelled (the Web UI's cancel): each
+  // says what is, and its compensation reads and writes them.
   const receipt = (outcome: SwitchOutcome, victimResults: VictimResult[], finishedAtMs: number | null) =>
-    store.saveSwitchReceipt({
-      switchId,
-      hostId,
-      targetDeploymentId: target?.instance.deploymentId ?? null,
-      victims: victimResults.map(({ deploymentId, instanceIndex, released: line }) => ({
-        deploymentId,
-        instanceIndex,
-        released: line,
-      })),
-      outcome,
-      summary: switchSummary(input),
-      startedAtMs: input.startedAtMs,
-      finishedAtMs,
-      ...(finishedAtMs === null ? {} : { phases }),
-    });
+    CancellationScope.nonCancellable(() =>
+      store.saveSwitchReceipt({
+        switchId,
+        hostId,
+        targetDeploymentId: target?.instance.deploymentId ?? null,
+        victims: victimResults.map(({ deploymentId, instanceIndex, released: line }) => ({
+          deploymentId,
+          instanceIndex,
+          released: line,
+        })),
+        outcome,
+        summary: switchSummary(input),
+        startedAtMs: input.startedAtMs,
+        finishedAtMs,
+        ...(finishedAtMs === null ? {} : { phases }),
+      }),
+    );
   // What each instance holds, for the rows `list deployments` and the load endpoint read, as the
   // scheduler read it: every read here would be on the waiters' clock.
   const rowOf = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
@@ -147,7 +153,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     return { deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes };
   };
   const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) =>
-    store.saveInstance(rowOf(instance, state, tier));
+    CancellationScope.nonCancellable(() => store.saveInstance(rowOf(instance, state, tier)));
+  const recordStartFailure = (deploymentId: string, failure: string | null) =>
+    CancellationScope.nonCancellable(() => store.recordStartFailure({ deploymentId, failure }));
   /** A victim's row as its release begins: parking, or stopping. */
   const releaseRow = (v: SwitchVictim) =>
     v.plan.kind === 'park' ? rowOf(v.instance, 'parking', v.plan.tier) : rowOf(v.instance, 'stopping', null);
@@ -176,13 +184,16 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    */
   let opened: Promise<unknown> | undefined;
   const open = () => (opened ??= receipt('running', [], null));
-  /** The drain did not finish: the target's waiters hear so, with what still ran; the error they got. */
-  const drainTimedOut = async (requestsStillRunning: number): Promise<{ error?: ApiError }> => {
+  /** The target is not brought up: its waiters hear why (`why` of the target); the error they got. */
+  const answerWaiters = async (why: (targetId: string) => ApiError): Promise<{ error?: ApiError }> => {
     if (!target) return {};
-    const error = apiErrors.drainTimeout(target.instance.deploymentId, timeouts.drainMs, requestsStillRunning);
+    const error = why(target.instance.deploymentId);
     await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
     return { error };
   };
+  /** The drain did not finish: the target's waiters hear so, with what still ran. */
+  const drainTimedOut = (requestsStillRunning: number) =>
+    answerWaiters((id) => apiErrors.drainTimeout(id, timeouts.drainMs, requestsStillRunning));
 
   const result = await runSwitch();
   await open();
@@ -204,10 +215,10 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         const [, failed] = await CancellationScope.nonCancellable(() =>
           Promise.all([
             gateway.reopen({ switchId, victims: victimInstances }),
-            drainTimedOut(drain.requestsStillRunning),
+            drain.cancelled ? answerWaiters(apiErrors.switchCancelled) : drainTimedOut(drain.requestsStillRunning),
           ]),
         );
-        return { switchId, outcome: 'drain_timeout', victims: [], ...failed };
+        return { switchId, outcome: drain.cancelled ? 'cancelled' : 'drain_timeout', victims: [], ...failed };
       }
       ({ cut, deadline: drainDeadline, released } = drain);
       open();
@@ -215,10 +226,15 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       // completes, so after this local step: the victims' new requests here wait before any park
       // starts (another server's are answered "dispatch closed" until its own step reaches it). The
       // window's step did it already when it `released` them.
-      if (!released) victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimInstances });
+      if (!released)
+        victimsWithdrawn = CancellationScope.nonCancellable(() =>
+          gateway.withdrawVictims({ switchId, victims: victimInstances }),
+        );
     }
-    const parked = Promise.all(
-      victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline, released)),
+    // Once the victims drained, their release runs to its end, cancelled or not: a park cut midway
+    // would leave its victim to be stopped.
+    const parked = CancellationScope.nonCancellable(() =>
+      Promise.all(victims.map((v) => parkOrStopVictim(v, cut.has(v.instance.deploymentId), drainDeadline, released))),
     );
     const woken = wakeReference?.then((first) =>
       wakeAndCheck(target!, first, { switchId, victims: victimInstances, wakeWindowMs: timeouts.wakeWindowMs }),
@@ -233,8 +249,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       return { switchId, outcome: parkFailed ? 'park_failed' : 'released', victims: victimResults };
     }
 
+    // Cancelled while the victims were released: the target is not brought up, and ends as after a
+    // failed bring-up, stopped (a wake begun beside the parks may have touched its engine).
+    const bringingUp = CancellationScope.current().consideredCancelled
+      ? cancelledBeforeBringUp(target, woken)
+      : bringUp(target, woken);
     // The victims' rows are written while the target comes up: nothing waits for them.
-    const [failure] = await Promise.all([bringUp(target, woken), ...outcomes.map((r) => r.recorded)]);
+    const [failure] = await Promise.all([bringingUp, ...outcomes.map((r) => r.recorded)]);
     if (failure) {
       await CancellationScope.nonCancellable(async () => {
         await host(timeouts.startMs).stopEngine({ key: target.instance });
@@ -249,10 +270,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         error: failure.error,
       };
     }
-    await timed('release', null, async () => {
-      await gateway.startWaiters({ switchId, hostId, instance: target.instance });
-      await saveInstance(target.instance, 'ready', null);
-    });
+    // The target is ready: its waiters start, cancelled or not.
+    await CancellationScope.nonCancellable(() =>
+      timed('release', null, async () => {
+        await gateway.startWaiters({ switchId, hostId, instance: target.instance });
+        await saveInstance(target.instance, 'ready', null);
+      }),
+    );
     return {
       switchId,
       outcome: parkFailed ? 'park_failed' : 'released',
@@ -287,12 +311,13 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   /**
    * The admission window, then the gateway's drain: its count of running requests on the victims
    * reaches zero (no step of its own when none ran as the window closed). The engines' own count is
-   * the park's to wait for, until `deadline`, the end of the same drain bound. A cancellation counts
-   * as a drain that did not finish: the victims must serve again either way.
+   * the park's to wait for, until `deadline`, the end of the same drain bound. A switch cancelled
+   * before its victims drained (the Web UI's cancel) ends as one whose drain did not finish: the
+   * victims serve again, and its waiters hear it was cancelled.
    */
   async function admitAndDrain(): Promise<
     | { drained: true; cut: Set<string>; deadline: number; released: boolean }
-    | { drained: false; requestsStillRunning: number }
+    | { drained: false; requestsStillRunning: number; cancelled: boolean }
   > {
     try {
       const closed = await timed('window', null, () =>
@@ -306,13 +331,14 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         const drain = closed.drained
           ? closed
           : await gateway.awaitDrain({ switchId, victims: victimInstances, timeoutMs: timeouts.drainMs });
-        if (!drain.drained) return { drained: false as const, requestsStillRunning: drain.requestsStillRunning };
+        if (!drain.drained)
+          return { drained: false as const, requestsStillRunning: drain.requestsStillRunning, cancelled: false };
         return { drained: true as const, cut: new Set(drain.cutBeforeOutput), deadline, released: closed.released };
       });
     } catch (e) {
       if (!isCancellation(e)) throw e;
       log.warn('switch cancelled before its victims drained; they serve again', { switchId });
-      return { drained: false, requestsStillRunning: 0 };
+      return { drained: false, requestsStillRunning: 0, cancelled: true };
     }
   }
 
@@ -408,7 +434,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     try {
       if (t.action === 'start') {
         await during(t.instance, 'starting', t.tier, () => timed('start', null, () => startAndRecord(t)));
-        await store.recordStartFailure({ deploymentId: id, failure: null });
+        await recordStartFailure(id, null);
         return null;
       }
       // The first answer is read while the waking row is written: the wake step needs it (one
@@ -420,11 +446,20 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       const failure = failureOf(e);
       if (t.action === 'start') {
         const error = startError(id, failure, timeouts.startMs);
-        await store.recordStartFailure({ deploymentId: id, failure: error.message });
+        await recordStartFailure(id, error.message);
         return { outcome: 'start_failed', error };
       }
       return { outcome: 'wake_failed', error: wakeError(id, failure, timeouts.wakeWindowMs) };
     }
+  }
+
+  /** Why a target whose switch was cancelled is not brought up; a wake begun beside the parks is waited for. */
+  async function cancelledBeforeBringUp(
+    t: SwitchTarget,
+    woken: Promise<boolean> | undefined,
+  ): Promise<{ outcome: SwitchOutcome; error: ApiError }> {
+    await woken?.catch(() => false);
+    return { outcome: 'cancelled', error: apiErrors.switchCancelled(t.instance.deploymentId) };
   }
 
   /** A full start: launch, ready, and the first answer to the wake check, recorded for this generation. */
