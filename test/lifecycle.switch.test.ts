@@ -651,6 +651,26 @@ describe('a switch cancelled from the Web UI', () => {
     await stop([a]);
   });
 
+  it('during its start: the target stops, its waiters get the start error, the GPU is free', async () => {
+    const m = await deploy('cancel-start', ['--sim-load-ms', '30000']);
+    const waiter = lc.gateway.request(m.id, 10);
+    const handle = await startSwitch(switchInput({ target: { model: m, action: 'start', tier: 'host_ram' } }));
+    await until('the start to begin', async () =>
+      (await listInstances(lc.db)).find((i) => i.deploymentId === m.id && i.observedState === 'starting'),
+    );
+    await handle.cancel();
+
+    const expected = apiErrors.startFailed(m.id, 'the start was cancelled');
+    expect(await handle.result()).toMatchObject({
+      outcome: 'start_failed',
+      target: { state: 'stopped' },
+      error: expected,
+    });
+    expect(failed(await waiter)).toEqual(expected);
+    expect(await lc.gpuUsedBytes()).toBe(0);
+    expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
+  });
+
   it('during its wake: the target stops, its waiters get the wake error, the GPU is free; the next start works', async () => {
     const m = await deploy('cancel-wake');
     await ready(m);
