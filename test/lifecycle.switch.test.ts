@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, releasedLines } from '../domain/catalogue.js';
-import type { ParkTier } from '../domain/vocabulary.js';
+import type { InstanceState, ParkTier } from '../domain/vocabulary.js';
 import type { Deployment } from '../store/deployments.js';
 import { listInstances } from '../store/instances.js';
 import { findSwitchReceipt } from '../store/switchReceipts.js';
@@ -178,6 +178,13 @@ const served = (a: Answer) =>
   a.kind === 'served' ? a : expect.fail(`expected a served request, got ${JSON.stringify(a)}`);
 const failed = (a: Answer) =>
   a.kind === 'error' ? a.error : expect.fail(`expected an error, got ${JSON.stringify(a)}`);
+
+/** The target `m` ended stopped, its waiter answered `expected` (an error, or a matcher of one), and nothing holds the GPU. */
+async function expectStopped(m: Model, waiter: Promise<Answer>, expected: unknown) {
+  expect(failed(await waiter)).toEqual(expected);
+  expect(await lc.gpuUsedBytes()).toBe(0);
+  expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
+}
 
 describe('a switch', () => {
   /** The switches that named chat-a as a victim, and those of them that parked it. */
@@ -579,9 +586,7 @@ describe('a failed wake', () => {
       const waiter = lc.gateway.request(m.id, 10);
       const r = await runSwitch({ target: { model: m, action: 'wake', tier }, timeouts: { wakeWindowMs } });
       expect(r).toMatchObject({ outcome: 'wake_failed', target: { state: 'stopped' }, error: expected(m.id) });
-      expect(failed(await waiter)).toEqual(expected(m.id));
-      expect(await lc.gpuUsedBytes()).toBe(0);
-      expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
+      await expectStopped(m, waiter, expected(m.id));
 
       const again = lc.gateway.request(m.id, 10);
       const fresh = await runSwitch({ target: { model: m, action: 'start', tier, generation: 2 } });
@@ -598,6 +603,15 @@ describe('a failed wake', () => {
  * failed switch does: nothing is left half-done, and every waiting request gets one answer.
  */
 describe('a switch cancelled from the Web UI', () => {
+  /** Cancels the switch as the Web UI's button does once `m`'s row says `state`; what the switch returned. */
+  async function cancelWhen(handle: Awaited<ReturnType<typeof startSwitch>>, m: Model, state: InstanceState) {
+    await until(`${m.name} ${state}`, async () =>
+      (await listInstances(lc.db)).find((i) => i.deploymentId === m.id && i.observedState === state),
+    );
+    await handle.cancel();
+    return handle.result();
+  }
+
   it('during its admission window: the victim serves again, the waiters get a retryable error, the target is untouched', async () => {
     const a = await deploy('cancel-window-a');
     const b = await deploy('cancel-window-b');
@@ -632,22 +646,14 @@ describe('a switch cancelled from the Web UI', () => {
 
   it('during its park: the park completes, the target is not started, its waiters get a retryable error', async () => {
     const { a, b, waiter, handle } = await switchWithSlowPark('cancel-park');
-    await until('the park to begin', async () =>
-      (await listInstances(lc.db)).find((i) => i.deploymentId === a.id && i.observedState === 'parking'),
-    );
-    await handle.cancel();
-
-    expect(await handle.result()).toMatchObject({
+    expect(await cancelWhen(handle, a, 'parking')).toMatchObject({
       outcome: 'cancelled',
       victims: [{ deploymentId: a.id, state: 'parked', released: releasedLines.parkedHostRam }],
       target: { state: 'stopped' },
       error: apiErrors.switchCancelled(b.id),
     });
-    expect(failed(await waiter)).toEqual(apiErrors.switchCancelled(b.id));
-    expect(await lc.gpuUsedBytes()).toBe(0);
-    const rows = await listInstances(lc.db);
-    expect(rows.find((i) => i.deploymentId === a.id)?.observedState).toBe('parked');
-    expect(rows.find((i) => i.deploymentId === b.id)?.observedState).toBe('stopped');
+    await expectStopped(b, waiter, apiErrors.switchCancelled(b.id));
+    expect((await listInstances(lc.db)).find((i) => i.deploymentId === a.id)?.observedState).toBe('parked');
     await stop([a]);
   });
 
@@ -655,20 +661,14 @@ describe('a switch cancelled from the Web UI', () => {
     const m = await deploy('cancel-start', ['--sim-load-ms', '30000']);
     const waiter = lc.gateway.request(m.id, 10);
     const handle = await startSwitch(switchInput({ target: { model: m, action: 'start', tier: 'host_ram' } }));
-    await until('the start to begin', async () =>
-      (await listInstances(lc.db)).find((i) => i.deploymentId === m.id && i.observedState === 'starting'),
-    );
-    await handle.cancel();
 
     const expected = apiErrors.startFailed(m.id, 'the start was cancelled');
-    expect(await handle.result()).toMatchObject({
+    expect(await cancelWhen(handle, m, 'starting')).toMatchObject({
       outcome: 'start_failed',
       target: { state: 'stopped' },
       error: expected,
     });
-    expect(failed(await waiter)).toEqual(expected);
-    expect(await lc.gpuUsedBytes()).toBe(0);
-    expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
+    await expectStopped(m, waiter, expected);
   });
 
   it('during its wake: the target stops, its waiters get the wake error, the GPU is free; the next start works', async () => {
@@ -682,20 +682,14 @@ describe('a switch cancelled from the Web UI', () => {
       timeouts: { wakeWindowMs: 30_000 },
     });
     const handle = await startSwitch(input);
-    await until('the wake to begin on the host', async () =>
-      (await listInstances(lc.db)).find((i) => i.deploymentId === m.id && i.observedState === 'waking'),
-    );
-    await handle.cancel();
 
     const expected = apiErrors.wakeFailed(m.id, 'cancelled');
-    expect(await handle.result()).toMatchObject({
+    expect(await cancelWhen(handle, m, 'waking')).toMatchObject({
       outcome: 'wake_failed',
       target: { state: 'stopped' },
       error: expected,
     });
-    expect(failed(await waiter)).toEqual(expected);
-    expect(await lc.gpuUsedBytes()).toBe(0);
-    expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
+    await expectStopped(m, waiter, expected);
 
     const again = lc.gateway.request(m.id, 10);
     expect((await runSwitch({ target: { model: m, action: 'start', tier: 'host_ram', generation: 2 } })).outcome).toBe(
