@@ -11,6 +11,7 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
   isCancellation,
   log,
   patched,
@@ -73,17 +74,25 @@ export function everyGateway(ownQueue: string, servers: Promise<string[]>) {
       retry: RETRY,
     });
 
-  /** The instant step here at once, then on every other registered server; the local answer is returned. */
-  async function instant<K extends InstantStep>(
+  /**
+   * The instant step here at once, then on every other registered server; the local answer is
+   * returned. It runs whole even when the workflow is cancelled: it changes what serves, and a
+   * gateway left halfway (waiters neither started nor failed) would answer nobody.
+   */
+  function instant<K extends InstantStep>(
     step: K,
     input: Parameters<GatewaySteps[K]>[0],
   ): Promise<Awaited<ReturnType<GatewaySteps[K]>>> {
     type Call = (i: typeof input) => Promise<Awaited<ReturnType<GatewaySteps[K]>> & RanOn>;
-    const [here, queues] = await Promise.all([(local[step] as Call)(input), servers]);
-    await Promise.all(
-      queues.filter((q) => q !== here.ranOn).map((q) => (gatewayOn(q)[step] as Call)(input).catch(serverGone(q, step))),
-    );
-    return here;
+    return CancellationScope.nonCancellable(async () => {
+      const [here, queues] = await Promise.all([(local[step] as Call)(input), servers]);
+      await Promise.all(
+        queues
+          .filter((q) => q !== here.ranOn)
+          .map((q) => (gatewayOn(q)[step] as Call)(input).catch(serverGone(q, step))),
+      );
+      return here;
+    });
   }
 
   /** A waiting step on every server at once; drained once every server that answered is. */

@@ -86,10 +86,11 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       retry: RETRY,
       ...(cancellationType === undefined ? {} : { cancellationType }),
     });
-  // The store's rows run inside the workflow task (definitions.ts). The gateway's steps run on every
-  // server that shares the store (everyGateway.ts); the waits (the window, the drain) are activities
-  // of their own, visible while they wait.
-  const store = proxyLocalActivities<StoreActivities>(serverStepOptions);
+  // The store's rows run inside the workflow task (definitions.ts), each whole even when the switch is
+  // cancelled (the Web UI's cancel): a row says what is, and the compensation reads and writes them.
+  // The gateway's steps run on every server that shares the store (everyGateway.ts); the waits (the
+  // window, the drain) are activities of their own, visible while they wait.
+  const store = runWhole(proxyLocalActivities<StoreActivities>(serverStepOptions));
   // A wake whose victims give their memory back is scheduled beside their parks or stops: the host
   // begins it as they end, so no round trip through Temporal lies between them. Its first answer is
   // read with the window (the wake step needs it), not after the parks.
@@ -104,9 +105,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
   // The scheduler reads the live servers with the model a demand wants; a switch started otherwise reads them here.
   const gateway = everyGateway(
     input.serverTaskQueue,
-    input.liveServerQueues
-      ? Promise.resolve(input.liveServerQueues)
-      : CancellationScope.nonCancellable(() => store.liveServerQueues()),
+    input.liveServerQueues ? Promise.resolve(input.liveServerQueues) : store.liveServerQueues(),
   );
 
   upsertSearchAttributes([
@@ -125,26 +124,22 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       phases.push({ phase, tier, ms: Date.now() - began });
     }
   };
-  // The switch's own rows are written whole even when it is cancelled (the Web UI's cancel): each
-  // says what is, and its compensation reads and writes them.
   const receipt = (outcome: SwitchOutcome, victimResults: VictimResult[], finishedAtMs: number | null) =>
-    CancellationScope.nonCancellable(() =>
-      store.saveSwitchReceipt({
-        switchId,
-        hostId,
-        targetDeploymentId: target?.instance.deploymentId ?? null,
-        victims: victimResults.map(({ deploymentId, instanceIndex, released: line }) => ({
-          deploymentId,
-          instanceIndex,
-          released: line,
-        })),
-        outcome,
-        summary: switchSummary(input),
-        startedAtMs: input.startedAtMs,
-        finishedAtMs,
-        ...(finishedAtMs === null ? {} : { phases }),
-      }),
-    );
+    store.saveSwitchReceipt({
+      switchId,
+      hostId,
+      targetDeploymentId: target?.instance.deploymentId ?? null,
+      victims: victimResults.map(({ deploymentId, instanceIndex, released: line }) => ({
+        deploymentId,
+        instanceIndex,
+        released: line,
+      })),
+      outcome,
+      summary: switchSummary(input),
+      startedAtMs: input.startedAtMs,
+      finishedAtMs,
+      ...(finishedAtMs === null ? {} : { phases }),
+    });
   // What each instance holds, for the rows `list deployments` and the load endpoint read, as the
   // scheduler read it: every read here would be on the waiters' clock.
   const rowOf = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
@@ -153,9 +148,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     return { deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes };
   };
   const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) =>
-    CancellationScope.nonCancellable(() => store.saveInstance(rowOf(instance, state, tier)));
-  const recordStartFailure = (deploymentId: string, failure: string | null) =>
-    CancellationScope.nonCancellable(() => store.recordStartFailure({ deploymentId, failure }));
+    store.saveInstance(rowOf(instance, state, tier));
   /** A victim's row as its release begins: parking, or stopping. */
   const releaseRow = (v: SwitchVictim) =>
     v.plan.kind === 'park' ? rowOf(v.instance, 'parking', v.plan.tier) : rowOf(v.instance, 'stopping', null);
@@ -191,9 +184,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
     return { error };
   };
-  /** The drain did not finish: the target's waiters hear so, with what still ran. */
-  const drainTimedOut = (requestsStillRunning: number) =>
-    answerWaiters((id) => apiErrors.drainTimeout(id, timeouts.drainMs, requestsStillRunning));
+  /** The drain did not finish, with `requestsStillRunning` still charged. */
+  const drainTimeout = (requestsStillRunning: number) => (targetId: string) =>
+    apiErrors.drainTimeout(targetId, timeouts.drainMs, requestsStillRunning);
 
   const result = await runSwitch();
   await open();
@@ -213,12 +206,9 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       const drain = await admitAndDrain();
       if (!drain.drained) {
         const [, failed] = await CancellationScope.nonCancellable(() =>
-          Promise.all([
-            gateway.reopen({ switchId, victims: victimInstances }),
-            drain.cancelled ? answerWaiters(apiErrors.switchCancelled) : drainTimedOut(drain.requestsStillRunning),
-          ]),
+          Promise.all([gateway.reopen({ switchId, victims: victimInstances }), answerWaiters(drain.why)]),
         );
-        return { switchId, outcome: drain.cancelled ? 'cancelled' : 'drain_timeout', victims: [], ...failed };
+        return { switchId, outcome: drain.outcome, victims: [], ...failed };
       }
       ({ cut, deadline: drainDeadline, released } = drain);
       open();
@@ -226,10 +216,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       // completes, so after this local step: the victims' new requests here wait before any park
       // starts (another server's are answered "dispatch closed" until its own step reaches it). The
       // window's step did it already when it `released` them.
-      if (!released)
-        victimsWithdrawn = CancellationScope.nonCancellable(() =>
-          gateway.withdrawVictims({ switchId, victims: victimInstances }),
-        );
+      if (!released) victimsWithdrawn = gateway.withdrawVictims({ switchId, victims: victimInstances });
     }
     // Once the victims drained, their release runs to its end, cancelled or not: a park cut midway
     // would leave its victim to be stopped.
@@ -270,13 +257,10 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
         error: failure.error,
       };
     }
-    // The target is ready: its waiters start, cancelled or not.
-    await CancellationScope.nonCancellable(() =>
-      timed('release', null, async () => {
-        await gateway.startWaiters({ switchId, hostId, instance: target.instance });
-        await saveInstance(target.instance, 'ready', null);
-      }),
-    );
+    await timed('release', null, async () => {
+      await gateway.startWaiters({ switchId, hostId, instance: target.instance });
+      await saveInstance(target.instance, 'ready', null);
+    });
     return {
       switchId,
       outcome: parkFailed ? 'park_failed' : 'released',
@@ -302,7 +286,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       await Promise.all(
         outcomes.filter((r) => r.requestsStillRunning > 0).map((r) => saveInstance(r.victim.instance, 'ready', null)),
       );
-      return drainTimedOut(requestsStillRunning);
+      return answerWaiters(drainTimeout(requestsStillRunning));
     });
     const victimResults = outcomes.filter((r) => r.requestsStillRunning === 0).map((r) => r.result);
     return { switchId, outcome: 'drain_timeout', victims: victimResults, ...failed };
@@ -317,7 +301,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    */
   async function admitAndDrain(): Promise<
     | { drained: true; cut: Set<string>; deadline: number; released: boolean }
-    | { drained: false; requestsStillRunning: number; cancelled: boolean }
+    | { drained: false; outcome: 'drain_timeout' | 'cancelled'; why: (targetId: string) => ApiError }
   > {
     try {
       const closed = await timed('window', null, () =>
@@ -332,13 +316,17 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
           ? closed
           : await gateway.awaitDrain({ switchId, victims: victimInstances, timeoutMs: timeouts.drainMs });
         if (!drain.drained)
-          return { drained: false as const, requestsStillRunning: drain.requestsStillRunning, cancelled: false };
+          return {
+            drained: false as const,
+            outcome: 'drain_timeout' as const,
+            why: drainTimeout(drain.requestsStillRunning),
+          };
         return { drained: true as const, cut: new Set(drain.cutBeforeOutput), deadline, released: closed.released };
       });
     } catch (e) {
       if (!isCancellation(e)) throw e;
       log.warn('switch cancelled before its victims drained; they serve again', { switchId });
-      return { drained: false, requestsStillRunning: 0, cancelled: true };
+      return { drained: false, outcome: 'cancelled', why: apiErrors.switchCancelled };
     }
   }
 
@@ -434,7 +422,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     try {
       if (t.action === 'start') {
         await during(t.instance, 'starting', t.tier, () => timed('start', null, () => startAndRecord(t)));
-        await recordStartFailure(id, null);
+        await store.recordStartFailure({ deploymentId: id, failure: null });
         return null;
       }
       // The first answer is read while the waking row is written: the wake step needs it (one
@@ -446,7 +434,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       const failure = failureOf(e);
       if (t.action === 'start') {
         const error = startError(id, failure, timeouts.startMs);
-        await recordStartFailure(id, error.message);
+        await store.recordStartFailure({ deploymentId: id, failure: error.message });
         return { outcome: 'start_failed', error };
       }
       return { outcome: 'wake_failed', error: wakeError(id, failure, timeouts.wakeWindowMs) };
@@ -513,6 +501,16 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     phases.push({ phase: 'check', tier: t.tier, ms: woke.checkMs });
     return compareAnswers(reference.answer as ProbeAnswer, woke.answer) !== null;
   }
+}
+
+/** `steps` with each call run whole, in a scope a cancellation of the workflow does not reach. */
+function runWhole<T extends object>(steps: T): T {
+  return new Proxy(steps, {
+    get: (target, name) => {
+      const step = Reflect.get(target, name) as (...args: unknown[]) => Promise<unknown>;
+      return (...args: unknown[]) => CancellationScope.nonCancellable(() => step(...args));
+    },
+  });
 }
 
 /** The receipt line of a victim that stopped: only "no room" is said (spec). */
