@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, releasedLines } from '../domain/catalogue.js';
-import type { InstanceState, ParkTier } from '../domain/vocabulary.js';
+import type { InstanceState, ParkTier, SwitchOutcome } from '../domain/vocabulary.js';
 import type { Deployment } from '../store/deployments.js';
 import { listInstances } from '../store/instances.js';
 import { findSwitchReceipt } from '../store/switchReceipts.js';
@@ -179,11 +179,22 @@ const served = (a: Answer) =>
 const failed = (a: Answer) =>
   a.kind === 'error' ? a.error : expect.fail(`expected an error, got ${JSON.stringify(a)}`);
 
-/** The target `m` ended stopped, its waiter answered `expected` (an error, or a matcher of one), and nothing holds the GPU. */
-async function expectStopped(m: Model, waiter: Promise<Answer>, expected: unknown) {
-  expect(failed(await waiter)).toEqual(expected);
+/**
+ * The switch ended `outcome` with its target stopped, saying why (`error`: an error, or a matcher of
+ * one); the target's waiter got the same answer, its row says stopped, and nothing holds the GPU.
+ */
+async function expectStopped(ended: {
+  result: SwitchResult;
+  outcome: SwitchOutcome;
+  target: Model;
+  waiter: Promise<Answer>;
+  error: unknown;
+}) {
+  const { result, outcome, target, waiter, error } = ended;
+  expect(result).toMatchObject({ outcome, target: { state: 'stopped' }, error });
+  expect(failed(await waiter)).toEqual(error);
   expect(await lc.gpuUsedBytes()).toBe(0);
-  expect((await listInstances(lc.db)).find((i) => i.deploymentId === m.id)?.observedState).toBe('stopped');
+  expect((await listInstances(lc.db)).find((i) => i.deploymentId === target.id)?.observedState).toBe('stopped');
 }
 
 describe('a switch', () => {
@@ -585,8 +596,7 @@ describe('a failed wake', () => {
 
       const waiter = lc.gateway.request(m.id, 10);
       const r = await runSwitch({ target: { model: m, action: 'wake', tier }, timeouts: { wakeWindowMs } });
-      expect(r).toMatchObject({ outcome: 'wake_failed', target: { state: 'stopped' }, error: expected(m.id) });
-      await expectStopped(m, waiter, expected(m.id));
+      await expectStopped({ result: r, outcome: 'wake_failed', target: m, waiter, error: expected(m.id) });
 
       const again = lc.gateway.request(m.id, 10);
       const fresh = await runSwitch({ target: { model: m, action: 'start', tier, generation: 2 } });
@@ -646,13 +656,11 @@ describe('a switch cancelled from the Web UI', () => {
 
   it('during its park: the park completes, the target is not started, its waiters get a retryable error', async () => {
     const { a, b, waiter, handle } = await switchWithSlowPark('cancel-park');
-    expect(await cancelWhen(handle, a, 'parking')).toMatchObject({
-      outcome: 'cancelled',
-      victims: [{ deploymentId: a.id, state: 'parked', released: releasedLines.parkedHostRam }],
-      target: { state: 'stopped' },
-      error: apiErrors.switchCancelled(b.id),
-    });
-    await expectStopped(b, waiter, apiErrors.switchCancelled(b.id));
+    const result = await cancelWhen(handle, a, 'parking');
+    expect(result.victims).toMatchObject([
+      { deploymentId: a.id, state: 'parked', released: releasedLines.parkedHostRam },
+    ]);
+    await expectStopped({ result, outcome: 'cancelled', target: b, waiter, error: apiErrors.switchCancelled(b.id) });
     expect((await listInstances(lc.db)).find((i) => i.deploymentId === a.id)?.observedState).toBe('parked');
     await stop([a]);
   });
@@ -662,13 +670,13 @@ describe('a switch cancelled from the Web UI', () => {
     const waiter = lc.gateway.request(m.id, 10);
     const handle = await startSwitch(switchInput({ target: { model: m, action: 'start', tier: 'host_ram' } }));
 
-    const expected = apiErrors.startFailed(m.id, 'the start was cancelled');
-    expect(await cancelWhen(handle, m, 'starting')).toMatchObject({
+    await expectStopped({
+      result: await cancelWhen(handle, m, 'starting'),
       outcome: 'start_failed',
-      target: { state: 'stopped' },
-      error: expected,
+      target: m,
+      waiter,
+      error: apiErrors.startFailed(m.id, 'the start was cancelled'),
     });
-    await expectStopped(m, waiter, expected);
   });
 
   it('during its wake: the target stops, its waiters get the wake error, the GPU is free; the next start works', async () => {
@@ -683,13 +691,13 @@ describe('a switch cancelled from the Web UI', () => {
     });
     const handle = await startSwitch(input);
 
-    const expected = apiErrors.wakeFailed(m.id, 'cancelled');
-    expect(await cancelWhen(handle, m, 'waking')).toMatchObject({
+    await expectStopped({
+      result: await cancelWhen(handle, m, 'waking'),
       outcome: 'wake_failed',
-      target: { state: 'stopped' },
-      error: expected,
+      target: m,
+      waiter,
+      error: apiErrors.wakeFailed(m.id, 'cancelled'),
     });
-    await expectStopped(m, waiter, expected);
 
     const again = lc.gateway.request(m.id, 10);
     expect((await runSwitch({ target: { model: m, action: 'start', tier: 'host_ram', generation: 2 } })).outcome).toBe(
