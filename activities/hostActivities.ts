@@ -21,6 +21,7 @@ import { type EngineAdapter, EngineError, type Probe, type ProbeAnswer } from '.
 import type { LaunchMemory } from '../engines/memoryBound.js';
 import { whileHeartbeating } from './heartbeat.js';
 import { ReleaseBoard, type VictimRelease } from './releaseBoard.js';
+import { SwitchWakes } from './switchWakes.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../api/hostFailures.js';
 
 /** About the last screen of an engine's stderr: a Python traceback's tail and the line before it. */
@@ -109,6 +110,7 @@ function asFailure(e: unknown): never {
 
 export function createHostActivities(deps: HostActivityDeps) {
   const releases = new ReleaseBoard();
+  const wakes = new SwitchWakes();
   const notRunning = (key: InstanceKey) =>
     ApplicationFailure.nonRetryable(
       `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation} is not running on this host`,
@@ -171,10 +173,26 @@ export function createHostActivities(deps: HostActivityDeps) {
   };
 
   /** The wake check's question, asked of a running engine. */
-  const probeOn = (engine: SupervisedEngine, probe: Probe, bound?: AbortSignal): Promise<ProbeAnswer> =>
-    whileHeartbeating((signal) =>
-      engine.adapter.probe(engine.endpoint, probe, { signal: boundedBy(signal, bound) }),
-    ).catch(asFailure);
+  const ask = (engine: SupervisedEngine, probe: Probe, signal: AbortSignal): Promise<ProbeAnswer> =>
+    engine.adapter.probe(engine.endpoint, probe, { signal }).catch(asFailure);
+
+  /** Wakes `engine` from `tier` unless it is awake, then asks it `probe`; `signal` bounds both. */
+  const wakeAndAsk = async (
+    engine: SupervisedEngine,
+    input: { key: InstanceKey; tier: ParkTier; probe?: Probe },
+    signal: AbortSignal,
+  ): Promise<WakeResult> => {
+    const began = Date.now();
+    if (engine.stage !== 'ready') {
+      engine.stage = 'waking';
+      await engine.adapter.wake(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) }).catch(asFailure);
+      engine.stage = 'ready';
+    }
+    const wakeMs = Date.now() - began;
+    if (!input.probe) return { answer: null, checkMs: 0, wakeMs };
+    const answer = await ask(engine, input.probe, signal);
+    return { answer, checkMs: Date.now() - began - wakeMs, wakeMs };
+  };
 
   const launchOnFreePort = async (input: LaunchInput): Promise<SupervisedEngine> => {
     const adapter = deps.adapters[input.spec.engine];
@@ -252,7 +270,8 @@ export function createHostActivities(deps: HostActivityDeps) {
     },
 
     async probeEngine(input: { key: InstanceKey; probe: Probe }): Promise<ProbeAnswer> {
-      return probeOn(running(input.key), input.probe);
+      const engine = running(input.key);
+      return whileHeartbeating((signal) => ask(engine, input.probe, signal));
     },
 
     /**
@@ -297,14 +316,16 @@ export function createHostActivities(deps: HostActivityDeps) {
      * for both (each step is a round trip through Temporal). The workflow bounds the two with the
      * wake window (then: wake_uncertain) and compares the answer; `checkMs` is the check's share.
      * Given `after`, it first waits for the switch's victims, and bounds itself with the wake window.
+     * Given `switchId`, the engine wakes once for that switch, however many ask (`SwitchWakes`).
      */
     async wakeEngine(input: {
       key: InstanceKey;
       tier: ParkTier;
       probe?: Probe;
       after?: WakeAfter;
+      switchId?: string;
     }): Promise<WakeResult> {
-      const { after } = input;
+      const { after, switchId } = input;
       if (after) {
         // A victim that holds nothing here now has nothing to say: a host agent that restarted lost
         // its engines, and with them the words their parks or stops said before.
@@ -315,22 +336,11 @@ export function createHostActivities(deps: HostActivityDeps) {
       const window = after && AbortSignal.timeout(after.wakeWindowMs);
       try {
         const engine = running(input.key);
-        const began = Date.now();
-        if (engine.stage !== 'ready') {
-          engine.stage = 'waking';
-          await whileHeartbeating((signal) =>
-            engine.adapter.wake(engine.endpoint, input.tier, {
-              signal: boundedBy(signal, window),
-              warn: warnFor(input.key),
-            }),
-          ).catch(asFailure);
-          engine.stage = 'ready';
-        }
-        const wakeMs = Date.now() - began;
-        const { probe } = input;
-        if (!probe) return { answer: null, checkMs: 0, wakeMs };
-        const answer = await probeOn(engine, probe, window);
-        return { answer, checkMs: Date.now() - began - wakeMs, wakeMs };
+        return await whileHeartbeating((signal) => {
+          const bounded = boundedBy(signal, window);
+          const wake = () => wakeAndAsk(engine, input, bounded);
+          return switchId === undefined ? wake() : wakes.once(switchId, engine, bounded, wake);
+        });
       } catch (e) {
         if (!window?.aborted) throw e;
         throw ApplicationFailure.nonRetryable(

@@ -58,6 +58,8 @@ export interface SimState {
   max_running: number;
   violations: string[];
   draft_lost: boolean;
+  /** Times it came back to ready from a park (SGLang's two resumes of one wake count once). */
+  wakes: number;
   faults: Faults;
 }
 
@@ -90,6 +92,7 @@ export class SimEngine {
   cacheStale = false;
   /** SGLang's pause_generation. */
   paused = false;
+  private wakes = 0;
   /** Changes the answers; empty while the weights are the ones loaded at start. */
   answerSalt = '';
   private control: Promise<unknown> = Promise.resolve();
@@ -178,8 +181,10 @@ export class SimEngine {
       if (triedBytes === 0) return { ok: true };
       this.state = 'waking';
       await sleep(this.config.timings.wakeMs);
-      if (this.settle() === 'ready' && before !== 'ready' && this.faults.wrong_answer_after_wake)
-        this.answerSalt = 'woken-wrong';
+      if (this.settle() === 'ready' && before !== 'ready') {
+        this.wakes++;
+        if (this.faults.wrong_answer_after_wake) this.answerSalt = 'woken-wrong';
+      }
       return { ok: true };
     });
   }
@@ -218,6 +223,7 @@ export class SimEngine {
       max_running: this.slots.limit,
       violations: [...this.violations],
       draft_lost: this.draftLost,
+      wakes: this.wakes,
       faults: { ...this.faults, missing_routes: [...this.faults.missing_routes] },
     };
   }

@@ -204,6 +204,7 @@ describe.each([
       host_ram_bytes: 0,
       violations: [],
       draft_lost: false,
+      wakes: 1,
     });
     expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(first);
   });

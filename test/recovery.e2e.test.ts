@@ -6,12 +6,15 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stepOf } from '../deploy/demo/switchHistory.js';
 import { listInstances, saveInstance } from '../store/instances.js';
+import { workflowIds } from '../workflows/definitions.js';
 import { startWaitersAndRecordReady } from './fixtures/recordInstanceWorkflow.js';
-import { type ApiReply, Cluster } from './support/cluster.js';
-import { simDeployment } from './support/lifecycle.js';
+import { type ApiReply, Cluster, type ClusterHost, gpuUsed } from './support/cluster.js';
+import { SIM_MODEL_BYTES, simDeployment } from './support/lifecycle.js';
 import { startServerBench } from './support/serverBench.js';
 import { workerConnection } from './support/temporal.js';
 import { until } from './support/until.js';
@@ -123,6 +126,79 @@ describe('a server killed (SIGKILL) while a switch parks its victim and brings i
       } finally {
         squatter.close();
       }
+    },
+  );
+});
+
+describe('a server or a host agent killed (SIGKILL) while a parked model wakes alone, its wake begun with its switch', () => {
+  let cluster: Cluster;
+
+  beforeAll(async () => {
+    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }] });
+    await cluster.deploy(simDeployment('loner', 'vllm', ['--sim-wake-ms', '3000']));
+  }, 120_000);
+
+  afterAll(async () => {
+    await cluster?.close();
+  });
+
+  const stateOf = async () => (await cluster.status('loner')).state as string;
+  const becomes = (state: string) =>
+    until(`loner ${state}`, async () => ((await stateOf()) === state ? true : undefined), 60_000);
+  /**
+   * Loner served, then parked by an operator; then three requests wait for its wake, which is under
+   * way. Each comes to its reply, or to the error that cut it.
+   */
+  async function wakeAlone(): Promise<Array<Promise<ApiReply | Error>>> {
+    expect((await cluster.chat('loner')).status).toBe(200);
+    expect((await cluster.capyctl(['park', 'deployment', 'loner'])).code).toBe(0);
+    await becomes('parked');
+    const waiters = Array.from({ length: 3 }, () => cluster.chat('loner').catch((e: Error) => e));
+    await becomes('waking');
+    return waiters;
+  }
+
+  it(
+    'finishes the wake on the restarted server, killed as it woke: the next request is served',
+    { timeout: 150_000 },
+    async () => {
+      const waiters = await wakeAlone();
+      await cluster.server.stop('SIGKILL');
+      // Its requests died with it.
+      for (const waiter of await Promise.all(waiters)) expect(waiter).toBeInstanceOf(Error);
+      await cluster.startServer();
+      await becomes('ready');
+      expect((await cluster.chat('loner')).status).toBe(200);
+    },
+  );
+
+  it(
+    'answers its waiters with a retryable wake error and serves its next request: the wake the scheduler began with the switch died with the agent',
+    { timeout: 150_000 },
+    async () => {
+      const [host] = cluster.hosts as [ClusterHost];
+      const waiters = await wakeAlone();
+      await host.process.stop('SIGKILL');
+      host.process = cluster.startAgent(host.file);
+      await host.process.awaitOutput(`${host.hostId} to register again`, /"msg":"host (registered)"/);
+
+      // The engine stopped with its agent: the switch's wake step, joined to the scheduler's, fails on
+      // the new agent, and the switch stops the model.
+      for (const reply of await Promise.all(waiters))
+        expect(reply).toMatchObject({ status: 503, body: { code: 'wake_uncertain', retryable: true } });
+      const connection = await Connection.connect({ address: cluster.services.temporalAddress });
+      try {
+        const scheduler = await new Client({ connection }).workflow
+          .getHandle(workflowIds.hostScheduler(host.hostId))
+          .fetchHistory();
+        // One early wake for each of the two wakes, the server's kill's and this one.
+        expect(scheduler.events!.filter((e) => stepOf(e) === 'wakeEngine')).toHaveLength(2);
+      } finally {
+        await connection.close();
+      }
+      expect((await cluster.chat('loner')).status).toBe(200);
+      expect(await stateOf()).toBe('ready');
+      expect(await gpuUsed(host)).toBe(SIM_MODEL_BYTES);
     },
   );
 });

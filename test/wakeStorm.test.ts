@@ -1,10 +1,15 @@
 /**
  * A thousand requests arriving at once for a parked model (issue 14): the gateway reports one demand
  * whatever the crowd, the scheduler plans one switch, and the model wakes exactly once; every
- * request is answered by that one woken instance.
+ * request is answered by that one woken instance. The wake begins on the host as the scheduler starts
+ * the switch, and the switch's own wake step joins it: still one wake of the engine.
  */
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stepOf } from '../deploy/demo/switchHistory.js';
+import type { SimState } from '../simulator/engine.js';
 import { findSwitchReceipt, listSwitchReceipts } from '../store/switchReceipts.js';
+import { workflowIds } from '../workflows/definitions.js';
 import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
 
 const REQUESTS = 1_000;
@@ -26,8 +31,14 @@ describe('a thousand concurrent requests for a parked model', () => {
   });
   afterAll(() => s?.close());
 
-  it('are all served by one wake', { timeout: 120_000 }, async () => {
+  const wakesSoFar = async () => {
+    const res = await request(`${s.lc.host.engineUrl({ deploymentId: model, instanceIndex: 0 })}/sim/state`);
+    return ((await res.body.json()) as SimState).wakes;
+  };
+
+  it('are all served by one wake, begun on the host as the switch starts', { timeout: 120_000 }, async () => {
     const stepsBefore = s.lc.gateway.steps.length;
+    const wakesBefore = await wakesSoFar();
     const answers = await Promise.all(Array.from({ length: REQUESTS }, () => s.lc.gateway.request(model)));
 
     const served = answers.filter((a) => a.kind === 'served');
@@ -44,5 +55,24 @@ describe('a thousand concurrent requests for a parked model', () => {
     // Every switch that ever targeted it: the first start, and this one wake.
     expect(await listSwitchReceipts(s.lc.db, { targetDeploymentId: model })).toHaveLength(2);
     expect((await s.settledLedger()).entries.find((e) => e.deploymentId === model)).toMatchObject({ state: 'ready' });
+    expect(await wakesSoFar()).toBe(wakesBefore + 1);
+
+    // The scheduler scheduled the wake in the workflow task that started the switch; the switch's own
+    // wake step, in its history as ever, joined it.
+    const switchId = starts[0]!.switchId;
+    const scheduler = (await s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId)).fetchHistory())
+      .events!;
+    const childStart = scheduler.find(
+      (e) => e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId === workflowIds.switch(switchId),
+    )!.startChildWorkflowExecutionInitiatedEventAttributes!;
+    const wakes = scheduler
+      .filter((e) => stepOf(e) === 'wakeEngine')
+      .map((e) => e.activityTaskScheduledEventAttributes!);
+    expect(wakes.map((w) => String(w.workflowTaskCompletedEventId))).toEqual([
+      String(childStart.workflowTaskCompletedEventId),
+    ]);
+    const switchHistory = (await s.lc.client.workflow.getHandle(workflowIds.switch(switchId)).fetchHistory()).events!;
+    expect(switchHistory.filter((e) => e.activityTaskCompletedEventAttributes).length).toBe(1);
+    expect(switchHistory.filter((e) => stepOf(e) === 'wakeEngine')).toHaveLength(1);
   });
 });

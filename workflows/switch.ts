@@ -19,7 +19,7 @@ import {
   TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { Probe, ProbeAnswer } from '../engines/engine.js';
+import type { ProbeAnswer } from '../engines/engine.js';
 import { releasedLine } from '../engines/rules.js';
 import type { HostActivities, WakeAfter } from '../activities/hostActivities.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../api/hostFailures.js';
@@ -40,7 +40,7 @@ import type {
 import { everyGateway, HEARTBEAT_TIMEOUT_MS, RETRY } from './everyGateway.js';
 import { holdings } from './ledger.js';
 import { switchSummary } from './switchSummary.js';
-import { compareAnswers, probeFor } from './wakeCheck.js';
+import { compareAnswers, probeFor, wakeQuestion } from './wakeCheck.js';
 
 type VictimResult = SwitchResult['victims'][number];
 interface VictimOutcome {
@@ -468,27 +468,26 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
 
   /**
    * A wake and its check, one step on the host within the wake window. True when the answer differs
-   * from the first one. Only vLLM and SGLang are checked (TensorFold never parks); an instance with
-   * no first answer for its generation has nothing to compare. Given `after`, the host begins it once
+   * from the first one (`wakeQuestion`). The host wakes an engine once per switch: a scheduler that
+   * began the wake as it started the switch left this step to join it. Given `after`, the host begins it once
    * the switch's victims gave their memory back, and bounds it by the wake window from then; one that
    * kept its memory (its engine still ran requests) leaves the target asleep, and the switch does not
    * bring it up (`engineNotDrained`). Cancelled, it is waited for: a wake must not outlive the switch.
    */
   async function wakeAndCheck(t: SwitchTarget, first: WakeReference | null, after?: WakeAfter): Promise<boolean> {
-    const checked = t.spec.engine === 'vllm' || t.spec.engine === 'sglang';
-    const reference = first?.generation === t.instance.generation ? first : null;
-    if (checked && !reference)
+    const { reference, probe, unchecked } = wakeQuestion(t, first);
+    if (unchecked)
       log.warn('no first answer for this generation; the wake is not checked', {
         switchId,
         deploymentId: t.instance.deploymentId,
       });
-    const probe = checked && reference ? (reference.probe as Probe) : undefined;
     const began = Date.now();
     const step = after
       ? // The victims' parks and, if one fails, its stop, each within the start bound, then the window.
         host(2 * timeouts.startMs + timeouts.wakeWindowMs, ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
       : host(timeouts.wakeWindowMs);
     const woke = await step.wakeEngine({
+      switchId,
       key: t.instance,
       tier: t.tier! /* checked at the start */,
       probe,

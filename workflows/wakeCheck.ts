@@ -6,6 +6,7 @@
 import type { Probe, ProbeAnswer } from '../engines/engine.js';
 import { DECISION_PROBABILITY_TOLERANCE } from '../domain/limits.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+import type { SwitchTarget, WakeReference } from '../api/lifecycle.js';
 
 /** Asked greedily (temperature 0), so intact weights give the same text every time. */
 export const WAKE_CHECK_PROMPT = 'Count from one to ten in words, separated by commas:';
@@ -16,6 +17,20 @@ export const WAKE_CHECK_MAX_TOKENS = 16;
 export function probeFor(spec: DeploymentSpec): Probe {
   if (spec.decision) return { kind: 'decision', prompt: spec.decision.prompt, options: [...spec.decision.options] };
   return { kind: 'prompt', prompt: WAKE_CHECK_PROMPT, maxTokens: WAKE_CHECK_MAX_TOKENS };
+}
+
+/**
+ * What a wake of `t` is checked against: its first answer, when that is its generation's. Only vLLM
+ * and SGLang are checked (TensorFold never parks). `unchecked`: it should be, and has no first answer.
+ * The switch and the scheduler's early wake ask the same question of the same wake.
+ */
+export function wakeQuestion(
+  t: SwitchTarget,
+  first: WakeReference | null,
+): { reference: WakeReference | null; probe?: Probe; unchecked: boolean } {
+  const checked = t.spec.engine === 'vllm' || t.spec.engine === 'sglang';
+  const reference = checked && first?.generation === t.instance.generation ? first : null;
+  return { reference, ...(reference ? { probe: reference.probe as Probe } : {}), unchecked: checked && !reference };
 }
 
 /**

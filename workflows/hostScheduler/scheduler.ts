@@ -8,6 +8,8 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  patched,
+  proxyActivities,
   proxyLocalActivities,
   startChild,
   uuid4,
@@ -17,6 +19,7 @@ import { apiErrors } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { LaunchMemory } from '../../engines/memoryBound.js';
 import type { GatewaySteps } from '../../activities/gatewaySteps.js';
+import type { HostActivities } from '../../activities/hostActivities.js';
 import type { DemandReading, StoreActivities } from '../../activities/storeActivities.js';
 import type {
   CommandReceipt,
@@ -32,7 +35,8 @@ import type {
   VictimPlan,
   WakeReference,
 } from '../../api/lifecycle.js';
-import { serverStepOptions, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../definitions.js';
+import { serverStepOptions, taskQueues, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../definitions.js';
+import { HEARTBEAT_TIMEOUT_MS } from '../everyGateway.js';
 import {
   type Checkpoint,
   gpuNeed,
@@ -47,6 +51,7 @@ import {
 import { refusal } from '../refusal.js';
 import { switchWorkflow } from '../switch.js';
 import { switchSummary } from '../switchSummary.js';
+import { wakeQuestion } from '../wakeCheck.js';
 import { runCommand } from './commands.js';
 import { hasWaiting, serveDemands, withDemand, withoutDemandsOf } from './demands.js';
 import { IdleTimers } from './idleTimers.js';
@@ -55,6 +60,8 @@ import { type Command, Job } from './jobs.js';
 import type { hostScheduler } from './workflow.js';
 
 const DEFAULT_MAX_HISTORY_EVENTS = 10_000;
+/** The `patched()` name of a wake begun with its switch (`wakeAhead`); older histories left it to the switch. */
+const WAKE_AHEAD = 'wake-ahead-of-switch';
 
 /** A deployment whose checkpoint is measured: the only kind the scheduler places or releases. */
 export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
@@ -283,6 +290,8 @@ export class HostScheduler {
     };
     this.runningSwitchId = switchInput.switchId;
     try {
+      if (target?.action === 'wake' && victims.length === 0 && opts.wakeReference !== undefined && patched(WAKE_AHEAD))
+        this.wakeAhead(switchInput, target, opts.wakeReference);
       const child = await startChild(switchWorkflow, {
         workflowId: workflowIds.switch(switchInput.switchId),
         taskQueue: this.serverTaskQueue,
@@ -298,6 +307,26 @@ export class HostScheduler {
     } finally {
       this.runningSwitchId = null;
     }
+  }
+
+  /**
+   * Begins `target`'s wake on the host in the workflow task that starts its switch, when no victim
+   * has to give memory back first: the engine wakes while Temporal starts the switch's workflow, and
+   * the switch's own wake step joins this one (activities/switchWakes.ts) and reports it. Its result
+   * and any failure are the switch's to report; here they are dropped.
+   */
+  private wakeAhead(input: SwitchInput, target: SwitchTarget, first: WakeReference | null): void {
+    const host = proxyActivities<Pick<HostActivities, 'wakeEngine'>>({
+      taskQueue: taskQueues.host(this.hostId),
+      scheduleToCloseTimeout: input.timeouts.wakeWindowMs,
+      heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
+      retry: { maximumAttempts: 1 },
+      summary: `the wake of switch ${input.switchId}, begun as it starts`,
+    });
+    const { probe } = wakeQuestion(target, first);
+    void host
+      .wakeEngine({ switchId: input.switchId, key: target.instance, tier: target.tier!, probe })
+      .catch(() => undefined);
   }
 
   /**
