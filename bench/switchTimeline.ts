@@ -11,7 +11,9 @@ import { workflowIds } from '../workflows/definitions.js';
 export const TIMELINE = [
   'request sent',
   'demand signal recorded by the scheduler',
+  'wake begun with the switch (no victim; newer switches only)',
   'switch workflow started (scheduler decided)',
+  'wake begun with the switch picked up by the host',
   "switch's first workflow task picked up",
   'window step scheduled',
   'window closed',
@@ -20,6 +22,7 @@ export const TIMELINE = [
   'park scheduled (release begun, parking row written; the wake too in newer switches)',
   'park done (the engine finished its requests, then parked)',
   'wake scheduled (parked and waking rows written; older switches only)',
+  'wake begun with the switch done (its completion in the scheduler)',
   'wake and check done',
   'waiters released (local steps)',
   'first byte to the client',
@@ -50,6 +53,30 @@ export async function switchTimeline(
     (e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'demand' && eventMs(e) >= m.sentAtMs - 5,
   );
   if (demand) points['demand signal recorded by the scheduler'] = eventMs(demand);
+  // A wake with no victim is scheduled by the scheduler, in the task that starts the switch.
+  const started = (scheduler.events ?? []).find(
+    (e) => e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId === workflowIds.switch(m.switchId),
+  );
+  const taskOf = (e: (typeof events)[number]) =>
+    String(
+      (e.startChildWorkflowExecutionInitiatedEventAttributes ?? e.activityTaskScheduledEventAttributes)
+        ?.workflowTaskCompletedEventId,
+    );
+  const wakeAhead = (scheduler.events ?? []).find(
+    (e) =>
+      e.activityTaskScheduledEventAttributes?.activityType?.name === 'wakeEngine' &&
+      started &&
+      taskOf(e) === taskOf(started),
+  );
+  if (wakeAhead) {
+    points['wake begun with the switch (no victim; newer switches only)'] = eventMs(wakeAhead);
+    const ofIt = (e: (typeof events)[number]) =>
+      (e.activityTaskStartedEventAttributes ?? e.activityTaskCompletedEventAttributes)?.scheduledEventId?.toString() ===
+      String(wakeAhead.eventId);
+    const [picked, done] = (scheduler.events ?? []).filter(ofIt);
+    if (picked) points['wake begun with the switch picked up by the host'] = eventMs(picked);
+    if (done) points['wake begun with the switch done (its completion in the scheduler)'] = eventMs(done);
+  }
   points['switch workflow started (scheduler decided)'] = eventMs(events[0]!);
   const firstTask = events.find((e) => e.workflowTaskStartedEventAttributes);
   if (firstTask) points["switch's first workflow task picked up"] = eventMs(firstTask);
