@@ -1,7 +1,9 @@
 /**
  * Recovery (issue 18, "Faults, bad input and load"): a server killed outright (SIGKILL) in the middle
- * of a switch, its host agent a separate process that lives on; and a host agent that registers anew
- * while a switch brings its target up. Once recovered, every model is served for its next request.
+ * of a switch, its host agent a separate process that lives on; a server or a host agent killed
+ * while a parked model wakes with no victim, the wake begun by the scheduler (issue 14); and a host
+ * agent that registers anew while a switch brings its target up. Once recovered, every model is
+ * served for its next request.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
@@ -52,9 +54,9 @@ const occupy = (port: number) =>
     server.listen(port, '127.0.0.1', () => resolve(server));
   });
 
-describe('a server killed (SIGKILL) while a switch parks its victim and brings its target up', () => {
+describe('a server or a host agent killed (SIGKILL) in the middle of a switch', () => {
   let cluster: Cluster;
-  /** The phase each case kills the server in lasts 3 s: long enough to be seen and hit. */
+  /** The phase each case kills a process in lasts 3 s: long enough to be seen and hit. */
   const SLOW_MS = '3000';
 
   beforeAll(async () => {
@@ -128,79 +130,78 @@ describe('a server killed (SIGKILL) while a switch parks its victim and brings i
       }
     },
   );
-});
 
-describe('a server or a host agent killed (SIGKILL) while a parked model wakes alone, its wake begun with its switch', () => {
-  let cluster: Cluster;
+  describe('while a parked model wakes alone, its wake begun with its switch', () => {
+    let lonerId: string;
 
-  beforeAll(async () => {
-    cluster = await Cluster.start({ hosts: [{ gpuMemory: '8GiB' }] });
-    await cluster.deploy(simDeployment('loner', 'vllm', ['--sim-wake-ms', '3000']));
-  }, 120_000);
+    beforeAll(async () => {
+      lonerId = (await cluster.deploy(simDeployment('loner', 'vllm', ['--sim-wake-ms', SLOW_MS]))).deployment_id;
+    }, 60_000);
 
-  afterAll(async () => {
-    await cluster?.close();
+    /**
+     * Loner served (it takes the GPU from whichever model holds it), then parked by an operator, so
+     * that it wakes with no victim; then three requests wait for its wake, which is under way. Each
+     * comes to its reply, or to the error that cut it.
+     */
+    async function wakeAlone(): Promise<Array<Promise<ApiReply | Error>>> {
+      expect((await cluster.chat('loner')).status).toBe(200);
+      expect((await cluster.capyctl(['park', 'deployment', 'loner'])).code).toBe(0);
+      await becomes('loner', 'parked');
+      const waiters = Array.from({ length: 3 }, () => cluster.chat('loner').catch((e: Error) => e));
+      await becomes('loner', 'waking');
+      return waiters;
+    }
+
+    it(
+      'finishes the wake on the restarted server, killed as it woke: the next request is served',
+      { timeout: 150_000 },
+      async () => {
+        const waiters = await wakeAlone();
+        await cluster.server.stop('SIGKILL');
+        // Its requests died with it.
+        for (const waiter of await Promise.all(waiters)) expect(waiter).toBeInstanceOf(Error);
+        await cluster.startServer();
+        await becomes('loner', 'ready');
+        expect((await cluster.chat('loner')).status).toBe(200);
+      },
+    );
+
+    it(
+      'answers its waiters with a retryable wake error and serves its next request: the wake the scheduler began with the switch died with the agent',
+      { timeout: 150_000 },
+      async () => {
+        const [host] = cluster.hosts as [ClusterHost];
+        const waiters = await wakeAlone();
+        await host.process.stop('SIGKILL');
+        host.process = cluster.startAgent(host.file);
+        await host.process.awaitOutput(`${host.hostId} to register again`, /"msg":"host (registered)"/);
+
+        // The engine stopped with its agent: the switch's wake step, joined to the scheduler's, fails on
+        // the new agent, and the switch stops the model.
+        for (const reply of await Promise.all(waiters))
+          expect(reply).toMatchObject({ status: 503, body: { code: 'wake_uncertain', retryable: true } });
+        const connection = await Connection.connect({ address: cluster.services.temporalAddress });
+        try {
+          const scheduler = await new Client({ connection }).workflow
+            .getHandle(workflowIds.hostScheduler(host.hostId))
+            .fetchHistory();
+          // One early wake of loner for each of its two wakes, the server's kill's and this one.
+          const wakesOfLoner = scheduler.events!.filter(
+            (e) =>
+              stepOf(e) === 'wakeEngine' &&
+              JSON.parse(Buffer.from(e.activityTaskScheduledEventAttributes!.input!.payloads![0]!.data!).toString()).key
+                .deploymentId === lonerId,
+          );
+          expect(wakesOfLoner).toHaveLength(2);
+        } finally {
+          await connection.close();
+        }
+        expect((await cluster.chat('loner')).status).toBe(200);
+        expect(await stateOf('loner')).toBe('ready');
+        expect(await gpuUsed(host)).toBe(SIM_MODEL_BYTES);
+      },
+    );
   });
-
-  const stateOf = async () => (await cluster.status('loner')).state as string;
-  const becomes = (state: string) =>
-    until(`loner ${state}`, async () => ((await stateOf()) === state ? true : undefined), 60_000);
-  /**
-   * Loner served, then parked by an operator; then three requests wait for its wake, which is under
-   * way. Each comes to its reply, or to the error that cut it.
-   */
-  async function wakeAlone(): Promise<Array<Promise<ApiReply | Error>>> {
-    expect((await cluster.chat('loner')).status).toBe(200);
-    expect((await cluster.capyctl(['park', 'deployment', 'loner'])).code).toBe(0);
-    await becomes('parked');
-    const waiters = Array.from({ length: 3 }, () => cluster.chat('loner').catch((e: Error) => e));
-    await becomes('waking');
-    return waiters;
-  }
-
-  it(
-    'finishes the wake on the restarted server, killed as it woke: the next request is served',
-    { timeout: 150_000 },
-    async () => {
-      const waiters = await wakeAlone();
-      await cluster.server.stop('SIGKILL');
-      // Its requests died with it.
-      for (const waiter of await Promise.all(waiters)) expect(waiter).toBeInstanceOf(Error);
-      await cluster.startServer();
-      await becomes('ready');
-      expect((await cluster.chat('loner')).status).toBe(200);
-    },
-  );
-
-  it(
-    'answers its waiters with a retryable wake error and serves its next request: the wake the scheduler began with the switch died with the agent',
-    { timeout: 150_000 },
-    async () => {
-      const [host] = cluster.hosts as [ClusterHost];
-      const waiters = await wakeAlone();
-      await host.process.stop('SIGKILL');
-      host.process = cluster.startAgent(host.file);
-      await host.process.awaitOutput(`${host.hostId} to register again`, /"msg":"host (registered)"/);
-
-      // The engine stopped with its agent: the switch's wake step, joined to the scheduler's, fails on
-      // the new agent, and the switch stops the model.
-      for (const reply of await Promise.all(waiters))
-        expect(reply).toMatchObject({ status: 503, body: { code: 'wake_uncertain', retryable: true } });
-      const connection = await Connection.connect({ address: cluster.services.temporalAddress });
-      try {
-        const scheduler = await new Client({ connection }).workflow
-          .getHandle(workflowIds.hostScheduler(host.hostId))
-          .fetchHistory();
-        // One early wake for each of the two wakes, the server's kill's and this one.
-        expect(scheduler.events!.filter((e) => stepOf(e) === 'wakeEngine')).toHaveLength(2);
-      } finally {
-        await connection.close();
-      }
-      expect((await cluster.chat('loner')).status).toBe(200);
-      expect(await stateOf()).toBe('ready');
-      expect(await gpuUsed(host)).toBe(SIM_MODEL_BYTES);
-    },
-  );
 });
 
 describe('a host agent that registers anew while a switch brings its target up', () => {

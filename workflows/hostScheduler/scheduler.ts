@@ -290,7 +290,7 @@ export class HostScheduler {
     };
     this.runningSwitchId = switchInput.switchId;
     try {
-      if (target?.action === 'wake' && victims.length === 0 && opts.wakeReference !== undefined && patched(WAKE_AHEAD))
+      if (target?.action === 'wake' && victims.length === 0 && opts.wakeReference !== undefined)
         this.wakeAhead(switchInput, target, opts.wakeReference);
       const child = await startChild(switchWorkflow, {
         workflowId: workflowIds.switch(switchInput.switchId),
@@ -316,6 +316,9 @@ export class HostScheduler {
    * and any failure are the switch's to report; here they are dropped.
    */
   private wakeAhead(input: SwitchInput, target: SwitchTarget, first: WakeReference | null): void {
+    const { tier } = target;
+    // A wake without its tier is the switch's to refuse.
+    if (tier === null || !patched(WAKE_AHEAD)) return;
     const host = proxyActivities<Pick<HostActivities, 'wakeEngine'>>({
       taskQueue: taskQueues.host(this.hostId),
       scheduleToCloseTimeout: input.timeouts.wakeWindowMs,
@@ -325,7 +328,7 @@ export class HostScheduler {
     });
     const { probe } = wakeQuestion(target, first);
     void host
-      .wakeEngine({ switchId: input.switchId, key: target.instance, tier: target.tier!, probe })
+      .wakeEngine({ switchId: input.switchId, key: target.instance, tier, probe })
       .catch(() => undefined);
   }
 
