@@ -327,9 +327,7 @@ export class HostScheduler {
       summary: `the wake of switch ${input.switchId}, begun as it starts`,
     });
     const { probe } = wakeQuestion(target, first);
-    void host
-      .wakeEngine({ switchId: input.switchId, key: target.instance, tier, probe })
-      .catch(() => undefined);
+    void host.wakeEngine({ switchId: input.switchId, key: target.instance, tier, probe }).catch(() => undefined);
   }
 
   /**
