@@ -60,6 +60,8 @@ export interface SimState {
   draft_lost: boolean;
   /** Times it came back to ready from a park (SGLang's two resumes of one wake count once). */
   wakes: number;
+  /** Wake requests received, those that found nothing to take back included: a host that asks twice shows here. */
+  wake_requests: number;
   faults: Faults;
 }
 
@@ -93,6 +95,7 @@ export class SimEngine {
   /** SGLang's pause_generation. */
   paused = false;
   private wakes = 0;
+  private wakeRequests = 0;
   /** Changes the answers; empty while the weights are the ones loaded at start. */
   answerSalt = '';
   private control: Promise<unknown> = Promise.resolve();
@@ -170,6 +173,7 @@ export class SimEngine {
    * says so. The wake_hangs fault never answers.
    */
   wake(parts: MemoryParts): Promise<WakeOutcome> {
+    this.wakeRequests++;
     return this.exclusive(async () => {
       if (this.faults.wake_hangs) {
         if (!this.memory.resident) this.state = 'waking';
@@ -224,6 +228,7 @@ export class SimEngine {
       violations: [...this.violations],
       draft_lost: this.draftLost,
       wakes: this.wakes,
+      wake_requests: this.wakeRequests,
       faults: { ...this.faults, missing_routes: [...this.faults.missing_routes] },
     };
   }

@@ -24,16 +24,19 @@ describe('a thousand concurrent requests for a parked model', () => {
       hostYaml: `resource_policy: { queue: { max_pending_per_deployment: ${REQUESTS}, max_pending_total: ${REQUESTS} } }`,
       settings: { admissionWindowMs: 1 },
     });
-    model = await s.deployMeasured('storm');
+    // A wake long enough that the switch's own wake step reaches the host while the early one runs.
+    model = await s.deployMeasured('storm', '', ['--sim-wake-ms', '1500']);
     await s.command('start', { deploymentId: model, evict: false });
     await s.command('park', { deploymentId: model });
     await s.until(model, 'parked');
   });
   afterAll(() => s?.close());
 
+  /** The engine's wakes, and the wake requests it received (a second ask of the same wake would show). */
   const wakesSoFar = async () => {
     const res = await request(`${s.lc.host.engineUrl({ deploymentId: model, instanceIndex: 0 })}/sim/state`);
-    return ((await res.body.json()) as SimState).wakes;
+    const { wakes, wake_requests } = (await res.body.json()) as SimState;
+    return { wakes, wake_requests };
   };
 
   it('are all served by one wake, begun on the host as the switch starts', { timeout: 120_000 }, async () => {
@@ -55,7 +58,7 @@ describe('a thousand concurrent requests for a parked model', () => {
     // Every switch that ever targeted it: the first start, and this one wake.
     expect(await listSwitchReceipts(s.lc.db, { targetDeploymentId: model })).toHaveLength(2);
     expect((await s.settledLedger()).entries.find((e) => e.deploymentId === model)).toMatchObject({ state: 'ready' });
-    expect(await wakesSoFar()).toBe(wakesBefore + 1);
+    expect(await wakesSoFar()).toEqual({ wakes: wakesBefore.wakes + 1, wake_requests: wakesBefore.wake_requests + 1 });
 
     // The scheduler scheduled the wake in the workflow task that started the switch; the switch's own
     // wake step, in its history as ever, joined it.
