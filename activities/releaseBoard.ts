@@ -9,6 +9,7 @@
  * switch's own compensation (stop the victim, which says released) still reaches the waiting wake.
  */
 import type { InstanceKey } from './supervisor.js';
+import { untilAborted } from './untilAborted.js';
 
 export type VictimRelease = 'released' | 'kept';
 
@@ -37,9 +38,7 @@ export class ReleaseBoard {
   /** Released once every one of `victims` released for `switchId`; kept as soon as one keeps its memory. */
   heard(switchId: string, victims: readonly InstanceKey[], signal: AbortSignal): Promise<VictimRelease> {
     const words = victims.map((v) => this.wordOf(switchId, v).heard);
-    return new Promise((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
-      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+    const all = new Promise<VictimRelease>((resolve) => {
       let left = words.length;
       if (left === 0) resolve('released');
       for (const word of words)
@@ -48,6 +47,7 @@ export class ReleaseBoard {
           else if (--left === 0) resolve('released');
         });
     });
+    return untilAborted(all, signal);
   }
 
   private wordOf(switchId: string, victim: InstanceKey): Word {

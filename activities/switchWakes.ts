@@ -11,6 +11,7 @@
  * then try themselves.
  */
 import type { WakeResult } from './hostActivities.js';
+import { untilAborted } from './untilAborted.js';
 
 /** Outlives any ask that could still come: Temporal drops an ask past its wake window. */
 const FORGET_AFTER_MS = 30 * 60_000;
@@ -48,14 +49,4 @@ export class SwitchWakes {
     result.catch(() => this.wakes.get(switchId) === own && this.wakes.delete(switchId));
     return result;
   }
-}
-
-/** `result`, or `signal`'s reason once it aborts first. */
-function untilAborted<T>(result: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const abort = () => reject(signal.reason);
-    signal.addEventListener('abort', abort, { once: true });
-    result.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
-  });
 }
