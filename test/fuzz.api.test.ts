@@ -212,14 +212,12 @@ describe('bad input against a real server process', () => {
     );
     await fc.assert(
       fc.asyncProperty(fc.constantFrom('/v1/chat/completions', '/v1/completions'), inference, async (path, body) => {
-        fc.pre(
-          !(
-            'json' in body &&
-            typeof body.json === 'object' &&
-            body.json !== null &&
-            created.has(String((body.json as { model?: unknown }).model))
-          ),
-        );
+        // Only a string names a model; String() would throw on an object such as {toString: ""}.
+        const model =
+          'json' in body && typeof body.json === 'object' && body.json !== null
+            ? (body.json as { model?: unknown }).model
+            : undefined;
+        fc.pre(!(typeof model === 'string' && created.has(model)));
         expectWellFormed(
           `POST ${path} ${JSON.stringify(body).slice(0, 200)}`,
           await send(`${cluster.inferenceUrl}${path}`, 'POST', body, {}),
