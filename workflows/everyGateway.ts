@@ -21,10 +21,8 @@ import {
 } from '@temporalio/workflow';
 import { gatewayFailureTypes } from '../api/gatewayFailures.js';
 import type { DrainOutcome, GatewaySteps, RanOn, WindowThenRelease } from '../activities/gatewaySteps.js';
-import { SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
+import { HEARTBEAT_TIMEOUT_MS, SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
 
-/** Activities that wait heartbeat every second; three missed beats mean the worker is gone. */
-export const HEARTBEAT_TIMEOUT_MS = 5_000;
 /** Room for a gateway step to be scheduled and answer on top of the time it is asked to wait. */
 const GATEWAY_MARGIN_MS = 10_000;
 export const RETRY: ActivityOptions['retry'] = {

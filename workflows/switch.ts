@@ -26,7 +26,7 @@ import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } fro
 import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releasedLines } from '../domain/catalogue.js';
 import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
-import { searchAttributes, serverStepOptions, taskQueues } from './definitions.js';
+import { HEARTBEAT_TIMEOUT_MS, searchAttributes, serverStepOptions, taskQueues } from './definitions.js';
 import type {
   InstanceRef,
   PhaseTiming,
@@ -37,7 +37,7 @@ import type {
   SwitchVictim,
   WakeReference,
 } from '../api/lifecycle.js';
-import { everyGateway, HEARTBEAT_TIMEOUT_MS, RETRY } from './everyGateway.js';
+import { everyGateway, RETRY } from './everyGateway.js';
 import { holdings } from './ledger.js';
 import { switchSummary } from './switchSummary.js';
 import { compareAnswers, probeFor, wakeQuestion } from './wakeCheck.js';

@@ -35,8 +35,13 @@ import type {
   VictimPlan,
   WakeReference,
 } from '../../api/lifecycle.js';
-import { serverStepOptions, taskQueues, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../definitions.js';
-import { HEARTBEAT_TIMEOUT_MS } from '../everyGateway.js';
+import {
+  HEARTBEAT_TIMEOUT_MS,
+  serverStepOptions,
+  taskQueues,
+  WORKFLOW_TASK_TIMEOUT_MS,
+  workflowIds,
+} from '../definitions.js';
 import {
   type Checkpoint,
   gpuNeed,
