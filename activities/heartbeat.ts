@@ -1,7 +1,6 @@
 /** Activities that wait heartbeat: Temporal's cancellation (and a dead worker's detection) rides on it. */
 import { Context } from '@temporalio/activity';
-
-const HEARTBEAT_EVERY_MS = 1_000;
+import { HEARTBEAT_EVERY_MS } from '../api/heartbeat.js';
 
 /** Runs `work` with the activity's cancellation signal, heartbeating every second until it settles. */
 export async function whileHeartbeating<T>(

@@ -147,7 +147,7 @@ function answerFor(engine: SimEngine, g: Generation): Answer {
 }
 
 /** Resolves never; rejects when the request is aborted. */
-function untilAborted(signal: AbortSignal): Promise<never> {
+function hangUntilAborted(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
 }
 
@@ -178,14 +178,14 @@ async function generate(engine: SimEngine, dialect: Dialect, res: ServerResponse
     release = await engine.slots.acquire(signal);
     if (engine.faults.requests_never_finish) {
       if (stream && opening && !stream.isOpen) await stream.write(frame(opening));
-      await untilAborted(signal);
+      await hangUntilAborted(signal);
     }
     if (timings.prefillMs > 0) await sleep(timings.prefillMs, undefined, { signal });
     const a = (answer = answerFor(engine, g));
     if (stream && engine.faults.streams_go_silent) {
       produced = 1;
       await stream.write((opening && !stream.isOpen ? frame(opening) : '') + shapes.tokenFrame(a.tokens[0]!, null));
-      await untilAborted(signal);
+      await hangUntilAborted(signal);
     }
     await paceTokens(a.tokens.length, timings.tokensPerS, signal, async (from, to) => {
       produced = to;

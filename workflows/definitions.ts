@@ -49,12 +49,6 @@ export const WORKFLOW_TASK_TIMEOUT_MS = 3_000;
 export const STICKY_QUEUE_TIMEOUT_MS = 1_000;
 
 /**
- * Activities that wait heartbeat every second (activities/heartbeat.ts): Temporal's cancellation
- * rides on it. Five missed beats mean the worker is gone, and the step is given to another.
- */
-export const HEARTBEAT_TIMEOUT_MS = 5_000;
-
-/**
  * The steps that run in the server's own process and never wait (a store row, a change of the
  * gateway's dispatch) are local activities: they run inside the workflow task, with no round trip
  * through Temporal's task queues, and are recorded as markers. A local activity's retries are the

@@ -21,7 +21,8 @@ import {
 } from '@temporalio/workflow';
 import { gatewayFailureTypes } from '../api/gatewayFailures.js';
 import type { DrainOutcome, GatewaySteps, RanOn, WindowThenRelease } from '../activities/gatewaySteps.js';
-import { HEARTBEAT_TIMEOUT_MS, SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
+import { HEARTBEAT_TIMEOUT_MS } from '../api/heartbeat.js';
+import { SERVER_STEP_TIMEOUT_MS, serverStepOptions } from './definitions.js';
 
 /** Room for a gateway step to be scheduled and answer on top of the time it is asked to wait. */
 const GATEWAY_MARGIN_MS = 10_000;

@@ -26,7 +26,8 @@ import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } fro
 import type { StoreActivities } from '../activities/storeActivities.js';
 import { type ApiError, apiErrors, releasedLines } from '../domain/catalogue.js';
 import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
-import { HEARTBEAT_TIMEOUT_MS, searchAttributes, serverStepOptions, taskQueues } from './definitions.js';
+import { HEARTBEAT_TIMEOUT_MS } from '../api/heartbeat.js';
+import { searchAttributes, serverStepOptions, taskQueues } from './definitions.js';
 import type {
   InstanceRef,
   PhaseTiming,

@@ -35,13 +35,8 @@ import type {
   VictimPlan,
   WakeReference,
 } from '../../api/lifecycle.js';
-import {
-  HEARTBEAT_TIMEOUT_MS,
-  serverStepOptions,
-  taskQueues,
-  WORKFLOW_TASK_TIMEOUT_MS,
-  workflowIds,
-} from '../definitions.js';
+import { HEARTBEAT_TIMEOUT_MS } from '../../api/heartbeat.js';
+import { serverStepOptions, taskQueues, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../definitions.js';
 import {
   type Checkpoint,
   gpuNeed,
