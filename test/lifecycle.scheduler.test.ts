@@ -14,6 +14,7 @@ import { signals, workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
 import { simDeployment } from './support/lifecycle.js';
 import { refusal, released, type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
+import { until } from './support/until.js';
 
 const GiB = 2 ** 30;
 const servedBy = (answers: Answer[]) => answers.map((a) => (a.kind === 'served' ? a.deploymentId : a.error.code));
@@ -229,6 +230,28 @@ describe('the host scheduler', () => {
       await sleep(1_000);
       expect((await s.entry(x))?.state).toBe('stopped');
     });
+  });
+
+  it("refuses a cancel from the Web UI, keeping its ledger, and serves on: it alone knows what the host's GPUs hold", async () => {
+    const handle = s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId));
+    const ledger = await s.settledLedger();
+    await handle.cancel();
+    // The cancel is in its history, and a workflow task after it has run.
+    await until('a workflow task after the cancel', async () => {
+      const events = (await handle.fetchHistory()).events ?? [];
+      const cancelled = events.findIndex((e) => e.workflowExecutionCancelRequestedEventAttributes);
+      return cancelled >= 0 && events.slice(cancelled).some((e) => e.workflowTaskCompletedEventAttributes)
+        ? true
+        : undefined;
+    });
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    expect(await s.ledger()).toEqual(ledger);
+    expect((await s.entry(ids['chat-b']!))?.state).toBe('parked');
+    // Woken by the scheduler that knew it parked: the same generation, not a new start.
+    const { generation } = (await s.entry(ids['chat-b']!))!.instance;
+    expect(servedBy([await s.lc.gateway.request(ids['chat-b']!)])).toEqual([ids['chat-b']]);
+    await s.until(ids['chat-b']!, 'ready');
+    expect((await s.entry(ids['chat-b']!))!.instance.generation).toBe(generation);
   });
 
   it('drains the host: every instance stops, each with its receipt', async () => {

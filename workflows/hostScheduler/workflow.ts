@@ -6,8 +6,12 @@
  * large, carrying its ledger and the demands it still holds as plain objects.
  *
  * This function wires Temporal's messages to the scheduler (scheduler.ts), which owns the state.
+ *
+ * A cancel (the Web UI's "Request Cancellation") is refused: the scheduler alone knows what the
+ * host's GPUs hold, and the next demand would start one that knows nothing, and load models over
+ * the ones still running. Its switches run to their end; a switch is cancelled on its own.
  */
-import { setHandler } from '@temporalio/workflow';
+import { CancellationScope, log, setHandler } from '@temporalio/workflow';
 import { queries, signals, updates } from '../definitions.js';
 import type { HostSchedulerInput } from './input.js';
 import { HostScheduler } from './scheduler.js';
@@ -31,5 +35,10 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   setHandler(updates.delete, ({ deploymentId }) => scheduler.firstReceipt({ kind: 'delete', deploymentId }));
   setHandler(updates.drainHost, () => scheduler.submit({ kind: 'drainHost' }));
   setHandler(queries.ledger, () => scheduler.ledgerNow());
-  return scheduler.run();
+  CancellationScope.current().cancelRequested.catch(() =>
+    log.warn('the host scheduler refuses to be cancelled: it alone knows what the GPUs hold', {
+      hostId: input.hostId,
+    }),
+  );
+  return CancellationScope.nonCancellable(() => scheduler.run());
 }
