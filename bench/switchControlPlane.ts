@@ -16,9 +16,9 @@
  * then asked, the same number of times.
  *
  * Each block prints where a request's time goes, span by span (bench/switchTimeline.ts), for the
- * switching requests and for the parked model's. `--before
- * REF` runs the same benchmark from that commit first (its own output, as it printed it), `--burn`
- * repeats everything with one core kept busy by another process.
+ * switching requests and for the parked model's, and how busy the machine was meanwhile
+ * (bench/cpuSteal.ts). `--before REF` runs the same benchmark from that commit first (its own
+ * output, as it printed it), `--burn` repeats everything with one core kept busy by another process.
  *
  * Run with `npx tsx bench/switchControlPlane.ts [--before REF] [--burn]` (it starts its own Temporal
  * dev server and uses the machine's Postgres, as the tests do).
@@ -31,6 +31,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { adapters } from '../activities/engines/index.js';
 import { outputAt } from './beforeCheckout.js';
+import { watchCpu } from './cpuSteal.js';
 import { startDevServer } from '../standalone/temporalDevServer.js';
 import { freePort } from '../processes/freePort.js';
 import { loadSettings } from '../settings/load.js';
@@ -219,11 +220,14 @@ async function main() {
     const busy = loaded ? burner() : undefined;
     const load = loaded ? ' (one core kept busy by a burner)' : '';
     try {
-      if (before)
-        console.log(
-          `\nbefore (${before})${load}:\n${outputAt(before, 'bench/switchControlPlane.ts').replace(/^/gm, '  ')}`,
-        );
+      if (before) {
+        const machine = watchCpu();
+        const output = outputAt(before, 'bench/switchControlPlane.ts');
+        console.log(`\nbefore (${before})${load}:\n${output.replace(/^/gm, '  ')}\n  ${machine()}`);
+      }
+      const machine = watchCpu();
       report(`after (this checkout)${load}`, await switches(), simulator, own.wake + own.probe);
+      console.log(`  ${machine()}`);
     } finally {
       busy?.kill();
     }
