@@ -64,6 +64,6 @@ const { before } = parseArgs({ options: { before: { type: 'string' } } }).values
 if (before) console.log(`before (${before}):\n${outputAt(before, 'bench/recoveryAfterKill.ts').replace(/^/gm, '  ')}`);
 const times = await measure();
 console.log(
-  `restart → first answer (a switch), median of ${ROUNDS}: stopped cleanly ${median(times.SIGTERM)} ms, killed ${median(times.SIGKILL)} ms (${median(times.SIGKILL) - median(times.SIGTERM)} ms more)`,
+  `restart → first answer (a switch), median of ${ROUNDS}: stopped cleanly ${median(times.SIGTERM)} ms, killed ${median(times.SIGKILL)} ms (killed less clean: ${median(times.SIGKILL) - median(times.SIGTERM)} ms)`,
 );
 console.log(`  each: SIGTERM ${times.SIGTERM.join(', ')}; SIGKILL ${times.SIGKILL.join(', ')}`);
