@@ -45,6 +45,20 @@ async function streams(bench: ServerBench, d: Deployment, count: number, maxToke
   return open;
 }
 
+/**
+ * Hangs up `open` and waits for them to leave the gateway's count and `d`'s engine: the next test's
+ * switch finds nothing to drain.
+ */
+async function hangUp(bench: ServerBench, d: Deployment, open: readonly OpenStream[]) {
+  for (const s of open) s.end();
+  await until('the hung-up requests to leave', async () =>
+    (await bench.load(`?deployment=${d.id}`)).deployments[0]!.router.in_flight === 0 &&
+    (await bench.engine(d)).running === 0
+      ? true
+      : undefined,
+  );
+}
+
 describe('errors while waiting', () => {
   let bench: ServerBench;
   let a: Deployment;
@@ -176,7 +190,7 @@ describe('errors while waiting', () => {
     expectRefusal(reply, 429, 'queue_full', `deployment ${a.id} stayed at its in-flight bound for the queue deadline`);
     expect(ms).toBeGreaterThanOrEqual(REQUEST_DEADLINE_MS);
     expect(ms).toBeLessThan(REQUEST_DEADLINE_MS + 1_500);
-    for (const s of running) s.end();
+    await hangUp(bench, a, running);
   });
 
   it('409 deployment_inactive for an explicit model that is not running, with nothing queued or started', async () => {
@@ -293,7 +307,7 @@ describe('no waiting: max_pending_per_deployment 0', () => {
       `deployment ${a.id} is at its in-flight bound and lets no request wait; retry shortly`,
     );
     expect(ms).toBeLessThan(500);
-    for (const s of running) s.end();
+    await hangUp(bench, a, running);
   });
 
   it('409 deployment_stopped for a model an operator stopped, with nothing queued or started', async () => {
