@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { freePort } from '../processes/freePort.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import {
+  type EngineStage,
   type EngineSupervisor,
   type InstanceKey,
   type InstanceSlot,
@@ -89,6 +90,17 @@ export interface WakeResult {
   checkMs: number;
   wakeMs?: number;
   victimsKept?: true;
+}
+
+/** An engine alive on the host, as `listEngines` reports it. */
+export interface RunningEngine {
+  instance: InstanceKey;
+  stage: EngineStage;
+  gpuIndex: number;
+  /** Parked: the tier it parked at; otherwise the tier it was launched to park at. */
+  tier: ParkTier | null;
+  /** The GPU memory the ledger reserved for it at launch: its weights and KV budget. */
+  reservedBytes: number;
 }
 
 export interface LaunchResult {
@@ -308,6 +320,7 @@ export function createHostActivities(deps: HostActivityDeps) {
         engine.adapter.park(engine.endpoint, input.tier, { signal, warn: warnFor(input.key) }),
       ).catch(asFailure);
       engine.stage = 'parked';
+      engine.parkedTier = input.tier;
       said('released');
     },
 
@@ -348,6 +361,23 @@ export function createHostActivities(deps: HostActivityDeps) {
           hostFailureTypes.wakeWindowOver,
         );
       }
+    },
+
+    /**
+     * The engines alive here: a scheduler that starts without a ledger learns from it what the GPUs
+     * hold (engines end with their agent, so nothing else holds them).
+     */
+    async listEngines(): Promise<RunningEngine[]> {
+      return deps.supervisor
+        .list()
+        .filter((e) => e.exit === undefined)
+        .map((e) => ({
+          instance: e.key,
+          stage: e.stage,
+          gpuIndex: e.gpuIndex,
+          tier: e.stage === 'parked' ? e.parkedTier : e.parkTier,
+          reservedBytes: e.memory.reservedBytes,
+        }));
     },
 
     async stopEngine(input: { key: InstanceKey; switchId?: string }): Promise<void> {

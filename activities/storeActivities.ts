@@ -103,6 +103,11 @@ export function createStoreActivities(db: Db) {
       return host;
     },
 
+    /** Whether any instance row on the host says it holds something (is not stopped). */
+    async instancesHeldOn(input: { hostId: string }): Promise<boolean> {
+      return (await listInstances(db, { hostId: input.hostId })).some((i) => i.observedState !== 'stopped');
+    },
+
     async recordCheckpoint(input: {
       deploymentId: string;
       revision: number;

@@ -53,6 +53,8 @@ export interface LaunchRequest {
 /** A launched engine: what it was launched with, and how it stands now. */
 export interface SupervisedEngine extends LaunchRequest {
   stage: EngineStage;
+  /** The tier its last park put it at (a vLLM chooses at each park); null before its first. */
+  parkedTier: ParkTier | null;
   process: ChildProcess;
   /** Resolves when the process has exited, for whatever reason. */
   exited: Promise<EngineExit>;
@@ -121,6 +123,7 @@ export class EngineSupervisor {
     const engine: SupervisedEngine = {
       ...request,
       stage: 'starting',
+      parkedTier: null,
       process: child,
       exit: undefined,
       exited: new Promise<EngineExit>((resolve) => {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, releasedLines } from '../domain/catalogue.js';
 import { awaitMeasurement, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
 import { gpuUsage } from '../hostAgent/simulatedGpu.js';
+import { listInstances } from '../store/instances.js';
 import { localActivityType } from '../deploy/demo/switchHistory.js';
 import { signals, workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
@@ -232,7 +233,7 @@ describe('the host scheduler', () => {
     });
   });
 
-  it("refuses a cancel from the Web UI, keeping its ledger, and serves on: it alone knows what the host's GPUs hold", async () => {
+  it('refuses a cancel from the Web UI, keeping its ledger, and serves on', async () => {
     const handle = s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId));
     const ledger = await s.settledLedger();
     await handle.cancel();
@@ -252,6 +253,42 @@ describe('the host scheduler', () => {
     expect(servedBy([await s.lc.gateway.request(ids['chat-b']!)])).toEqual([ids['chat-b']]);
     await s.until(ids['chat-b']!, 'ready');
     expect((await s.entry(ids['chat-b']!))!.instance.generation).toBe(generation);
+  });
+
+  it("a run started after the last was terminated (the Web UI's Terminate) takes its ledger from the host agent: a parked model is woken, not started over a running one", async () => {
+    expect(servedBy([await s.lc.gateway.request(ids['chat-a']!)])).toEqual([ids['chat-a']]);
+    const before = await s.settledLedger();
+    const ready = before.entries.find((e) => e.state === 'ready')!;
+    const parked = before.entries.find((e) => e.state === 'parked')!;
+    expect([ready.name, parked.name]).toEqual(['chat-a', 'chat-b']);
+    const handle = s.lc.client.workflow.getHandle(workflowIds.hostScheduler(s.lc.hostId));
+    await handle.terminate('terminated from the Web UI');
+
+    // The request starts a new run, which learns that chat-a holds the GPU and chat-b waits in host RAM.
+    expect(servedBy([await s.lc.gateway.request(ids['chat-b']!)])).toEqual([ids['chat-b']]);
+    const after = await s.settledLedger();
+    const now = (e: (typeof before.entries)[number]) => after.entries.find((x) => x.deploymentId === e.deploymentId);
+    expect(now(parked)).toMatchObject({ state: 'ready', instance: parked.instance });
+    expect(now(ready)).toMatchObject({ state: 'parked', instance: ready.instance });
+    expect(await s.lc.gpuUsedBytes()).toBe(now(parked)!.gpuBytes);
+  });
+
+  it('a run started after the last was terminated stops an engine caught half-way, whose switch ended with that run', async () => {
+    const slow = await s.deployMeasured('chat-slow', '', ['--sim-load-ms', '5000']);
+    // Answered as its switch begins (no --wait): the switch parks chat-b, then launches chat-slow for 5 s.
+    await sendCommand(s.lc.client, s.ref, 'start', { deploymentId: slow, evict: true });
+    const row = async () => (await listInstances(s.lc.db, { deploymentId: slow }))[0]?.observedState;
+    await until('chat-slow to be starting', async () => ((await row()) === 'starting' ? true : undefined));
+    await s.lc.client.workflow
+      .getHandle(workflowIds.hostScheduler(s.lc.hostId))
+      .terminate('terminated from the Web UI');
+
+    // chat-a's request starts a new run: it stops chat-slow, then wakes chat-a.
+    expect(servedBy([await s.lc.gateway.request(ids['chat-a']!)])).toEqual([ids['chat-a']]);
+    expect(await row()).toBe('stopped');
+    const ledger = await s.settledLedger();
+    expect(ledger.entries.find((e) => e.deploymentId === slow)).toBeUndefined();
+    expect(await s.lc.gpuUsedBytes()).toBe((await s.entry(ids['chat-a']!))!.gpuBytes);
   });
 
   it('drains the host: every instance stops, each with its receipt', async () => {

@@ -36,6 +36,7 @@ import type {
   WakeReference,
 } from '../../api/lifecycle.js';
 import { HEARTBEAT_TIMEOUT_MS } from '../../api/heartbeat.js';
+import { adoptEngines } from './adoption.js';
 import { serverStepOptions, taskQueues, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../definitions.js';
 import {
   type Checkpoint,
@@ -538,6 +539,7 @@ export class HostScheduler {
         entries: [],
         runningSwitchId: null,
       };
+      await adoptEngines(this);
     }
     for (;;) {
       const timeout = this.idleTimers.msToNext();

@@ -7,9 +7,9 @@
  *
  * This function wires Temporal's messages to the scheduler (scheduler.ts), which owns the state.
  *
- * A cancel (the Web UI's "Request Cancellation") is refused: the scheduler alone knows what the
- * host's GPUs hold, and the next demand would start one that knows nothing, and load models over
- * the ones still running. Its switches run to their end; a switch is cancelled on its own.
+ * A cancel (the Web UI's "Request Cancellation") is refused: the scheduler alone knows which requests
+ * wait and what each idle timer has counted, and a new run learns only what the GPUs hold, from the
+ * host agent (adoption.ts). Its switches run to their end; a switch is cancelled on its own.
  */
 import { CancellationScope, log, setHandler } from '@temporalio/workflow';
 import { queries, signals, updates } from '../definitions.js';
@@ -36,7 +36,7 @@ export async function hostScheduler(input: HostSchedulerInput): Promise<never> {
   setHandler(updates.drainHost, () => scheduler.submit({ kind: 'drainHost' }));
   setHandler(queries.ledger, () => scheduler.ledgerNow());
   CancellationScope.current().cancelRequested.catch(() =>
-    log.warn('the host scheduler refuses to be cancelled: it alone knows what the GPUs hold', {
+    log.warn('the host scheduler refuses to be cancelled: it alone knows which requests wait', {
       hostId: input.hostId,
     }),
   );

@@ -1,0 +1,88 @@
+/**
+ * A run that starts without a ledger learns what the host's GPUs hold from its host agent: the
+ * host's first run, or one started after the run before was terminated (the Web UI's Terminate),
+ * whose ledger went with it while its engines ran on. Engines end with their agent, so what the
+ * agent lists is all the GPUs hold. A ready or parked engine enters the ledger as it is, holding
+ * what its checkpoint says (while a new revision is measured, what was reserved at its launch, all
+ * counted as weights: never less than it holds). One caught half-way (the switch moving it ended
+ * with the run that started it), or of a deployment deleted meanwhile, is stopped, as a failed
+ * transition's undo stops it, and its row says so. The agent is asked only when the store's rows
+ * say something may run there, and one that does not take the question within a heartbeat timeout
+ * runs nothing.
+ */
+import { ActivityFailure, log, patched, proxyActivities } from '@temporalio/workflow';
+import type { HostActivities, RunningEngine } from '../../activities/hostActivities.js';
+import { HEARTBEAT_TIMEOUT_MS } from '../../api/heartbeat.js';
+import type { DeploymentView, LedgerEntry } from '../../api/lifecycle.js';
+import { taskQueues } from '../definitions.js';
+import { holdings } from '../ledger.js';
+import type { HostScheduler } from './scheduler.js';
+
+/** The `patched()` name of the ledger read from the host agent; older histories started empty. */
+const LEDGER_FROM_HOST = 'ledger-from-host';
+
+/** Adds what the host's engines hold to the scheduler's new, empty ledger. */
+export async function adoptEngines(scheduler: HostScheduler): Promise<void> {
+  if (!patched(LEDGER_FROM_HOST)) return;
+  const { hostId, store, settings } = scheduler;
+  if (!(await store.instancesHeldOn({ hostId }))) return;
+  const host = proxyActivities<Pick<HostActivities, 'listEngines' | 'stopEngine'>>({
+    taskQueue: taskQueues.host(hostId),
+    scheduleToStartTimeout: HEARTBEAT_TIMEOUT_MS,
+    startToCloseTimeout: Math.max(HEARTBEAT_TIMEOUT_MS, settings.startMs),
+    retry: { maximumAttempts: 1 },
+  });
+  const engines = await host.listEngines().catch(asNothing(hostId, 'listEngines', [] as RunningEngine[]));
+  for (const engine of engines) {
+    const deployment = await scheduler
+      .readDeployment(engine.instance.deploymentId)
+      .catch(asNothing(hostId, 'describeDeployment', null));
+    const state = engine.stage === 'ready' || engine.stage === 'parked' ? engine.stage : null;
+    if (state && deployment) {
+      adopt(scheduler, engine, state, deployment);
+      continue;
+    }
+    await host.stopEngine({ key: engine.instance }).catch(asNothing(hostId, 'stopEngine', undefined));
+    const { deploymentId, instanceIndex: index, generation } = engine.instance;
+    await store.saveInstance({
+      deploymentId,
+      index,
+      generation,
+      hostId,
+      observedState: 'stopped',
+      parkTier: null,
+      gpuBytes: 0,
+      hostRamBytes: 0,
+    });
+  }
+}
+
+function adopt(scheduler: HostScheduler, engine: RunningEngine, state: 'ready' | 'parked', deployment: DeploymentView) {
+  const checkpoint = deployment.checkpoint ?? { weightBytes: engine.reservedBytes, kvBytes: 0 };
+  const entry: LedgerEntry = {
+    deploymentId: deployment.id,
+    name: deployment.name,
+    instance: engine.instance,
+    state: 'stopped',
+    tier: null,
+    gpuIndex: engine.gpuIndex,
+    gpuBytes: 0,
+    hostRamBytes: 0,
+  };
+  scheduler.ledger.entries.push(entry);
+  scheduler.setEntry(entry, state, engine.tier, holdings(checkpoint, state, engine.tier));
+  log.info('the host scheduler adopted an engine its host runs', { hostId: scheduler.hostId, ...engine });
+}
+
+/** A step the agent or the store could not take: what it would have found is taken to be nothing. */
+const asNothing =
+  <T>(hostId: string, step: string, nothing: T) =>
+  (e: unknown): T => {
+    if (!(e instanceof ActivityFailure)) throw e;
+    log.warn('the host scheduler found nothing for a step of its ledger from the host', {
+      hostId,
+      step,
+      error: String(e),
+    });
+    return nothing;
+  };
