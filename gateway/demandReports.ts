@@ -8,7 +8,7 @@ import type { Demand } from '../api/lifecycle.js';
  * scheduler's history).
  */
 export function latestInOrder(
-  send: (demand: Demand) => Promise<void>,
+  send: (demand: Demand) => Promise<unknown>,
   onError: (error: unknown, demand: Demand) => void,
 ): (demand: Demand) => void {
   /** For each deployment with a report on its way: the newest report that waits for it, if any. */

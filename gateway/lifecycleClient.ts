@@ -77,9 +77,12 @@ export async function sendCommand<K extends keyof Commands>(
   }
 }
 
-/** Tells the host's scheduler who waits, since when (`waiting` 0: nobody any more). */
-export async function reportDemand(client: Client, ref: SchedulerRef, demand: Demand): Promise<void> {
-  await client.workflow.signalWithStart<typeof hostScheduler, [Demand]>('hostScheduler', {
+/**
+ * Tells the host's scheduler who waits, since when (`waiting` 0: nobody any more); returns the run
+ * it told, which is a new one after the last was terminated or continued as new.
+ */
+export async function reportDemand(client: Client, ref: SchedulerRef, demand: Demand): Promise<string> {
+  const handle = await client.workflow.signalWithStart<typeof hostScheduler, [Demand]>('hostScheduler', {
     workflowId: workflowIds.hostScheduler(ref.hostId),
     taskQueue: ref.serverTaskQueue,
     workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT_MS,
@@ -87,6 +90,7 @@ export async function reportDemand(client: Client, ref: SchedulerRef, demand: De
     signal: signals.demand,
     signalArgs: [demand],
   });
+  return handle.signaledRunId;
 }
 
 /** Signals the host's scheduler if it runs: one not running yet has nothing to be told. */

@@ -219,6 +219,10 @@ export async function startServer({
     settings: schedulerSettings(settings, hostQueues.get(hostId) ?? HOST_QUEUE_DEFAULTS),
   });
 
+  // The scheduler run each host's demands last reached. A new run after a terminate knows nothing
+  // of the old one's demands: every waiting one is reported again (after a continue-as-new, which
+  // carries them, that changes nothing).
+  const schedulerRuns = new Map<string, string>();
   const deliverDemand = latestInOrder(
     async (demand) => {
       const deployment = table.get(demand.deploymentId);
@@ -233,13 +237,16 @@ export async function startServer({
       // Each instance's host hears it: every one that does not serve yet wakes or starts.
       const indexes = instanceIndexes(deployment, hostIds);
       await Promise.all(
-        hostIds.map((hostId) =>
-          reportDemand(client, schedulerRef(hostId), {
+        hostIds.map(async (hostId) => {
+          const runId = await reportDemand(client, schedulerRef(hostId), {
             ...demand,
             serverTaskQueue,
             instanceIndex: indexes.get(hostId),
-          }),
-        ),
+          });
+          const before = schedulerRuns.get(hostId);
+          schedulerRuns.set(hostId, runId);
+          if (before !== undefined && before !== runId) redeliverDemands();
+        }),
       );
     },
     (e, demand) => logger.error({ err: e, ...demand }, 'demand not delivered'),
