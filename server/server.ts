@@ -38,6 +38,7 @@ import { type Instance, listInstances } from '../store/instances.js';
 import { migrate } from '../store/migrate.js';
 import { forgetServer, markServerSeen, SERVER_BEAT_MS, storeId, takeGoneServers } from '../store/servers.js';
 import { signals, STICKY_QUEUE_TIMEOUT_MS, taskQueues, workflowIds } from '../workflows/definitions.js';
+import { instanceRow } from '../workflows/ledger.js';
 import type { Demand, InstanceRef } from '../api/lifecycle.js';
 import type { InstanceState } from '../domain/vocabulary.js';
 import { EngineExits } from './engineExits.js';
@@ -300,16 +301,7 @@ export async function startServer({
     exits.record(hostId, instance);
     // At once, before the row is written (which withdraws it too).
     queue.withdraw(instance);
-    await activities.saveInstance({
-      deploymentId: instance.deploymentId,
-      index: instance.instanceIndex,
-      hostId,
-      generation: instance.generation,
-      observedState: 'stopped',
-      parkTier: null,
-      gpuBytes: 0,
-      hostRamBytes: 0,
-    });
+    await activities.saveInstance(instanceRow(hostId, instance, 'stopped', null, null));
     await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signals.engineExited, instance);
   }
 

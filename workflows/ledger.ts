@@ -6,7 +6,8 @@
 import { parkPlan } from '../engines/rules.js';
 import { type ApiError, apiErrors, type KeptHolder } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier } from '../domain/vocabulary.js';
-import type { Demand, DeploymentView, HostLedger, LedgerEntry, VictimPlan } from '../api/lifecycle.js';
+import type { Demand, DeploymentView, HostLedger, InstanceRef, LedgerEntry, VictimPlan } from '../api/lifecycle.js';
+import type { StoreActivities } from '../activities/storeActivities.js';
 
 /** A measured checkpoint: what a deployment brings to a GPU. */
 export type Checkpoint = NonNullable<DeploymentView['checkpoint']>;
@@ -51,6 +52,18 @@ export function holdings(
   if (holdsGpu.has(state)) return { gpuBytes: gpuNeed(c), hostRamBytes };
   if (state === 'parked') return { gpuBytes: parkedGpuBytes(c, tier), hostRamBytes };
   return { gpuBytes: 0, hostRamBytes: 0 };
+}
+
+/** An instance's row in the store, for `list deployments` and the load endpoint: its state and what it holds. */
+export function instanceRow(
+  hostId: string,
+  instance: InstanceRef,
+  state: InstanceState,
+  tier: ParkTier | null,
+  c: Checkpoint | null,
+): Parameters<StoreActivities['saveInstance']>[0] {
+  const { deploymentId, instanceIndex: index, generation } = instance;
+  return { deploymentId, index, generation, hostId, observedState: state, parkTier: tier, ...holdings(c, state, tier) };
 }
 
 export function gpuFree(ledger: HostLedger, gpuIndex: number): number {

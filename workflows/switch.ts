@@ -39,7 +39,7 @@ import type {
   WakeReference,
 } from '../api/lifecycle.js';
 import { everyGateway, RETRY } from './everyGateway.js';
-import { holdings } from './ledger.js';
+import { instanceRow } from './ledger.js';
 import { switchSummary } from './switchSummary.js';
 import { compareAnswers, probeFor, wakeQuestion } from './wakeCheck.js';
 
@@ -143,11 +143,8 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
     });
   // What each instance holds, for the rows `list deployments` and the load endpoint read, as the
   // scheduler read it: every read here would be on the waiters' clock.
-  const rowOf = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) => {
-    const { gpuBytes, hostRamBytes } = holdings(input.checkpoints[instance.deploymentId] ?? null, state, tier);
-    const { deploymentId, instanceIndex: index, generation } = instance;
-    return { deploymentId, index, generation, hostId, observedState: state, parkTier: tier, gpuBytes, hostRamBytes };
-  };
+  const rowOf = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) =>
+    instanceRow(hostId, instance, state, tier, input.checkpoints[instance.deploymentId] ?? null);
   const saveInstance = (instance: InstanceRef, state: InstanceState, tier: ParkTier | null) =>
     store.saveInstance(rowOf(instance, state, tier));
   /** A victim's row as its release begins: parking, or stopping. */

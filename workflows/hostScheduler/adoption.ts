@@ -13,9 +13,9 @@
 import { ActivityFailure, log, patched, proxyActivities } from '@temporalio/workflow';
 import type { HostActivities, RunningEngine } from '../../activities/hostActivities.js';
 import { HEARTBEAT_TIMEOUT_MS } from '../../api/heartbeat.js';
-import type { DeploymentView, LedgerEntry } from '../../api/lifecycle.js';
+import type { DeploymentView } from '../../api/lifecycle.js';
 import { taskQueues } from '../definitions.js';
-import { holdings } from '../ledger.js';
+import { holdings, instanceRow } from '../ledger.js';
 import type { HostScheduler } from './scheduler.js';
 
 /** The `patched()` name of the ledger read from the host agent; older histories started empty. */
@@ -33,43 +33,25 @@ export async function adoptEngines(scheduler: HostScheduler): Promise<void> {
     retry: { maximumAttempts: 1 },
   });
   const engines = await host.listEngines().catch(asNothing(hostId, 'listEngines', [] as RunningEngine[]));
-  for (const engine of engines) {
-    const deployment = await scheduler
-      .readDeployment(engine.instance.deploymentId)
-      .catch(asNothing(hostId, 'describeDeployment', null));
-    const state = engine.stage === 'ready' || engine.stage === 'parked' ? engine.stage : null;
-    if (state && deployment) {
-      adopt(scheduler, engine, state, deployment);
-      continue;
-    }
-    await host.stopEngine({ key: engine.instance }).catch(asNothing(hostId, 'stopEngine', undefined));
-    const { deploymentId, instanceIndex: index, generation } = engine.instance;
-    await store.saveInstance({
-      deploymentId,
-      index,
-      generation,
-      hostId,
-      observedState: 'stopped',
-      parkTier: null,
-      gpuBytes: 0,
-      hostRamBytes: 0,
-    });
-  }
+  const deployments = await Promise.all(
+    engines.map((e) =>
+      scheduler.readDeployment(e.instance.deploymentId).catch(asNothing(hostId, 'describeDeployment', null)),
+    ),
+  );
+  await Promise.all(
+    engines.map(async (engine, i) => {
+      const deployment = deployments[i]!;
+      const state = engine.stage === 'ready' || engine.stage === 'parked' ? engine.stage : null;
+      if (state && deployment) return adopt(scheduler, engine, state, deployment);
+      await host.stopEngine({ key: engine.instance }).catch(asNothing(hostId, 'stopEngine', undefined));
+      await store.saveInstance(instanceRow(hostId, engine.instance, 'stopped', null, null));
+    }),
+  );
 }
 
 function adopt(scheduler: HostScheduler, engine: RunningEngine, state: 'ready' | 'parked', deployment: DeploymentView) {
   const checkpoint = deployment.checkpoint ?? { weightBytes: engine.reservedBytes, kvBytes: 0 };
-  const entry: LedgerEntry = {
-    deploymentId: deployment.id,
-    name: deployment.name,
-    instance: engine.instance,
-    state: 'stopped',
-    tier: null,
-    gpuIndex: engine.gpuIndex,
-    gpuBytes: 0,
-    hostRamBytes: 0,
-  };
-  scheduler.ledger.entries.push(entry);
+  const entry = scheduler.addEntry(deployment, engine.instance, engine.gpuIndex);
   scheduler.setEntry(entry, state, engine.tier, holdings(checkpoint, state, engine.tier));
   log.info('the host scheduler adopted an engine its host runs', { hostId: scheduler.hostId, ...engine });
 }

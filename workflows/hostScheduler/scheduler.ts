@@ -166,6 +166,22 @@ export class HostScheduler {
     return this.ledger.entries.find((e) => e.deploymentId === deploymentId);
   }
 
+  /** A new entry for `instance` on `gpuIndex`, holding nothing until `setEntry` says what it holds. */
+  addEntry(deployment: Pick<DeploymentView, 'id' | 'name'>, instance: InstanceRef, gpuIndex: number): LedgerEntry {
+    const entry: LedgerEntry = {
+      deploymentId: deployment.id,
+      name: deployment.name,
+      instance,
+      state: 'stopped',
+      tier: null,
+      gpuIndex,
+      gpuBytes: 0,
+      hostRamBytes: 0,
+    };
+    this.ledger.entries.push(entry);
+    return entry;
+  }
+
   /** Takes `deploymentId` out of the ledger: it was deleted. */
   forget(deploymentId: string): void {
     this.ledger.entries = this.ledger.entries.filter((e) => e.deploymentId !== deploymentId);
@@ -448,16 +464,7 @@ export class HostScheduler {
       memory,
     };
     if (!existing) {
-      this.ledger.entries.push({
-        deploymentId: deployment.id,
-        name: deployment.name,
-        instance: target.instance,
-        state: 'stopped',
-        tier: null,
-        gpuIndex,
-        gpuBytes: 0,
-        hostRamBytes: 0,
-      });
+      this.addEntry(deployment, target.instance, gpuIndex);
     } else if (!wake) {
       existing.gpuIndex = gpuIndex;
     }
