@@ -104,22 +104,32 @@ export const instancesBeyondHosts = (name: string, instances: number, hosts: num
   `deployment ${name}: instances: ${instances} is more than the ${hosts} hosts it may run on (hosts); ` +
   'each instance runs on a host of its own';
 
+/** A document's refusal, and the field `settings check` names for it: the one to change. */
+export interface DocumentRefusal {
+  field: 'instances' | 'residency';
+  error: ApiError;
+}
+
 /**
  * What a deployment document is refused for on its own, at deploy and by `settings check
- * deployment`, before it could be refused a park: a residency that asks for a park (`deep`,
- * `host_backed`) that its engine cannot do (DEEP PARK disabled in `capyctl engine list`) or from
- * which its engine does not wake the model correctly (`parkRefusal`), and `host_backed` for SGLang
- * with speculative decoding; and more `instances` than the `hosts` it names. A deployment that
- * names no residency is not refused here: it stops where its engine cannot park, and is refused a
- * park where it cannot wake.
+ * deployment`, before it could be refused a park: a model its engine does not wake correctly
+ * (`parkRefusal`) unless it declares `residency: restart_only`, whether it names another residency
+ * or none (a deployment parks by default); a residency that asks for a park (`deep`,
+ * `host_backed`) its engine cannot do (DEEP PARK disabled in `capyctl engine list`), and
+ * `host_backed` for SGLang with speculative decoding; and more `instances` than the `hosts` it
+ * names. A deployment left without a residency on an engine that cannot park is not refused: it stops.
  */
-export function documentRefusal(spec: DeploymentSpec): ApiError | null {
-  if (spec.hosts && instanceCount(spec) > spec.hosts.length)
-    return apiErrors.invalidRequest(instancesBeyondHosts(spec.name, instanceCount(spec), spec.hosts.length));
-  if (spec.residency !== 'deep' && spec.residency !== 'host_backed') return null;
-  if (engineTraits[spec.engine].parkTiers.length === 0)
-    return apiErrors.capabilityMissingDeepPark(spec.name, cannotParkReasons.engine(spec.engine));
-  return parkRefusal(spec) ?? hostBackedRefusal(spec, undefined);
+export function documentRefusal(spec: DeploymentSpec): DocumentRefusal | null {
+  if (spec.hosts && instanceCount(spec) > spec.hosts.length) {
+    const error = apiErrors.invalidRequest(instancesBeyondHosts(spec.name, instanceCount(spec), spec.hosts.length));
+    return { field: 'instances', error };
+  }
+  const asksForPark = spec.residency === 'deep' || spec.residency === 'host_backed';
+  const error =
+    asksForPark && engineTraits[spec.engine].parkTiers.length === 0
+      ? apiErrors.capabilityMissingDeepPark(spec.name, cannotParkReasons.engine(spec.engine))
+      : (parkRefusal(spec) ?? hostBackedRefusal(spec, undefined));
+  return error && { field: 'residency', error };
 }
 
 /** A host as the host-dependent rules see it: the memory of its GPUs. */

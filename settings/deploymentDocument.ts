@@ -1,7 +1,7 @@
 /** A deployment document (`capyctl deploy model --file my-model.yaml`). */
 import { z } from 'zod';
 import { activations, engineNames, residencies } from '../domain/vocabulary.js';
-import { count, label } from './fields.js';
+import { count, distinctList, label } from './fields.js';
 
 export const deploymentDocument = z.strictObject({
   name: label,
@@ -24,7 +24,7 @@ export const deploymentDocument = z.strictObject({
   decision: z
     .strictObject({
       prompt: z.string().min(1),
-      options: z.array(z.string().min(1)).min(2),
+      options: distinctList(z.string().min(1)).min(2),
     })
     .optional(),
   /**
@@ -34,6 +34,6 @@ export const deploymentDocument = z.strictObject({
    */
   instances: count(1, 16).optional(),
   /** The hosts it may run on; left out, any host. */
-  hosts: z.array(label).min(1).optional(),
+  hosts: distinctList(label).min(1).optional(),
 });
 export type DeploymentSpec = z.output<typeof deploymentDocument>;

@@ -102,3 +102,22 @@ export const label = z
 export const address = z
   .string()
   .regex(/^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):\d{1,5}$/, 'must be host:port, such as 127.0.0.1:7443');
+
+/**
+ * A list that names each item once: a repeat means nothing (a host named twice is one host) or
+ * misleads (`instances: 2` on `hosts: [a, a]` can never run two). Each repeated value is said
+ * once, at its first repeat, with where it was first listed.
+ */
+export const distinctList = <T extends z.ZodType<string>>(item: T) =>
+  z.array(item).superRefine((list, ctx) => {
+    const firstAt = new Map<string, number>();
+    const said = new Set<string>();
+    list.forEach((value, i) => {
+      const first = firstAt.get(value);
+      if (first === undefined) firstAt.set(value, i);
+      else if (!said.has(value)) {
+        said.add(value);
+        ctx.addIssue({ code: 'custom', path: [i], message: `${show(value)} is already listed at index ${first}` });
+      }
+    });
+  });

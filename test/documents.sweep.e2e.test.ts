@@ -26,7 +26,9 @@ import { hostDocument } from '../settings/hostDocument.js';
 import { metricsToken } from '../settings/serverDocument.js';
 import { documentSchemas, loadSettings } from '../settings/load.js';
 import { readableBytes } from '../cli/readable.js';
-import type { CliResult } from './support/capyctl.js';
+import { apiErrors } from '../domain/catalogue.js';
+import { cannotParkReasons } from '../engines/rules.js';
+import { capyctl, type CliResult } from './support/capyctl.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 import { type FieldDocument, fieldDocuments } from './support/fieldDocuments.js';
 
@@ -193,6 +195,79 @@ describe('every field of every document, derived from its schema', () => {
       ]);
     }
   }, 120_000);
+
+  it('a deployment document is refused what it owes, by settings check as a process and at deploy by the server: a repeated host or option, a model its engine cannot wake unless restart_only', async () => {
+    const repeated = (name: string, rest: string, at: string) => ({
+      name,
+      rest,
+      line: `${at} is already listed at index 0`,
+      reply: {
+        status: 400,
+        body: { code: 'invalid_request', message: `body.${at} is already listed at index 0`, retryable: false },
+      },
+    });
+    // The spec's list ("Some models cannot be woken correctly by their engine"), left to park by default.
+    const unwakeable = [
+      ['gpt-vllm', 'engine: vllm\nmodel: openai/gpt-oss-20b\n', cannotParkReasons.gptOss],
+      ['gpt-sglang', 'engine: sglang\nmodel: openai/gpt-oss-120b\n', cannotParkReasons.gptOss],
+      [
+        'fp4-sglang',
+        'engine: sglang\nmodel: meta/llama-70b\nextra_args: ["--quantization", "modelopt_fp4"]\n',
+        cannotParkReasons.nvfp4OnSglang,
+      ],
+      ['vl-vllm', 'engine: vllm\nmodel: nvidia/Nemotron-3.5-Super-VL-FP8\n', cannotParkReasons.nemotronVlOnVllm],
+    ] as const;
+    const refused = [
+      repeated('two-on-one', 'engine: vllm\nmodel: m\ninstances: 2\nhosts: [ov1, ov1]\n', 'hosts.1: ov1'),
+      repeated('hundred', `engine: vllm\nmodel: m\nhosts: [${Array(100).fill('ov1').join(', ')}]\n`, 'hosts.1: ov1'),
+      repeated(
+        'same-option',
+        'engine: vllm\nmodel: m\ndecision: {prompt: p, options: [y, n, y]}\n',
+        'decision.options.2: y',
+      ),
+      ...unwakeable.map(([name, rest, reason]) => {
+        const { status, code, message } = apiErrors.capabilityMissingDeepPark(name, reason);
+        return {
+          name,
+          rest,
+          line: `residency: ${code}: ${message}`,
+          reply: { status, body: { code, message, retryable: false } },
+        };
+      }),
+    ];
+    const accepted = [
+      ...unwakeable.map(([name, rest]) => ({ name: `${name}-restart`, rest: `${rest}residency: restart_only\n` })),
+      // SGLang with speculative decoding keeps NVFP4 weights in memory: it may park.
+      {
+        name: 'fp4-eagle',
+        rest: 'engine: sglang\nmodel: meta/llama-70b-nvfp4\nextra_args: ["--speculative-algorithm", "EAGLE"]\n',
+      },
+    ];
+    const fileOf = (name: string) => join(cluster.dir, `owed-${name}.yaml`);
+    const run = ({ name, rest }: { name: string; rest: string }) => {
+      const text = `name: ${name}\n${rest}`;
+      writeFileSync(fileOf(name), text);
+      return Promise.all([
+        capyctl(['settings', 'check', 'deployment', '--file', fileOf(name)]),
+        cluster.api('POST', '/management/v1/deployments', YAML.parse(text)),
+      ]);
+    };
+    const [refusals, acceptances] = await Promise.all([Promise.all(refused.map(run)), Promise.all(accepted.map(run))]);
+
+    expect(refusals.map(([check, { status, body }]) => [check, { status, body }])).toEqual(
+      refused.map((c) => [
+        { code: 2, stdout: '', stderr: `invalid deployment settings in ${fileOf(c.name)}:\n  - ${c.line}\n` },
+        c.reply,
+      ]),
+    );
+    expect(acceptances.map(([check, { status, body }]) => [check, status, body.outcome])).toEqual(
+      accepted.map((c) => [{ code: 0, stdout: `${fileOf(c.name)}: valid\n`, stderr: '' }, 201, 'created']),
+    );
+    const deleted = await Promise.all(
+      accepted.map((c) => cluster.api('DELETE', `/management/v1/deployments/${c.name}`)),
+    );
+    expect(deleted.map((r) => r.status)).toEqual(accepted.map(() => 200));
+  }, 60_000);
 
   it('a document of every kind with each optional field passes settings check, as a line and as JSON', async () => {
     const check = (args: string[]) => inProcess(settingsCheck, args);

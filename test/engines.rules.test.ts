@@ -283,22 +283,44 @@ describe('capability_missing:deep_park', () => {
 });
 
 describe('refusals at deploy', () => {
-  it('refuses a residency that asks for a park its engine cannot do or cannot wake from, not one left unsaid', () => {
-    const refusal = (fields: Record<string, unknown>) => documentRefusal(deployment(fields))?.message ?? null;
-    expect(refusal({ model: 'openai/gpt-oss-20b', residency: 'host_backed' })).toBe(
-      refusalMessage(cannotParkReasons.gptOss),
-    );
-    expect(refusal({ engine: 'tensorfold', residency: 'host_backed' })).toBe(
-      refusalMessage(cannotParkReasons.engine('tensorfold')),
-    );
+  it('refuses a model its engine cannot wake unless it declares restart_only, and a park its engine cannot do', () => {
+    const refusal = (fields: Record<string, unknown>) => documentRefusal(deployment(fields));
+    const residency = (reason: string) => ({
+      field: 'residency',
+      error: expect.objectContaining({ code: 'capability_missing:deep_park', message: refusalMessage(reason) }),
+    });
+    // Left without a residency, a deployment parks: refused at deploy, not at its first park.
+    for (const [fields, reason] of [
+      [{ model: 'openai/gpt-oss-20b' }, cannotParkReasons.gptOss],
+      [{ model: 'openai/gpt-oss-20b', residency: 'host_backed' }, cannotParkReasons.gptOss],
+      [{ engine: 'sglang', model: 'openai/gpt-oss-120b' }, cannotParkReasons.gptOss],
+      [
+        { engine: 'sglang', model: 'my/llama', extra_args: ['--quantization', 'modelopt_fp4'] },
+        cannotParkReasons.nvfp4OnSglang,
+      ],
+      [{ model: 'nvidia/Nemotron-3.5-Super-VL' }, cannotParkReasons.nemotronVlOnVllm],
+      [{ engine: 'tensorfold', residency: 'host_backed' }, cannotParkReasons.engine('tensorfold')],
+    ] as const) {
+      expect(refusal(fields), JSON.stringify(fields)).toEqual(residency(reason));
+    }
     for (const fields of [
-      { model: 'openai/gpt-oss-20b' },
+      { model: 'openai/gpt-oss-20b', residency: 'restart_only' },
+      { model: 'nvidia/Nemotron-3.5-Super-VL', residency: 'restart_only' },
+      { engine: 'sglang', model: 'x/y-NVFP4', extra_args: ['--speculative-algorithm', 'EAGLE'] },
+      { engine: 'tensorfold', model: 'openai/gpt-oss-20b' },
       { engine: 'tensorfold' },
       { engine: 'tensorfold', residency: 'restart_only' },
       { residency: 'host_backed' },
     ]) {
-      expect(refusal(fields)).toBeNull();
+      expect(refusal(fields), JSON.stringify(fields)).toBeNull();
     }
+  });
+
+  it('names instances for more instances than hosts', () => {
+    expect(documentRefusal(deployment({ instances: 2, hosts: ['gpu-a'] }))).toEqual({
+      field: 'instances',
+      error: expect.objectContaining({ code: 'invalid_request' }),
+    });
   });
 
   it('refuses host_backed where a host it may run on has unified memory', () => {

@@ -1,6 +1,6 @@
 /**
  * Host tokens over real processes: a server and two host agents. A host ID belongs to the token it
- * first registered with, and a host reports only its own instances.
+ * first registered with, and a host reports only its own instances (an engine exit, a load sample).
  */
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -90,6 +90,44 @@ describe('host tokens, with a server and two host agents as processes', () => {
     const status = await cluster.status('on-two');
     expect(status).toMatchObject({ state: 'ready', hosts: [host2.hostId] });
     expect((await cluster.chat('on-two')).status).toBe(200);
+  }, 60_000);
+
+  it('refuses a load sample a host reports for another host’s model, as an engine exit: the board keeps the other host’s', async () => {
+    expect((await cluster.chat('on-two')).status).toBe(200);
+    const { deployment_id: id } = await cluster.status('on-two');
+    const forgedLoad = { running: 900, waiting: 900, kv_usage_ppm: 900_000 };
+    const sample = {
+      sampled_at_ms: Date.now(),
+      instances: [
+        {
+          deployment_id: id,
+          instance_index: 0,
+          generation: 1,
+          ingress_in_flight: 900,
+          engine: forgedLoad,
+          max_running: { count: 8, source: 'engine' },
+        },
+      ],
+    };
+
+    const forged = await cluster.api('POST', `/management/v1/hosts/${host1.hostId}/samples`, sample, host1.token);
+    expect(forged.status).toBe(403);
+    expect(forged.body).toEqual({
+      code: 'forbidden',
+      message: `host ${host1.hostId} may report only its own instances; instance ${id}/0 does not run on it`,
+      retryable: false,
+    });
+    // Its own (none here) are still its to report.
+    const own = { sampled_at_ms: Date.now(), instances: [] };
+    expect((await cluster.api('POST', `/management/v1/hosts/${host1.hostId}/samples`, own, host1.token)).status).toBe(
+      204,
+    );
+
+    const load = await cluster.api('GET', `/management/v1/metrics/load?deployment=on-two`);
+    expect(load.status).toBe(200);
+    expect(load.body.deployments[0].instances).toEqual([
+      expect.objectContaining({ host_id: host2.hostId, sample: expect.not.objectContaining({ engine: forgedLoad }) }),
+    ]);
   }, 60_000);
 
   it('re-binds a host to a new token only after the operator revokes the old one', async () => {

@@ -55,7 +55,10 @@ export const settingsCheck: Command = {
       const settings = loadSettingsFile(kind, values.file, { sets, base });
       // Refused here as a deploy would refuse it, before its first park would.
       const refusal = kind === 'deployment' ? documentRefusal(settings as DeploymentSpec) : null;
-      if (refusal) throw new SettingsError(kind, values.file, [`residency: ${refusal.code}: ${refusal.message}`]);
+      if (refusal) {
+        const { field, error } = refusal;
+        throw new SettingsError(kind, values.file, [`${field}: ${error.code}: ${error.message}`]);
+      }
       process.stdout.write(
         values.json ? `${JSON.stringify(settings, null, 2)}\n` : `${checked(kind, values.file, base, sets)}: valid\n`,
       );

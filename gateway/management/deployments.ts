@@ -158,7 +158,7 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
         // Refused where the operator can act, not at its first park.
         const spec = request.body;
         const refusal =
-          documentRefusal(spec) ??
+          documentRefusal(spec)?.error ??
           hostsRefusal(
             spec,
             (await listHosts(db)).filter((h) => mayRunOn({ spec }, h.id)),

@@ -43,6 +43,9 @@ const refusals: Record<Exclude<RegistrationOutcome, 'registered'>, (hostId: stri
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
+/** An instance as a host's report names it. */
+type InstanceRef = { deployment_id: string; instance_index: number };
+
 export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSink; metricsToken?: string }) {
   // Read from the store on every report, not remembered: a revoked token stops working at once.
   async function requireHost(request: FastifyRequest<{ Params: { hostId: string } }>) {
@@ -50,8 +53,15 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
     if (!token || (await hostForToken(deps.db, token)) !== request.params.hostId)
       throw new CapyError(apiErrors.unauthorized('host token'));
   }
-  const runsOn = (hostId: string, deploymentId: string, instanceIndex: number) =>
-    deps.events.runsOn?.(hostId, deploymentId, instanceIndex) ?? true;
+  /**
+   * A host reports only the instances the catalogue places on it: a report naming another's (or
+   * none's) is refused whole, 403, for a load sample as for an engine exit.
+   */
+  function requireOwnInstances(hostId: string, instances: ReadonlyArray<InstanceRef>) {
+    const foreign = instances.find((i) => !(deps.events.runsOn?.(hostId, i.deployment_id, i.instance_index) ?? true));
+    if (foreign)
+      throw new CapyError(apiErrors.notHostsInstance(hostId, `${foreign.deployment_id}/${foreign.instance_index}`));
+  }
 
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
@@ -94,13 +104,12 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
       { schema: { params: hostParams, body: samplesBody }, preHandler: requireHost, logLevel: POLLED_LOG_LEVEL },
       async (request, reply) => {
         const { hostId } = request.params;
+        // Heard even when its report is refused: its token says it is the host, and it is alive.
         deps.events.heard?.(hostId);
+        requireOwnInstances(hostId, request.body.instances);
         const sampledAtMs = Math.min(request.body.sampled_at_ms, Date.now());
-        // A sample of an instance that is not the host's is dropped, not refused: one that just
-        // moved to another host may still be in the last report of this one.
-        const own = request.body.instances.filter((i) => runsOn(hostId, i.deployment_id, i.instance_index));
         deps.board.record(
-          own.map((i) => ({
+          request.body.instances.map((i) => ({
             hostId,
             deploymentId: i.deployment_id,
             instanceIndex: i.instance_index,
@@ -121,9 +130,7 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
       async (request, reply) => {
         const exit = request.body;
         const { hostId } = request.params;
-        if (!runsOn(hostId, exit.deployment_id, exit.instance_index)) {
-          throw new CapyError(apiErrors.notHostsInstance(hostId, `${exit.deployment_id}/${exit.instance_index}`));
-        }
+        requireOwnInstances(hostId, [exit]);
         deps.board.forget(exit.deployment_id, exit.instance_index, exit.generation);
         request.log.warn({ hostId, ...exit }, 'engine exited');
         await deps.events.engineExited(hostId, exit);

@@ -74,8 +74,12 @@ class Deriver {
         return ['x'.repeat(Math.max(1, minLength(def)))];
       }
       case 'array':
+        // Items told apart: a list may refuse a repeat (`distinctList`).
         return [
-          Array.from({ length: Math.max(1, minLength(def)) }, (_, i) => this.values(def.element!, [...path, i])[0]),
+          Array.from({ length: Math.max(1, minLength(def)) }, (_, i) => {
+            const item = this.values(def.element!, [...path, i])[0];
+            return typeof item === 'string' && i > 0 ? `${item}${i}` : item;
+          }),
         ];
       case 'object':
         return [this.required(inner, path)];
