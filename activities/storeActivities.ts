@@ -39,34 +39,36 @@ export interface DemandReading {
   wakeReference?: WakeReference | null;
 }
 
-export function createStoreActivities(db: Db) {
-  /** `host`: the host `hostId` names, read once by a caller that describes several deployments. */
-  const describe = async (
-    deploymentId: string,
-    hostId?: string,
-    host: Promise<Host | undefined> | undefined = hostId === undefined ? undefined : findHost(db, hostId),
-  ): Promise<DeploymentView> => {
-    const [d, hostRow] = await Promise.all([findDeployment(db, deploymentId), host]);
-    if (!d) throw ApplicationFailure.nonRetryable(`deployment ${deploymentId} not found`, storeFailureTypes.notFound);
-    const instances = await listInstances(db, { deploymentId: d.id });
-    return {
-      id: d.id,
-      name: d.name,
-      revision: d.revision,
-      spec: d.spec,
-      operatorStopped: d.operatorStopped,
-      checkpoint: checkpointOf(d),
-      measureFailure: d.measureFailure,
-      explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(hostRow?.settings),
-      generation: Math.max(0, ...instances.map((i) => i.generation)),
-      readyElsewhere: instances.some((i) => i.hostId !== hostId && i.observedState === 'ready'),
-    };
+/** `host`: the host `hostId` names, read once by a caller that describes several deployments. */
+async function describe(
+  db: Db,
+  deploymentId: string,
+  hostId?: string,
+  host: Promise<Host | undefined> | undefined = hostId === undefined ? undefined : findHost(db, hostId),
+): Promise<DeploymentView> {
+  const [d, hostRow] = await Promise.all([findDeployment(db, deploymentId), host]);
+  if (!d) throw ApplicationFailure.nonRetryable(`deployment ${deploymentId} not found`, storeFailureTypes.notFound);
+  const instances = await listInstances(db, { deploymentId: d.id });
+  return {
+    id: d.id,
+    name: d.name,
+    revision: d.revision,
+    spec: d.spec,
+    operatorStopped: d.operatorStopped,
+    checkpoint: checkpointOf(d),
+    measureFailure: d.measureFailure,
+    explicit: d.spec.lifecycle.activation === 'explicit' || isExplicit(hostRow?.settings),
+    generation: Math.max(0, ...instances.map((i) => i.generation)),
+    readyElsewhere: instances.some((i) => i.hostId !== hostId && i.observedState === 'ready'),
   };
+}
 
+/** What the lifecycle reads: the deployments it serves, the hosts, the live servers, a wake reference. */
+function lifecycleReads(db: Db) {
   return {
     /** A deployment as the lifecycle sees it; `hostId` folds in that host's activation policy. */
     describeDeployment: (input: { deploymentId: string; hostId?: string }) =>
-      describe(input.deploymentId, input.hostId),
+      describe(db, input.deploymentId, input.hostId),
 
     /**
      * What serving a demand reads, in one step (each step is a round trip on the waiting requests'
@@ -84,8 +86,8 @@ export function createStoreActivities(db: Db) {
       // The host is read once for the model and every holder.
       const host = findHost(db, hostId);
       const [deployment, holders, servers, wakeReference] = await Promise.all([
-        describe(deploymentId, hostId, host),
-        Promise.all(input.holderIds.map((id) => describe(id, hostId, host))),
+        describe(db, deploymentId, hostId, host),
+        Promise.all(input.holderIds.map((id) => describe(db, id, hostId, host))),
         liveServers(db),
         wakeReferenceOf && findWakeReference(db, deploymentId, wakeReferenceOf.instanceIndex),
       ]);
@@ -108,6 +110,20 @@ export function createStoreActivities(db: Db) {
       return (await listInstances(db, { hostId: input.hostId })).some((i) => i.observedState !== 'stopped');
     },
 
+    async findWakeReference(input: { deploymentId: string; instanceIndex: number }) {
+      return (await findWakeReference(db, input.deploymentId, input.instanceIndex)) ?? null;
+    },
+
+    /** The task queues of the servers that share the store: where the gateway's steps reach waiting requests. */
+    async liveServerQueues(): Promise<string[]> {
+      return (await liveServers(db)).map((server) => server.taskQueue);
+    },
+  };
+}
+
+/** What the lifecycle writes on a deployment's catalogue row: its checkpoint, failures, operator's stop, its end. */
+function deploymentWrites(db: Db) {
+  return {
     async recordCheckpoint(input: {
       deploymentId: string;
       revision: number;
@@ -131,22 +147,18 @@ export function createStoreActivities(db: Db) {
     async deleteDeployment(input: { deploymentId: string }) {
       await deleteDeployment(db, input.deploymentId);
     },
+  };
+}
 
+/** What running the instances writes: an instance's row, its first answer to the wake check, a switch's receipt. */
+function runningWrites(db: Db) {
+  return {
     async saveInstance(input: InstanceUpdate) {
       await saveInstance(db, input);
     },
 
-    async findWakeReference(input: { deploymentId: string; instanceIndex: number }) {
-      return (await findWakeReference(db, input.deploymentId, input.instanceIndex)) ?? null;
-    },
-
     async recordWakeReference(input: Parameters<typeof recordWakeReference>[1]) {
       await recordWakeReference(db, input);
-    },
-
-    /** The task queues of the servers that share the store: where the gateway's steps reach waiting requests. */
-    async liveServerQueues(): Promise<string[]> {
-      return (await liveServers(db)).map((server) => server.taskQueue);
     },
 
     /**
@@ -163,6 +175,10 @@ export function createStoreActivities(db: Db) {
       });
     },
   };
+}
+
+export function createStoreActivities(db: Db) {
+  return { ...lifecycleReads(db), ...deploymentWrites(db), ...runningWrites(db) };
 }
 
 export type StoreActivities = ReturnType<typeof createStoreActivities>;

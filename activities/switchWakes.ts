@@ -10,30 +10,25 @@
  * An ask whose own step was cancelled or timed out leaves its wake to the asks still waiting, which
  * then try themselves.
  */
-import type { WakeResult } from './hostActivities.js';
 import { untilAborted } from './untilAborted.js';
 
 /** Outlives any ask that could still come: Temporal drops an ask past its wake window. */
 const FORGET_AFTER_MS = 30 * 60_000;
 
-interface Wake {
+/** `Result`: what the wake answers (the host's `WakeResult`), given as it is to every ask that joined it. */
+interface Wake<Result> {
   /** The engine woken: a switch's ask on another engine (a host agent restarted since) is not this wake. */
   engine: object;
   /** The signal of the ask that began it. */
   owner: AbortSignal;
-  result: Promise<WakeResult>;
+  result: Promise<Result>;
 }
 
-export class SwitchWakes {
-  private readonly wakes = new Map<string, Wake>();
+export class SwitchWakes<Result> {
+  private readonly wakes = new Map<string, Wake<Result>>();
 
   /** `switchId`'s wake of `engine`: `wake` begun by this ask, or the one begun before it joined. `signal`: this ask's. */
-  async once(
-    switchId: string,
-    engine: object,
-    signal: AbortSignal,
-    wake: () => Promise<WakeResult>,
-  ): Promise<WakeResult> {
+  async once(switchId: string, engine: object, signal: AbortSignal, wake: () => Promise<Result>): Promise<Result> {
     const begun = this.wakes.get(switchId);
     if (begun?.engine === engine) {
       try {
@@ -43,7 +38,7 @@ export class SwitchWakes {
       }
     }
     const result = wake();
-    const own: Wake = { engine, owner: signal, result };
+    const own: Wake<Result> = { engine, owner: signal, result };
     this.wakes.set(switchId, own);
     setTimeout(() => this.wakes.get(switchId) === own && this.wakes.delete(switchId), FORGET_AFTER_MS).unref();
     result.catch(() => this.wakes.get(switchId) === own && this.wakes.delete(switchId));

@@ -9,10 +9,11 @@
  * Only relative imports are read (`import`, `import type`, `export … from`, `import()`): a package
  * is not a folder of ours. test/importPicture.test.ts runs the same check.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { folderOf, PROJECT_ROOT, sourceFiles } from './sourceFiles.js';
 
 /** Folders that are not the product: production code must not import them; they may import it. */
 const NOT_PRODUCTION = ['simulator', 'test', 'bench', 'deploy', 'scripts'] as const;
@@ -23,10 +24,8 @@ const INNERMOST = 'domain';
 /** The simulator's launcher (`capyctl sim`), the one production file that loads the simulator. */
 const SIMULATOR_LAUNCHER = 'cli/commands/sim.ts';
 
-/** Files at the project's root (vitest.config.ts) count as this folder. */
+/** Files at the project's root (vitest.config.ts) count as this folder (`folderOf`). */
 const ROOT_FOLDER = '.';
-
-const SKIPPED_DIRECTORIES = new Set(['node_modules']);
 
 /** One relative import: the file that writes it and the file it names, both from the project root. */
 export interface ImportArrow {
@@ -38,18 +37,6 @@ export interface ImportPicture {
   /** folder -> folder it imports -> the arrows that make that edge */
   folders: Map<string, Map<string, ImportArrow[]>>;
   problems: string[];
-}
-
-const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-
-function sourceFiles(root: string, directory = root): string[] {
-  return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
-    // Dot folders hold data, tools and build output, not sources.
-    if (entry.name.startsWith('.') || SKIPPED_DIRECTORIES.has(entry.name)) return [];
-    const path = join(directory, entry.name);
-    if (entry.isDirectory()) return sourceFiles(root, path);
-    return entry.name.endsWith('.ts') ? [relative(root, path).split(sep).join('/')] : [];
-  });
 }
 
 function relativeImports(root: string, file: string): ImportArrow[] {
@@ -64,11 +51,6 @@ function relativeImports(root: string, file: string): ImportArrow[] {
         .split(sep)
         .join('/'),
     }));
-}
-
-function folderOf(file: string): string {
-  const slash = file.indexOf('/');
-  return slash === -1 ? ROOT_FOLDER : file.slice(0, slash);
 }
 
 function isProduction(folder: string): boolean {

@@ -1,7 +1,9 @@
 /**
  * The operator's deployment routes (`capyctl deploy`, `start`, `stop`, `park`, `preinitialize`,
  * `delete`, `list deployments`, `status deployment`). A command goes to the scheduler of the host the
- * deployment runs on, and answers with its receipt, which names the switch that carried it out.
+ * deployment runs on, and answers with its receipt, which names the switch that carried it out. Two
+ * plugins, each with its schemas: the deployments and each one (`catalogueRoutes`), and a deployment's
+ * commands (`commandRoutes`).
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -29,8 +31,6 @@ import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingT
 import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 const refParams = z.strictObject({ ref: z.string().min(1) });
-const startBody = z.strictObject({ evict: z.boolean().default(false) }).prefault({});
-const commands = ['stop', 'park', 'preinitialize'] as const;
 
 /**
  * A command's receipt as the API sends it, each deployment with its name. `name` is the command's
@@ -72,7 +72,8 @@ export interface DeploymentRouteDeps {
   lifecycle: OperatorLifecycle;
 }
 
-export function deploymentRoutes(deps: DeploymentRouteDeps) {
+/** What the routes share: a deployment as the API renders it, found by its ref, and the hosts that decide for it. */
+function deploymentViews(deps: DeploymentRouteDeps) {
   const { db, table, lifecycle } = deps;
 
   /**
@@ -125,28 +126,16 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
     const holding = holdingToo ? liveInstances(routed).map((i) => i.hostId) : [];
     return [...new Set([...placed, ...holding])];
   }
-  /**
-   * Runs the command on the host of each of the deployment's instances, at once: answered when one of
-   * them carried it out, refused with the first refusal when none did.
-   */
-  async function onEveryInstance<K extends 'start' | 'stop' | 'park' | 'preinitialize'>(
-    d: Deployment,
-    command: K,
-    args: CommandArgs<K>[0],
-  ): Promise<ReceiptBody> {
-    const routed = routedOf(d);
-    const hostIds = await hostsOf(routed, command !== 'start');
-    if (hostIds.length === 0) throw new CapyError(apiErrors.noHost(d.name));
-    // A start names the instance each host starts; the other commands act on the one a host holds.
-    const indexes = command === 'start' ? instanceIndexes(routed, hostIds) : undefined;
-    const argsOn = (hostId: string) => (indexes ? { ...args, instanceIndex: indexes.get(hostId) } : args);
-    const outcomes = await Promise.allSettled(
-      hostIds.map((hostId) => lifecycle.command(hostId, command, ...([argsOn(hostId)] as CommandArgs<K>))),
-    );
-    const receipts = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value as CommandReceipt] : []));
-    if (receipts.length === 0) throw (outcomes[0] as PromiseRejectedResult).reason;
-    return renderReceipt(mergedReceipt(receipts), d.name, table);
-  }
+
+  return { render, find, routedOf, hostsOf };
+}
+
+type DeploymentViews = ReturnType<typeof deploymentViews>;
+
+/** The deployments and each one: deploy, list, status, delete. */
+function catalogueRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
+  const { db, table, lifecycle } = deps;
+  const { render, find, routedOf, hostsOf } = views;
 
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
@@ -190,6 +179,60 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
       },
     );
 
+    routes.delete(
+      '/management/v1/deployments/:ref',
+      { schema: { params: refParams, response: { 200: receiptBody } } },
+      async (request) => {
+        const d = await find(request.params.ref);
+        const [hostId, ...others] = await hostsOf(routedOf(d), true);
+        if (hostId) {
+          // The other instances stop first: the delete on the first host removes the catalogue's rows.
+          await Promise.all(others.map((other) => lifecycle.command(other, 'stop', { deploymentId: d.id })));
+          return renderReceipt(await lifecycle.command(hostId, 'delete', { deploymentId: d.id }), d.name, table);
+        }
+        // No host may run it, so none holds it: there is nothing to stop, only the catalogue entry.
+        await deleteDeployment(db, d.id);
+        table.removeDeployment(d.id);
+        return { deployment_id: d.id, name: d.name, victims: [], state: 'stopped' as const };
+      },
+    );
+  };
+}
+
+const startBody = z.strictObject({ evict: z.boolean().default(false) }).prefault({});
+const commands = ['stop', 'park', 'preinitialize'] as const;
+
+/** A deployment's commands, carried out by the hosts of its instances: start, stop, park, preinitialize. */
+function commandRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
+  const { table, lifecycle } = deps;
+  const { find, routedOf, hostsOf } = views;
+
+  /**
+   * Runs the command on the host of each of the deployment's instances, at once: answered when one of
+   * them carried it out, refused with the first refusal when none did.
+   */
+  async function onEveryInstance<K extends 'start' | 'stop' | 'park' | 'preinitialize'>(
+    d: Deployment,
+    command: K,
+    args: CommandArgs<K>[0],
+  ): Promise<ReceiptBody> {
+    const routed = routedOf(d);
+    const hostIds = await hostsOf(routed, command !== 'start');
+    if (hostIds.length === 0) throw new CapyError(apiErrors.noHost(d.name));
+    // A start names the instance each host starts; the other commands act on the one a host holds.
+    const indexes = command === 'start' ? instanceIndexes(routed, hostIds) : undefined;
+    const argsOn = (hostId: string) => (indexes ? { ...args, instanceIndex: indexes.get(hostId) } : args);
+    const outcomes = await Promise.allSettled(
+      hostIds.map((hostId) => lifecycle.command(hostId, command, ...([argsOn(hostId)] as CommandArgs<K>))),
+    );
+    const receipts = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value as CommandReceipt] : []));
+    if (receipts.length === 0) throw (outcomes[0] as PromiseRejectedResult).reason;
+    return renderReceipt(mergedReceipt(receipts), d.name, table);
+  }
+
+  return async (app: FastifyInstance) => {
+    const routes = app.withTypeProvider<ZodTypeProvider>();
+
     routes.post(
       '/management/v1/deployments/:ref/start',
       { schema: { params: refParams, body: startBody, response: { 200: receiptBody } } },
@@ -212,23 +255,14 @@ export function deploymentRoutes(deps: DeploymentRouteDeps) {
         },
       );
     }
+  };
+}
 
-    routes.delete(
-      '/management/v1/deployments/:ref',
-      { schema: { params: refParams, response: { 200: receiptBody } } },
-      async (request) => {
-        const d = await find(request.params.ref);
-        const [hostId, ...others] = await hostsOf(routedOf(d), true);
-        if (hostId) {
-          // The other instances stop first: the delete on the first host removes the catalogue's rows.
-          await Promise.all(others.map((other) => lifecycle.command(other, 'stop', { deploymentId: d.id })));
-          return renderReceipt(await lifecycle.command(hostId, 'delete', { deploymentId: d.id }), d.name, table);
-        }
-        // No host may run it, so none holds it: there is nothing to stop, only the catalogue entry.
-        await deleteDeployment(db, d.id);
-        table.removeDeployment(d.id);
-        return { deployment_id: d.id, name: d.name, victims: [], state: 'stopped' as const };
-      },
-    );
+/** Both groups, sharing one reading of the deployments. */
+export function deploymentRoutes(deps: DeploymentRouteDeps) {
+  const views = deploymentViews(deps);
+  return async (app: FastifyInstance) => {
+    await app.register(catalogueRoutes(deps, views));
+    await app.register(commandRoutes(deps, views));
   };
 }

@@ -5,6 +5,7 @@
  */
 import { STATUS_CODES } from 'node:http';
 import { engineContracts } from '../../engines/contracts.js';
+import type { SimConfig } from '../../engines/simulatorArgs.js';
 import type { Dialect } from '../dialect.js';
 import type { SimEngine } from '../engine.js';
 import { type Handler, type Router, sendEmpty, sendJson, sendText } from '../http.js';
@@ -26,9 +27,13 @@ function memoryParts(body: unknown): MemoryParts {
   return { weights: tags.includes('weights'), kv: tags.includes('kv_cache') };
 }
 
-export function sglangDialect(engine: SimEngine): Dialect {
+/** The KV cache's size in tokens, as the simulated engine reports it. */
+const maxTotalNumTokensOf = (config: SimConfig) => config.maxRunning * 64;
+
+/** Server and model info, each also at its older path. */
+function addInfoRoutes(router: Router, engine: SimEngine): void {
   const { config } = engine;
-  const maxTotalNumTokens = config.maxRunning * 64;
+  const maxTotalNumTokens = maxTotalNumTokensOf(config);
 
   function serverInfo(): unknown {
     return {
@@ -65,40 +70,35 @@ export function sglangDialect(engine: SimEngine): Dialect {
     };
   }
 
-  function addMemoryRoutes(router: Router): void {
-    router.on(routes.release.method, routes.release.path, async ({ res, body }) => {
-      const parts = memoryParts(body);
-      // Without the memory saver SGLang answers the same and frees nothing.
-      if (config.enableMemorySaver) {
-        // Speculative decoding's draft lives with the weights: releasing them wipes it for good.
-        if (parts.weights && config.speculativeAlgorithm && engine.memory.weights === 'gpu') engine.draftLost = true;
-        await engine.park({
-          parts,
-          keepHostCopy: config.enableWeightsCpuBackup,
-          tier: parts.weights ? (config.enableWeightsCpuBackup ? 'host_ram' : 'deep') : 'kv_only',
-          what: 'release_memory_occupation',
-        });
-      }
-      sendJson(res, 200, null);
-    });
-    router.on(routes.resume.method, routes.resume.path, async ({ res, body }) => {
-      if (config.enableMemorySaver) {
-        const outcome = await engine.wake(memoryParts(body));
-        if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
-        // Whatever the cache computes from garbage weights stays wrong until it is flushed (#6367).
-        if (engine.memory.weightsGarbage) engine.cacheStale = true;
-      }
-      sendJson(res, 200, null);
-    });
-    router.on(routes.updateWeightsFromDisk.method, routes.updateWeightsFromDisk.path, async ({ res, body }) => {
-      const modelPath = (body as { model_path?: unknown } | undefined)?.model_path;
-      if (typeof modelPath !== 'string') return sendJson(res, 400, errorBody(400, '`model_path` is required'));
-      const outcome = await engine.reload();
-      if (!outcome.ok) return sendJson(res, 500, { success: false, message: outcome.message, num_paused_requests: 0 });
-      sendJson(res, 200, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
-    });
-  }
+  for (const path of [routes.serverInfo.path, '/server_info'])
+    router.on('GET', path, ({ res }) => sendJson(res, 200, serverInfo()));
+  for (const path of [routes.modelInfo.path, '/model_info'])
+    router.on('GET', path, ({ res }) => sendJson(res, 200, modelInfo()));
+}
 
+/** The scheduler's gauges, behind --enable-metrics. */
+function addMetricsRoute(router: Router, engine: SimEngine): void {
+  const { config } = engine;
+  if (!config.enableMetrics) return;
+  router.on(routes.metrics.method, routes.metrics.path, ({ res }) =>
+    sendGauges(
+      res,
+      [
+        { name: 'sglang:num_running_reqs', help: 'The number of running requests.', value: engine.slots.running },
+        {
+          name: 'sglang:num_queue_reqs',
+          help: 'The number of requests in the waiting queue.',
+          value: engine.slots.waiting,
+        },
+        { name: 'sglang:token_usage', help: 'The token usage.', value: engine.kvUsage },
+      ],
+      { model_name: config.servedModelName },
+    ),
+  );
+}
+
+/** Pause and continue, abort by request id, and the cache flush: what acts on the running requests and the cache. */
+function addGenerationRoutes(router: Router, engine: SimEngine): void {
   const flushCache: Handler = ({ res }) => {
     const busy = engine.slots.running + engine.slots.waiting > 0;
     if (!busy) engine.cacheStale = false;
@@ -109,6 +109,68 @@ export function sglangDialect(engine: SimEngine): Dialect {
         'the operation will not be performed.)\n',
     );
   };
+
+  router.on(routes.pause.method, routes.pause.path, ({ res }) => {
+    engine.paused = true;
+    engine.slots.setGate(false);
+    // SGLang's pause aborts what is in flight: an answer cut off, which capyctl must never cause.
+    const aborted = engine.abortRequests();
+    if (aborted > 0) engine.violation(`pause_generation aborted ${aborted} request(s)`);
+    sendJson(res, 200, { message: 'Generation paused successfully.', status: 'ok' });
+  });
+  router.on(routes.continue.method, routes.continue.path, ({ res }) => {
+    engine.paused = false;
+    engine.slots.setGate(true);
+    sendJson(res, 200, { message: 'Generation continued successfully.', status: 'ok' });
+  });
+  router.on(routes.abort.method, routes.abort.path, ({ res, body }) => {
+    const { rid, abort_all: all } = (body ?? {}) as { rid?: unknown; abort_all?: unknown };
+    if (all === true) engine.abortRequests();
+    else if (typeof rid === 'string' && rid !== '') engine.abortRequests(rid);
+    sendEmpty(res, 200);
+  });
+  router.on(routes.flushCache.method, routes.flushCache.path, flushCache).on('GET', routes.flushCache.path, flushCache);
+}
+
+/** Memory release and resume behind --enable-memory-saver, and the weight reload. */
+function addMemoryRoutes(router: Router, engine: SimEngine): void {
+  const { config } = engine;
+  router.on(routes.release.method, routes.release.path, async ({ res, body }) => {
+    const parts = memoryParts(body);
+    // Without the memory saver SGLang answers the same and frees nothing.
+    if (config.enableMemorySaver) {
+      // Speculative decoding's draft lives with the weights: releasing them wipes it for good.
+      if (parts.weights && config.speculativeAlgorithm && engine.memory.weights === 'gpu') engine.draftLost = true;
+      await engine.park({
+        parts,
+        keepHostCopy: config.enableWeightsCpuBackup,
+        tier: parts.weights ? (config.enableWeightsCpuBackup ? 'host_ram' : 'deep') : 'kv_only',
+        what: 'release_memory_occupation',
+      });
+    }
+    sendJson(res, 200, null);
+  });
+  router.on(routes.resume.method, routes.resume.path, async ({ res, body }) => {
+    if (config.enableMemorySaver) {
+      const outcome = await engine.wake(memoryParts(body));
+      if (!outcome.ok) return sendJson(res, 500, errorBody(500, outcome.message));
+      // Whatever the cache computes from garbage weights stays wrong until it is flushed (#6367).
+      if (engine.memory.weightsGarbage) engine.cacheStale = true;
+    }
+    sendJson(res, 200, null);
+  });
+  router.on(routes.updateWeightsFromDisk.method, routes.updateWeightsFromDisk.path, async ({ res, body }) => {
+    const modelPath = (body as { model_path?: unknown } | undefined)?.model_path;
+    if (typeof modelPath !== 'string') return sendJson(res, 400, errorBody(400, '`model_path` is required'));
+    const outcome = await engine.reload();
+    if (!outcome.ok) return sendJson(res, 500, { success: false, message: outcome.message, num_paused_requests: 0 });
+    sendJson(res, 200, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
+  });
+}
+
+export function sglangDialect(engine: SimEngine): Dialect {
+  const { config } = engine;
+  const maxTotalNumTokens = maxTotalNumTokensOf(config);
 
   return {
     ownedBy: 'sglang',
@@ -122,50 +184,10 @@ export function sglangDialect(engine: SimEngine): Dialect {
     ],
     errorBody,
     addRoutes(router) {
-      for (const path of [routes.serverInfo.path, '/server_info'])
-        router.on('GET', path, ({ res }) => sendJson(res, 200, serverInfo()));
-      for (const path of [routes.modelInfo.path, '/model_info'])
-        router.on('GET', path, ({ res }) => sendJson(res, 200, modelInfo()));
-      if (config.enableMetrics) {
-        router.on(routes.metrics.method, routes.metrics.path, ({ res }) =>
-          sendGauges(
-            res,
-            [
-              { name: 'sglang:num_running_reqs', help: 'The number of running requests.', value: engine.slots.running },
-              {
-                name: 'sglang:num_queue_reqs',
-                help: 'The number of requests in the waiting queue.',
-                value: engine.slots.waiting,
-              },
-              { name: 'sglang:token_usage', help: 'The token usage.', value: engine.kvUsage },
-            ],
-            { model_name: config.servedModelName },
-          ),
-        );
-      }
-      router.on(routes.pause.method, routes.pause.path, ({ res }) => {
-        engine.paused = true;
-        engine.slots.setGate(false);
-        // SGLang's pause aborts what is in flight: an answer cut off, which capyctl must never cause.
-        const aborted = engine.abortRequests();
-        if (aborted > 0) engine.violation(`pause_generation aborted ${aborted} request(s)`);
-        sendJson(res, 200, { message: 'Generation paused successfully.', status: 'ok' });
-      });
-      router.on(routes.continue.method, routes.continue.path, ({ res }) => {
-        engine.paused = false;
-        engine.slots.setGate(true);
-        sendJson(res, 200, { message: 'Generation continued successfully.', status: 'ok' });
-      });
-      router.on(routes.abort.method, routes.abort.path, ({ res, body }) => {
-        const { rid, abort_all: all } = (body ?? {}) as { rid?: unknown; abort_all?: unknown };
-        if (all === true) engine.abortRequests();
-        else if (typeof rid === 'string' && rid !== '') engine.abortRequests(rid);
-        sendEmpty(res, 200);
-      });
-      router
-        .on(routes.flushCache.method, routes.flushCache.path, flushCache)
-        .on('GET', routes.flushCache.path, flushCache);
-      addMemoryRoutes(router);
+      addInfoRoutes(router, engine);
+      addMetricsRoute(router, engine);
+      addGenerationRoutes(router, engine);
+      addMemoryRoutes(router, engine);
     },
   };
 }

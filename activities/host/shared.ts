@@ -1,0 +1,51 @@
+/**
+ * What every group of the host's activities shares: the host's parts they are built from, the engine
+ * a step acts on, and how an engine's failure reaches the workflows.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
+import type { EngineName } from '../../domain/vocabulary.js';
+import { type EngineAdapter, EngineError } from '../../engines/engine.js';
+import type { EngineSupervisor, InstanceKey, InstanceSlot, SupervisedEngine } from '../supervisor.js';
+import { hostFailureTypes } from '../../api/hostFailures.js';
+
+export interface HostActivityDeps {
+  adapters: Record<EngineName, EngineAdapter>;
+  supervisor: EngineSupervisor;
+  /** The command each engine's arguments follow (the host document's `engines.<name>.command`). */
+  engineCommands: Record<EngineName, readonly string[]>;
+  /** The size of the host's largest GPU: what a deployment's own memory bound is counted against. */
+  largestGpuBytes: number;
+  /** Set for every engine when the host's GPUs are simulated. */
+  engineEnv: Record<string, string>;
+  engineStopGraceMs: number;
+  /** Requests being forwarded to an instance now (the ingress's, or a standalone gateway's). */
+  ingressInFlight: (key: InstanceSlot) => number;
+  logger: Logger;
+}
+
+const NON_RETRYABLE: ReadonlySet<EngineError['kind']> = new Set(['out_of_memory', 'reload_failed', 'refused']);
+
+/** Rethrows an engine's failure as the ApplicationFailure the workflows map to the spec's codes. */
+export function asFailure(e: unknown): never {
+  if (e instanceof EngineError) {
+    throw ApplicationFailure.create({ message: e.message, type: e.kind, nonRetryable: NON_RETRYABLE.has(e.kind) });
+  }
+  throw e;
+}
+
+export const notRunning = (key: InstanceKey) =>
+  ApplicationFailure.nonRetryable(
+    `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation} is not running on this host`,
+    hostFailureTypes.notRunning,
+  );
+
+/** The engine of `key`'s generation, running; refused for good when there is none. */
+export function runningEngine(supervisor: EngineSupervisor, key: InstanceKey): SupervisedEngine {
+  const engine = supervisor.get(key);
+  if (!engine || engine.key.generation !== key.generation || engine.exit !== undefined) throw notRunning(key);
+  return engine;
+}
+
+/** Where an adapter says what it skipped (an optional route its engine does not have). */
+export const warnFor = (logger: Logger, key: InstanceKey) => (message: string) => logger.warn({ ...key }, message);
