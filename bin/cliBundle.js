@@ -6,8 +6,8 @@
  * source does, so a path a module makes from its own URL (`../deploy/examples/`) means the same
  * in the sources and in the build.
  */
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { PROJECT_ROOT, sourceKey } from './sourceKey.js';
 
@@ -30,14 +30,18 @@ export async function cliEntry() {
 async function build(entryName) {
   // Loaded only to build: a call with a build at hand does not pay for it.
   const { buildSync } = await import('esbuild');
-  // Processes starting together may build at once: each builds in a folder of its own, then
-  // moves the files in, the shared chunks (named by their content) first and the entry last.
+  // Processes starting together may build at once: each writes into a folder of its own, then
+  // moves the files in, the shared chunks (named by their content) first and the entry last. The
+  // build is laid out for OUT_DIR itself: a source map names its sources relative to where it is
+  // written, so one made in the staging folder would resolve them a level too high once moved
+  // (a stack naming `<checkout>/../gateway/…`, files that do not exist).
   const staging = join(OUT_DIR, `.staging-${process.pid}`);
   mkdirSync(staging, { recursive: true });
   try {
-    buildSync({
+    const { outputFiles } = buildSync({
       entryPoints: { [entryName]: join(PROJECT_ROOT, 'cli/main.ts') },
-      outdir: staging,
+      outdir: OUT_DIR,
+      write: false,
       bundle: true,
       splitting: true,
       format: 'esm',
@@ -48,6 +52,7 @@ async function build(entryName) {
       sourcemap: 'linked',
       logLevel: 'error',
     });
+    for (const file of outputFiles) writeFileSync(join(staging, basename(file.path)), file.contents);
     const files = readdirSync(staging);
     const isEntry = (/** @type {string} */ file) => file.startsWith(entryName);
     // The entry last: a reader that finds it finds its chunks already in place.

@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url';
 /** The checkout's root folder. */
 export const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-/** Folders that no production code is built from. */
-const OUTSIDE = new Set(['node_modules', 'test', 'bench', '.git', '.data', '.tools', '.cli']);
+/** Folders that no production code is built from, at any depth. */
+export const NOT_SOURCES = new Set(['node_modules', 'test', 'bench', '.git', '.data', '.tools', '.cli']);
 
 /**
  * Every source of the checkout, and the lockfile that pins what they import.
@@ -24,7 +24,7 @@ const OUTSIDE = new Set(['node_modules', 'test', 'bench', '.git', '.data', '.too
 function sources(dir = PROJECT_ROOT) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return OUTSIDE.has(entry.name) ? [] : sources(path);
+    if (entry.isDirectory()) return NOT_SOURCES.has(entry.name) ? [] : sources(path);
     return /\.(ts|js)$/.test(entry.name) || entry.name === 'package-lock.json' ? [path] : [];
   });
 }

@@ -288,6 +288,11 @@ export const apiErrors = {
       `host ${hostId} may report only its own instances; instance ${instance} does not run on it`,
     ),
   invalidRequest: (detail: string) => error(400, 'invalid_request', false, detail),
+  /** `detail`: what the JSON parser said was wrong. */
+  invalidJson: (detail: string) => error(400, 'invalid_request', false, `the body is not valid JSON: ${detail}`),
+  /** Deeper bodies are refused before anything walks them again (domain/limits.ts, MAX_NESTING). */
+  nestedTooDeep: (maxDepth: number) =>
+    error(400, 'invalid_request', false, `the body nests arrays and objects more than ${maxDepth} levels deep`),
   /** `where`: as a validation failure names it, e.g. `params.ref`. */
   controlCharacter: (where: string) =>
     error(400, 'invalid_request', false, `${where}: must not contain control characters`),

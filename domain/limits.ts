@@ -20,3 +20,12 @@ export const RETRY_AFTER_SECONDS = 1;
 
 /** A decision model's wake check passes when every probability is within this of the first answer. */
 export const DECISION_PROBABILITY_TOLERANCE = 0.05;
+
+/**
+ * A request body nests arrays and objects, a settings document lists and mappings, at most this
+ * deep (the body or document itself is level 1). Not the spec's: an OpenAI body nests under ten
+ * levels, a tool's JSON schema a few more, settings a few; vLLM and SGLang (FastAPI's json.loads)
+ * give up only at Python's recursion limit, about 1,000. Past it a body or document is refused before
+ * anything walks or writes it again, which would run out of stack.
+ */
+export const MAX_NESTING = 64;

@@ -12,7 +12,7 @@ import { completionRoutes, type EngineRoute } from './inference/completions.js';
 import { modelRoutes } from './inference/models.js';
 import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
 import { bearerAuth } from './plugins/bearerAuth.js';
-import { rawJsonBody } from './plugins/rawJsonBody.js';
+import { jsonBody } from './plugins/jsonBody.js';
 import type { RequestMetrics } from './requestMetrics.js';
 import type { RequestQueue } from './requestQueue.js';
 import type { RoutingTable } from './routingTable.js';
@@ -61,7 +61,7 @@ export async function buildInferenceApp(deps: InferenceDeps) {
   await app.register(apiErrorsPlugin);
   if (deps.token !== undefined)
     await app.register(bearerAuth, { tokens: [deps.token], refusal: apiErrors.unauthorized('inference token') });
-  await app.register(rawJsonBody);
+  await app.register(jsonBody);
   await app.register(
     completionRoutes({
       table: deps.table,

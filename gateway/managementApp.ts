@@ -14,6 +14,7 @@ import { switchRoutes, type TemporalWebUi } from './management/switches.js';
 import { bearerAuth } from './plugins/bearerAuth.js';
 import { metricsRoute } from './plugins/metrics.js';
 import { apiErrorsPlugin, frameworkErrors, MAX_PARAM_LENGTH } from './plugins/apiErrors.js';
+import { jsonBody } from './plugins/jsonBody.js';
 import { storableTextPlugin } from './plugins/storableText.js';
 import { statusPageRoute } from './statusPage.js';
 import type { RouterFigures } from './routerFigures.js';
@@ -66,6 +67,7 @@ export async function buildManagementApp(deps: ManagementDeps) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(apiErrorsPlugin);
+  await app.register(jsonBody);
   await app.register(storableTextPlugin);
   await app.register(
     hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents, metricsToken: deps.metricsToken }),

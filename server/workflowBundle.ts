@@ -4,17 +4,20 @@
  */
 import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
-import { PROJECT_ROOT, sourceKey } from '../bin/sourceKey.js';
+import { sourceKey } from '../bin/sourceKey.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 /** The path of the bundle of `workflowsPath` for the code as it is now, made on first use. */
 export async function workflowBundle(workflowsPath = WORKFLOWS_PATH): Promise<{ codePath: string }> {
   const dir = join(tmpdir(), 'capyctl-workflow-bundles');
-  const codePath = join(dir, `${sourceKey(relative(PROJECT_ROOT, workflowsPath))}.js`);
+  // Keyed by the checkout's place as well as its code: the bundle's source map names the files it was
+  // made from by their absolute paths, so another copy's bundle of the same code would have this
+  // worker's stacks name that copy's files (gone, once it is deleted).
+  const codePath = join(dir, `${sourceKey(workflowsPath)}.js`);
   if (!existsSync(codePath)) {
     // Webpack's statistics are for whoever works on the bundling, not for an operator's start-up.
     // The workflow modules are evaluated once per worker thread, not once per run: evaluating them

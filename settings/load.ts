@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import YAML, { Lexer, Parser } from 'yaml';
 import { z } from 'zod';
+import { MAX_NESTING } from '../domain/limits.js';
 import { deploymentDocument } from './deploymentDocument.js';
 import { show } from './fields.js';
 import { hostDocument } from './hostDocument.js';
@@ -57,15 +58,11 @@ export interface SettingsInput {
 }
 
 /**
- * Settings nest a few levels. Composing a document nested thousands deep (`[[[…`, or `- - - …` on
- * one line) recurses as deep, and near the end of the stack V8 has been seen to abort the whole
- * process ("RegExpCompiler Allocation failed") instead of throwing.
- */
-const MAX_NESTING = 64;
-
-/**
  * Whether lists and mappings nest deeper than MAX_NESTING, block or flow alike: read token by token
  * from the parser's own stack (the parser does not recurse, composing does), stopping at the limit.
+ * Settings nest a few levels; composing a document nested thousands deep (`[[[…`, or `- - - …` on one
+ * line) recurses as deep, and near the end of the stack V8 has been seen to abort the whole process
+ * ("RegExpCompiler Allocation failed") instead of throwing.
  */
 function nestsTooDeep(text: string): boolean {
   const parser = new Parser();

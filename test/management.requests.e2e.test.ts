@@ -1,9 +1,13 @@
 /**
  * Requests the management API must answer as themselves, over real sockets to a `capyctl start
  * server` process: concurrent deploys of one new name, control characters in a path, two
- * Authorization headers. Each is a 4xx from the catalogue or a success, never a 500.
+ * Authorization headers. Each is a 4xx from the catalogue or a success, never a 500. And what the
+ * process logs of a failure names the checkout's own files in its stack.
  */
+import { existsSync, realpathSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../bin/sourceKey.js';
 import { apiErrors } from '../domain/catalogue.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 import { getWithRepeatedHeader } from './support/repeatedHeaders.js';
@@ -82,6 +86,33 @@ describe('the management API, over a socket to a server process', () => {
       [admin, admin],
     ]) {
       expect(await send(pair)).toEqual({ status: 400, body: body(apiErrors.repeatedHeader('Authorization')) });
+    }
+  });
+
+  it("logs a failure's stack with the files of this checkout, as they are on disk", async () => {
+    // The store refuses the server's heartbeat while its table of servers is away.
+    await cluster.database.db.query('ALTER TABLE servers RENAME TO servers_away');
+    let line: string;
+    try {
+      line = await cluster.server.awaitOutput(
+        'a refused heartbeat',
+        /^(.*"msg":"the store did not take this server's heartbeat".*)$/m,
+        10_000,
+      );
+    } finally {
+      await cluster.database.db.query('ALTER TABLE servers_away RENAME TO servers');
+    }
+    const stack = (JSON.parse(line) as { err: { stack: string } }).err.stack;
+    // Every frame's file: `at fn (/path:line:column)`, `at /path:line:column`, or a file URL.
+    const files = [...stack.matchAll(/^\s+at (?:.*\()?(?:file:\/\/)?(\/[^():]+):\d+:\d+\)?$/gm)].map((m) => m[1]!);
+    // The sources, bundled into .cli/ and named through its source maps; a package's own files
+    // where the checkout's node_modules puts them (a link, in a worktree).
+    const sources = files.filter((f) => f.endsWith('.ts'));
+    expect(sources.length, stack).toBeGreaterThan(0);
+    const packages = realpathSync(join(PROJECT_ROOT, 'node_modules'));
+    for (const file of files) {
+      expect(existsSync(file), `${file} in\n${stack}`).toBe(true);
+      expect(file.startsWith(file.endsWith('.ts') ? PROJECT_ROOT : packages), `${file} in\n${stack}`).toBe(true);
     }
   });
 });

@@ -1,13 +1,17 @@
 /**
  * The workflow modules are evaluated once per worker thread and shared by every run
  * (server/workflowBundle.ts preloads them), so none may hold state a run could change: eslint refuses
- * it (eslint.config.js) in every module the bundle holds.
+ * it (eslint.config.js) in every module the bundle holds. The bundle's source map, which a worker's
+ * stacks are named by, names the files of the checkout that runs it.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { promisify } from 'node:util';
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
-import { PROJECT_ROOT } from '../bin/sourceKey.js';
+import { NOT_SOURCES, PROJECT_ROOT } from '../bin/sourceKey.js';
 import { workflowBundle } from '../server/workflowBundle.js';
 
 const SHARED_STATE = [
@@ -71,4 +75,32 @@ describe('the workflow bundle', async () => {
       ),
     ).toEqual([]);
   });
+
+  it("names the files of the checkout that made it, not another copy's of the same code", async () => {
+    // A copy of the code elsewhere, as a second clone is: every source the bundles are keyed by.
+    const copy = mkdtempSync(join(tmpdir(), 'capyctl-clone-'));
+    cpSync(PROJECT_ROOT, copy, { recursive: true, filter: (from) => !NOT_SOURCES.has(basename(from)) });
+    symlinkSync(realpathSync(join(PROJECT_ROOT, 'node_modules')), join(copy, 'node_modules'));
+    let codePath = '';
+    try {
+      const script = "console.log((await (await import('./server/workflowBundle.ts')).workflowBundle()).codePath)";
+      const { stdout } = await promisify(execFile)(
+        process.execPath,
+        ['--import', 'tsx', '--input-type=module', '-e', script],
+        { cwd: copy },
+      );
+      codePath = stdout.trim();
+      const [, map] = /sourceMappingURL=data:application\/json;charset=utf-8;base64,(\S+)\s*$/.exec(
+        readFileSync(codePath, 'utf8'),
+      )!;
+      const sources = (JSON.parse(Buffer.from(map!, 'base64').toString('utf8')) as { sources: string[] }).sources;
+      const own = sources.filter((path) => path.endsWith('.ts') && !path.includes('/node_modules/'));
+      expect(own).toContain(join(copy, 'workflows/switch.ts'));
+      for (const path of own) expect(path.startsWith(`${copy}/`) && existsSync(path), path).toBe(true);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+      // The copy's own bundle; this checkout's, which other tests are using, stays.
+      if (codePath !== '' && codePath !== (await workflowBundle()).codePath) rmSync(codePath, { force: true });
+    }
+  }, 60_000);
 });

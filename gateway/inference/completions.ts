@@ -11,7 +11,7 @@ import { forwardableHeaders } from '../../net/forwarding.js';
 import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../../domain/hostIngress.js';
 import type { InstanceRef } from '../../api/lifecycle.js';
 import { replyWith } from '../plugins/apiErrors.js';
-import { rawBodyOf } from '../plugins/rawJsonBody.js';
+import { rawBodyOf } from '../plugins/jsonBody.js';
 import type { RequestMetrics } from '../requestMetrics.js';
 import type { Admission, Arrival, RequestQueue } from '../requestQueue.js';
 import type { RoutedDeployment, RoutingTable } from '../routingTable.js';
