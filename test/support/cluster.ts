@@ -97,6 +97,8 @@ export interface ClusterHostOptions {
   yaml?: string;
   /** Where the agent reaches the server (a balancer in front of several); the server's own listener unless said. */
   serverUrl?: string;
+  /** The host's ID; a fresh one unless said (another installation's host of the same ID, say). */
+  hostId?: string;
 }
 
 export interface ClusterOptions {
@@ -213,9 +215,16 @@ export class Cluster {
 
   /** Issues a host token through `capyctl create host-token`, starts the agent, and waits for its registration. */
   async addHost(options: ClusterHostOptions = {}): Promise<ClusterHost> {
+    const host = await this.startHost(options);
+    await host.process.awaitOutput(`${host.hostId} to register`, /"msg":"host (registered)"/);
+    return host;
+  }
+
+  /** Issues a host token through `capyctl create host-token` and starts the agent, without waiting for it. */
+  async startHost(options: ClusterHostOptions = {}): Promise<ClusterHost> {
     const created = await this.capyctl(['create', 'host-token']);
     if (created.code !== 0) throw new Error(`capyctl create host-token: ${created.stderr}`);
-    const hostId = `host-${this.hosts.length + 1}-${randomUUID().slice(0, 6)}`;
+    const hostId = options.hostId ?? `host-${this.hosts.length + 1}-${randomUUID().slice(0, 6)}`;
     const dataDir = join(this.dir, hostId);
     const file = join(this.dir, `${hostId}.yaml`);
     const token = created.stdout.trim();
@@ -234,7 +243,6 @@ export class Cluster {
     );
     const host: ClusterHost = { hostId, token, dataDir, file, process: this.startAgent(file) };
     this.hosts.push(host);
-    await host.process.awaitOutput(`${hostId} to register`, /"msg":"host (registered)"/);
     return host;
   }
 
