@@ -38,7 +38,14 @@ import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment 
 import { findHost, type Host, ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { type Instance, listInstances } from '../store/instances.js';
 import { migrate } from '../store/migrate.js';
-import { forgetServer, markServerSeen, SERVER_BEAT_MS, storeId, takeGoneServers } from '../store/servers.js';
+import {
+  findServer,
+  forgetServer,
+  markServerSeen,
+  SERVER_BEAT_MS,
+  storeId,
+  takeGoneServers,
+} from '../store/servers.js';
 import { signals, STICKY_QUEUE_TIMEOUT_MS, taskQueues, workflowIds } from '../workflows/definitions.js';
 import { instanceRow } from '../workflows/ledger.js';
 import type { Demand, InstanceRef } from '../api/lifecycle.js';
@@ -138,8 +145,12 @@ export async function startServer({
   const table = new RoutingTable();
   await table.loadFrom(db);
   const board = new LoadBoard();
-  const serverTaskQueue = taskQueues.server(serverId);
-  const workflowTaskQueue = taskQueues.workflows(await storeId(db));
+  const store = await storeId(db);
+  const serverTaskQueue = taskQueues.server(store, serverId);
+  const workflowTaskQueue = taskQueues.workflows(store);
+  // The queue a killed previous run of this server reported its demands from, when its name was
+  // another (before queues were named by the store): they are withdrawn with this queue's.
+  const previousQueue = (await findServer(db, serverId))?.taskQueue;
   const self = { id: serverId, taskQueue: serverTaskQueue };
   const { address, namespace } = settings.temporal;
   if (address === undefined) throw new Error('server.temporal.address is not set');
@@ -587,6 +598,8 @@ export async function startServer({
       ownership.ifOwn(hostId, async () => {
         await configureScheduler(client, schedulerRef(hostId));
         await withdrawDemandsOf(client, hostId, serverTaskQueue);
+        if (previousQueue !== undefined && previousQueue !== serverTaskQueue)
+          await withdrawDemandsOf(client, hostId, previousQueue);
       }),
     ),
   );

@@ -12,19 +12,35 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveTemporalCli } from '../standalone/temporalDevServer.js';
 import { storeId } from '../store/servers.js';
-import { type ApiReply, Cluster, type ClusterHost } from './support/cluster.js';
+import { type ApiReply, type CapyProcess, Cluster, type ClusterHost } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
 import { startStandaloneProcess, type StandaloneProcess } from './support/standalone.js';
 import { until, within } from './support/until.js';
 
 const HOST = `shared-${randomUUID().slice(0, 6)}`;
+/** Both installations' servers keep the default's habit of one ID for all (`main`). */
+const SERVER_ID = `main-${randomUUID().slice(0, 6)}`;
+
+/** The identities of the workers that polled a queue's activity tasks lately, as `temporal task-queue describe` lists them. */
+async function activityPollers(temporalAddress: string, taskQueue: string): Promise<string[]> {
+  const { stdout } = await promisify(execFile)(await resolveTemporalCli(), [
+    ...['task-queue', 'describe', '--address', temporalAddress, '--task-queue', taskQueue],
+    ...['--task-queue-type', 'activity', '-o', 'json'],
+  ]);
+  return [...stdout.matchAll(/"identity":\s*"([^"]+)"/gi)].map((m) => m[1]!);
+}
+
+const identityOf = (server: CapyProcess) => `${server.child.pid}@${hostname()}`;
+const serverQueueOf = (server: CapyProcess) =>
+  server.awaitOutput('the server to start', /"taskQueue":"([^"]+)"[^\n]*"msg":"server started"/);
+
 /** The refusal, word for word, as the catalogue writes it. */
 const refusalLine = (theirs: string, ours: string, temporalAddress: string) =>
   `host ${HOST} is scheduled by another capyctl installation on this Temporal namespace (default): ` +
@@ -57,7 +73,7 @@ describe('two installations on one Temporal namespace, with a host of the same I
   let standalone: StandaloneProcess | undefined;
 
   beforeAll(async () => {
-    first = await Cluster.start({ hosts: [{ hostId: HOST }] });
+    first = await Cluster.start({ hosts: [{ hostId: HOST }], serverId: SERVER_ID });
     firstQueue = `capyctl-workflows-${await storeId(first.database.db)}`;
   }, 120_000);
 
@@ -73,7 +89,7 @@ describe('two installations on one Temporal namespace, with a host of the same I
     await Promise.all(first.hosts.map((h) => h.process.stop()));
     await first.server.stop();
 
-    second = await Cluster.start();
+    second = await Cluster.start({ serverId: SERVER_ID });
     secondQueue = `capyctl-workflows-${await storeId(second.database.db)}`;
     line = refusalLine(firstQueue, secondQueue, second.services.temporalAddress);
     const host = await second.startHost({ hostId: HOST });
@@ -112,6 +128,20 @@ describe('two installations on one Temporal namespace, with a host of the same I
     const reply = (await within(60_000, second.chat('chat'))) as ApiReply | string;
     expect(typeof reply === 'string' ? reply : reply.status).toBe(200);
   }, 90_000);
+
+  it("the first, started again, refuses the host the second now schedules, and neither's gateway steps reach the other (one server ID)", async () => {
+    await first.startServer();
+    const [firstOwn, secondOwn] = await Promise.all([serverQueueOf(first.server), serverQueueOf(second.server)]);
+    await until('the first server to poll its own queue', async () =>
+      (await activityPollers(first.services.temporalAddress, firstOwn)).includes(identityOf(first.server))
+        ? true
+        : undefined,
+    );
+    expect(await activityPollers(second.services.temporalAddress, secondOwn)).not.toContain(identityOf(first.server));
+    expect(first.server.output()).toContain(
+      `"msg":"${refusalLine(secondQueue, firstQueue, first.services.temporalAddress)}"`,
+    );
+  }, 60_000);
 
   it('a standalone on the same Temporal with that host ID is refused with the line, naming its own store', async () => {
     standaloneDir = mkdtempSync(join(tmpdir(), 'capyctl-installations-'));

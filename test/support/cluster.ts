@@ -106,6 +106,8 @@ export interface ClusterOptions {
   /** More lines of the server document (YAML). */
   serverYaml?: string;
   services?: LifecycleServices;
+  /** The server's CAPYCTL_SERVER_ID; a fresh one unless said (another installation's, say). */
+  serverId?: string;
 }
 
 export interface ClusterHost {
@@ -141,17 +143,22 @@ export class Cluster {
   /** Servers started besides the first, on the same store and Temporal. */
   readonly otherServers: ClusterServer[] = [];
   readonly dir = mkdtempSync(join(tmpdir(), 'capyctl-cluster-'));
-  private readonly serverId = `cluster-${randomUUID().slice(0, 8)}`;
 
   private constructor(
     readonly services: LifecycleServices,
     readonly database: FreshDatabase,
     private readonly serverYaml: string,
+    private readonly serverId: string,
   ) {}
 
   static async start(options: ClusterOptions = {}): Promise<Cluster> {
     const services = options.services ?? (await harnessServices());
-    const cluster = new Cluster(services, await freshDatabase(services.postgresAdminUrl), options.serverYaml ?? '');
+    const cluster = new Cluster(
+      services,
+      await freshDatabase(services.postgresAdminUrl),
+      options.serverYaml ?? '',
+      options.serverId ?? `cluster-${randomUUID().slice(0, 8)}`,
+    );
     try {
       await cluster.startServer();
       for (const host of options.hosts ?? []) await cluster.addHost(host);
