@@ -15,6 +15,7 @@ const WHOLE_PROCESSES = [
   'test/multiHost.leaveAndJoin.e2e.test.ts',
   'test/recovery.e2e.test.ts',
   'test/twoServers.e2e.test.ts',
+  'test/installations.e2e.test.ts',
   'test/documents.sweep.e2e.test.ts',
   'test/metrics.e2e.test.ts',
   'test/faults.e2e.test.ts',

@@ -19,6 +19,7 @@ export const errorCodes = z.enum([
   'parked_capacity',
   'insufficient_capacity',
   'checkpoint_unmeasured',
+  'host_of_another_installation',
   'not_found',
   'unauthorized',
   'forbidden',
@@ -60,6 +61,30 @@ function keptHolders(holders: readonly KeptHolder[]): string {
     .filter((g) => g.names.length > 0);
   return groups.map((g) => `${g.names.join(', ')}, which ${keptBySetting[g.keptBy]} keeps loaded`).join(', and ');
 }
+
+/**
+ * A host whose scheduler (`host-scheduler/<hostId>`) runs on the task queue of another installation
+ * sharing this Temporal namespace: no worker of this one polls it, and a second scheduler for the
+ * same GPUs must never start, so this installation refuses the host.
+ */
+export interface ForeignScheduler {
+  hostId: string;
+  /** The other installation's workflow task queue, `capyctl-workflows-<its store id>`. */
+  theirTaskQueue: string;
+  ownTaskQueue: string;
+  temporalAddress: string;
+  namespace: string;
+}
+
+/** The one line that says whose the host is, and the three ways out. */
+const foreignSchedulerLine = (f: ForeignScheduler) =>
+  `host ${f.hostId} is scheduled by another capyctl installation on this Temporal namespace (${f.namespace}): ` +
+  `host-scheduler/${f.hostId} runs on task queue ${f.theirTaskQueue}, not this installation's ${f.ownTaskQueue}; ` +
+  `give the host another ID (id in its host document, host.id in a standalone's), or give this installation a ` +
+  `Temporal namespace of its own (temporal.namespace in the server's and its hosts' documents, ` +
+  `server.temporal.namespace in a standalone's), or, if the other installation is gone, end its scheduler with ` +
+  `\`temporal workflow terminate --address ${f.temporalAddress} --namespace ${f.namespace} -w ` +
+  `host-scheduler/${f.hostId}\` and start this host again`;
 
 /** The things an API error can say was not found. */
 export type Missing = 'deployment' | 'model' | 'host' | 'instance' | 'switch' | 'route';
@@ -241,6 +266,17 @@ export const apiErrors = {
         ),
 
   // The API's own.
+  /** A host agent registering, or an operator's command for a host, that another installation schedules. */
+  hostOfAnotherInstallation: (facts: ForeignScheduler) =>
+    error(409, 'host_of_another_installation', false, foreignSchedulerLine(facts)),
+  /** A request for a model only such a host may run: answered at once, not left to its deadline. */
+  deploymentOnHostOfAnotherInstallation: (deploymentId: string, facts: ForeignScheduler) =>
+    error(
+      409,
+      'host_of_another_installation',
+      false,
+      `deployment ${deploymentId} cannot be served here: ${foreignSchedulerLine(facts)}`,
+    ),
   noHost: (deploymentName: string) =>
     error(
       503,

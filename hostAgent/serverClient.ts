@@ -2,8 +2,18 @@
 import { request } from 'undici';
 import { type EngineExitBody, type RegistrationBody, registrationReply, type SamplesBody } from '../api/hosts.js';
 
-/** The server refused the host token: retrying will not help. */
+/** The server refused the host token, or the host (another installation schedules it): retrying will not help. */
 export class RegistrationRefused extends Error {}
+
+/** The catalogue's message of an error reply, else the reply as it came. */
+function messageOf(text: string): string {
+  try {
+    const { message } = JSON.parse(text) as { message?: unknown };
+    return typeof message === 'string' ? message : text;
+  } catch {
+    return text;
+  }
+}
 
 export interface Registration {
   ingressSecret: string;
@@ -30,6 +40,8 @@ export class ServerClient {
     const text = await response.body.text();
     if (response.statusCode === 401)
       throw new RegistrationRefused(`the server at ${this.serverUrl} refused the host token: ${text}`);
+    // Only a registration is answered 409 (host_of_another_installation): the server's one line says what to do.
+    if (response.statusCode === 409) throw new RegistrationRefused(messageOf(text));
     if (response.statusCode >= 300) throw new Error(`POST ${path} answered ${response.statusCode}: ${text}`);
     return text;
   }

@@ -24,9 +24,11 @@ import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildInferenceApp } from '../gateway/inferenceApp.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
 import { RequestQueue } from '../gateway/requestQueue.js';
+import { SchedulerOwnership } from '../gateway/schedulerOwnership.js';
 import { type RoutedDeployment, RoutingTable } from '../gateway/routingTable.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import { INGRESS_SECRET_HEADER } from '../domain/hostIngress.js';
+import { apiErrors, CapyError } from '../domain/catalogue.js';
 import { type QueueSettings, queueSettings, REQUEST_DEADLINE_DEFAULT_MS, tightestOfHosts } from '../settings/queue.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import { isLoopback, listenAddress } from '../settings/listenAddress.js';
@@ -36,7 +38,14 @@ import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment 
 import { findHost, type Host, ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { type Instance, listInstances } from '../store/instances.js';
 import { migrate } from '../store/migrate.js';
-import { forgetServer, markServerSeen, SERVER_BEAT_MS, storeId, takeGoneServers } from '../store/servers.js';
+import {
+  findServer,
+  forgetServer,
+  markServerSeen,
+  SERVER_BEAT_MS,
+  storeId,
+  takeGoneServers,
+} from '../store/servers.js';
 import { signals, STICKY_QUEUE_TIMEOUT_MS, taskQueues, workflowIds } from '../workflows/definitions.js';
 import { instanceRow } from '../workflows/ledger.js';
 import type { Demand, InstanceRef } from '../api/lifecycle.js';
@@ -136,12 +145,23 @@ export async function startServer({
   const table = new RoutingTable();
   await table.loadFrom(db);
   const board = new LoadBoard();
-  const serverTaskQueue = taskQueues.server(serverId);
-  const workflowTaskQueue = taskQueues.workflows(await storeId(db));
+  const store = await storeId(db);
+  const serverTaskQueue = taskQueues.server(store, serverId);
+  const workflowTaskQueue = taskQueues.workflows(store);
+  // The queue a killed previous run of this server reported its demands from, when its name was
+  // another (before queues were named by the store): they are withdrawn with this queue's.
+  const previousQueue = (await findServer(db, serverId))?.taskQueue;
   const self = { id: serverId, taskQueue: serverTaskQueue };
   const { address, namespace } = settings.temporal;
   if (address === undefined) throw new Error('server.temporal.address is not set');
   const client = new Client({ connection: await Connection.connect({ address }), namespace });
+  // Whose each host's scheduler is: a host another installation on this namespace schedules is refused.
+  const ownership = new SchedulerOwnership({
+    client,
+    ownTaskQueue: workflowTaskQueue,
+    temporal: { address, namespace },
+    logger,
+  });
 
   // Each host's own queue settings: the waiting limits are the tightest of them, the window its own.
   const hostQueues = new Map<string, QueueSettings>();
@@ -159,7 +179,7 @@ export async function startServer({
   };
   const secrets = await ingressSecrets(db);
   for (const host of await listHosts(db)) knowHost(host, secrets.get(host.id));
-  // Hosts that report, and whose agent is not stopping: only they are routed and placed on.
+  // Hosts that report, and whose agent is not stopping.
   const liveness = new HostLiveness({
     downAfterMs: settings.hosts.down_after,
     onDown: (hostId) => enginesGoneOn(hostId),
@@ -167,7 +187,10 @@ export async function startServer({
     storedSeen: async (hostId) => (await findHost(db, hostId))?.lastSeenAt,
     logger,
   });
-  const placeable = () => [...hostQueues.keys()].filter((h) => !drainingHosts.has(h) && liveness.serves(h));
+  // A host served is one that reports, whose agent is not stopping and whose scheduler is this
+  // installation's: only they are routed and placed on, and set the waiting limits.
+  const serves = (hostId: string) => liveness.serves(hostId) && !ownership.refusal(hostId);
+  const placeable = () => [...hostQueues.keys()].filter((h) => !drainingHosts.has(h) && serves(h));
   // Where each deployment's waiting requests were sent: its next demands go there too, and it counts
   // in those hosts' load until it holds memory there.
   const sentTo = new Map<string, string[]>();
@@ -229,6 +252,14 @@ export async function startServer({
       const deployment = table.get(demand.deploymentId);
       const hostIds = deployment ? await placeDemand(deployment, demand) : [];
       if (!deployment || hostIds.length === 0) {
+        // Only a host another installation schedules may run it: no worker here would ever take its
+        // requests, so they are answered now, not at their deadline.
+        const refused = deployment && ownership.refusalFor(deployment);
+        if (refused) {
+          const failed = queue.failWaiters(demand.deploymentId, refused);
+          if (failed > 0) logger.warn({ deploymentId: demand.deploymentId, failed }, refused.message);
+          return;
+        }
         logger.warn(
           { deploymentId: demand.deploymentId },
           'no registered host may run this deployment; its requests wait',
@@ -239,6 +270,8 @@ export async function startServer({
       const indexes = instanceIndexes(deployment, hostIds);
       await Promise.all(
         hostIds.map(async (hostId) => {
+          // A host found to be another installation's is refused: the demand is placed again without it.
+          if (await ownership.foreign(hostId)) return deliverDemand(demand);
           const runId = await reportDemand(client, schedulerRef(hostId), {
             ...demand,
             serverTaskQueue,
@@ -246,6 +279,8 @@ export async function startServer({
           });
           const before = schedulerRuns.get(hostId);
           schedulerRuns.set(hostId, runId);
+          // A new run is looked at once: it may have been started by the other installation.
+          if (await ownership.foreign(hostId, { runId })) return deliverDemand(demand);
           if (before !== undefined && before !== runId) redeliverDemands();
         }),
       );
@@ -259,7 +294,7 @@ export async function startServer({
     // Only the hosts that serve set them: one that stopped or went down no longer does, until it registers again.
     limits: () =>
       tightestOfHosts(
-        [...hostQueues].filter(([hostId]) => liveness.serves(hostId)).map(([, q]) => q),
+        [...hostQueues].filter(([hostId]) => serves(hostId)).map(([, q]) => q),
         HOST_QUEUE_DEFAULTS,
       ),
     onDemand: (demand) => demandsOpen && deliverDemand(demand),
@@ -302,7 +337,9 @@ export async function startServer({
     // At once, before the row is written (which withdraws it too).
     queue.withdraw(instance);
     await activities.saveInstance(instanceRow(hostId, instance, 'stopped', null, null));
-    await client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signals.engineExited, instance);
+    await ownership.ifOwn(hostId, () =>
+      client.workflow.getHandle(workflowIds.hostScheduler(hostId)).signal(signals.engineExited, instance),
+    );
   }
 
   /**
@@ -366,9 +403,13 @@ export async function startServer({
 
   const lifecycle: OperatorLifecycle = {
     placement,
-    command: (hostId, update, ...args) => sendCommand(client, schedulerRef(hostId), update, ...args),
+    async command(hostId, update, ...args) {
+      await ownership.refuseIfForeign(hostId);
+      return sendCommand(client, schedulerRef(hostId), update, ...args);
+    },
     deploy,
     async drainHost(hostId) {
+      await ownership.refuseIfForeign(hostId);
       await setHostDraining(db, hostId, true);
       drainingHosts.add(hostId);
       return sendCommand(client, schedulerRef(hostId), 'drainHost');
@@ -391,9 +432,19 @@ export async function startServer({
     logger,
     hostEvents: {
       async registered(hostId, body, ingressSecret) {
-        liveness.registered(hostId);
+        // Known as the store now has it, refused or not: the store's other servers learn it there.
         hostQueues.set(hostId, (body.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
         hostIngress.set(hostId, ingressOf(body.ingress_url, ingressSecret));
+        // Refused before anything reaches a scheduler another installation runs; its agent prints the
+        // line and exits, and the requests only it could serve are answered with it.
+        const foreign = await ownership.foreign(hostId, { fresh: true });
+        if (foreign) {
+          // Its agent exits: shown down once it has been silent for the bound.
+          liveness.know(hostId);
+          if (demandsOpen) redeliverDemands();
+          throw new CapyError(apiErrors.hostOfAnotherInstallation(foreign));
+        }
+        liveness.registered(hostId);
         table.setHostActivation(hostId, body.settings.activation === 'explicit' ? 'explicit' : 'on_demand');
         await configureScheduler(client, schedulerRef(hostId));
         // A host agent registers when it starts, and a starting agent runs no engine: whatever the
@@ -466,7 +517,11 @@ export async function startServer({
       if ((await markServerSeen(db, self)) && demandsOpen) redeliverDemands();
       for (const gone of await takeGoneServers(db)) {
         logger.warn({ serverId: gone.id }, 'a server of this store stopped reporting: its demands are withdrawn');
-        await Promise.all([...hostQueues.keys()].map((hostId) => withdrawDemandsOf(client, hostId, gone.taskQueue)));
+        await Promise.all(
+          [...hostQueues.keys()].map((hostId) =>
+            ownership.ifOwn(hostId, () => withdrawDemandsOf(client, hostId, gone.taskQueue)),
+          ),
+        );
       }
       const hosts = (await listHosts(db)).filter((h) => !hostQueues.has(h.id));
       const hostSecrets = hosts.length > 0 ? await ingressSecrets(db) : new Map<string, string>();
@@ -536,12 +591,17 @@ export async function startServer({
   const running = Promise.all(workers.map((w) => w.run()));
   // A host's scheduler outlives this server's last run: it takes the settings as they are now, and
   // forgets the demands of that run's requests (they died with it, and would keep the GPU for them).
-  // Then the requests this run took meanwhile report theirs.
+  // Then the requests this run took meanwhile report theirs. A host another installation
+  // schedules is told nothing, and refused.
   await Promise.all(
-    [...hostQueues.keys()].map(async (hostId) => {
-      await configureScheduler(client, schedulerRef(hostId));
-      await withdrawDemandsOf(client, hostId, serverTaskQueue);
-    }),
+    [...hostQueues.keys()].map((hostId) =>
+      ownership.ifOwn(hostId, async () => {
+        await configureScheduler(client, schedulerRef(hostId));
+        await withdrawDemandsOf(client, hostId, serverTaskQueue);
+        if (previousQueue !== undefined && previousQueue !== serverTaskQueue)
+          await withdrawDemandsOf(client, hostId, previousQueue);
+      }),
+    ),
   );
   demandsOpen = true;
   redeliverDemands();

@@ -21,6 +21,12 @@ export async function storeId(db: Db): Promise<string> {
   return row.id;
 }
 
+/** The server's row, if it is there: its previous run's, when that was killed. */
+export async function findServer(db: Db, id: string): Promise<ServerRow | undefined> {
+  const [row] = await db.query<{ task_queue: string }>('SELECT task_queue FROM servers WHERE id = $1', [id]);
+  return row && { id, taskQueue: row.task_queue };
+}
+
 /** True when the row was not there: new, or taken out by a server that found this one gone. */
 export async function markServerSeen(db: Db, server: ServerRow): Promise<boolean> {
   const [row] = await db.query<{ inserted: boolean }>(

@@ -14,22 +14,11 @@ import { type Balancer, startBalancer } from './support/balancer.js';
 import { type ApiReply, chatAt, Cluster, CLUSTER_ADMIN_TOKEN, type ClusterServer } from './support/cluster.js';
 import { gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { simDeployment } from './support/lifecycle.js';
-import { until } from './support/until.js';
+import { until, within } from './support/until.js';
 
 /** A start and a wake are slow enough for a request to the other server, and a kill, to land while they run. */
 const LOAD_MS = '2500';
 const WAKE_MS = '3000';
-
-/** `reply`, or word that it did not come within `ms`. */
-async function within(ms: number, reply: Promise<ApiReply>): Promise<ApiReply | string> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<string>((resolve) => (timer = setTimeout(resolve, ms, `no answer within ${ms} ms`)));
-  try {
-    return await Promise.race([reply, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe('two servers on one Temporal and one store', () => {
   let cluster: Cluster;

@@ -15,9 +15,11 @@ export const taskQueues = {
   workflows: (storeId: string) => `capyctl-workflows-${storeId}`,
   /**
    * A server's gateway steps. Each server has its own (its requests wait and run in its memory);
-   * the switch reaches every one the store lists (workflows/everyGateway.ts).
+   * the switch reaches every one the store lists (workflows/everyGateway.ts). Named by the store
+   * too: servers of two installations on one namespace may have one ID (`main`, the default), and
+   * one's window and drain must not be answered by the other's gateway.
    */
-  server: (serverId: string) => `capyctl-server-${serverId}`,
+  server: (storeId: string, serverId: string) => `capyctl-server-${storeId}-${serverId}`,
   /** A host agent's engine activities. */
   host: (hostId: string) => `host-${hostId}`,
 } as const;

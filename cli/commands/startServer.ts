@@ -52,7 +52,12 @@ export const startServer: Command = {
     );
     if (!server) return exitCodes.refused;
     logger.info(
-      { managementUrl: server.managementUrl, inferenceUrl: server.inferenceUrl, taskQueue: server.serverTaskQueue },
+      {
+        managementUrl: server.managementUrl,
+        inferenceUrl: server.inferenceUrl,
+        taskQueue: server.serverTaskQueue,
+        workflowTaskQueue: server.workflowTaskQueue,
+      },
       'server started',
     );
     await untilStopSignal();

@@ -22,16 +22,18 @@ export const startStandalone: Command = {
     if (!options) return exitCodes.usage;
     const { settings, logFormat } = options;
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
-    const [{ startStandalone: start }, { ListenRefused }] = await Promise.all([
+    const [{ startStandalone: start }, { ListenRefused }, { RegistrationRefused }] = await Promise.all([
       import('../../standalone/standalone.js'),
       import('../../server/server.js'),
+      import('../../hostAgent/serverClient.js'),
     ]);
     const logger = createLogger('capyctl-standalone', {
       format: logFormat,
       jsonFile: resolve(settings.data_dir, STANDALONE_LOG_FILE),
     });
-    // Another standalone (or anything else) may have its ports.
-    const standalone = await startedOrRefused(() => start(settings, logger), [ListenRefused]);
+    // Another standalone (or anything else) may have its ports; another installation on the same
+    // Temporal, its host's ID.
+    const standalone = await startedOrRefused(() => start(settings, logger), [ListenRefused, RegistrationRefused]);
     if (!standalone) return exitCodes.refused;
     const signal = await untilStopSignal();
     logger.info({ signal }, 'stopping: running answers finish first, up to the drain bound');

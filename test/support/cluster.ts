@@ -97,6 +97,8 @@ export interface ClusterHostOptions {
   yaml?: string;
   /** Where the agent reaches the server (a balancer in front of several); the server's own listener unless said. */
   serverUrl?: string;
+  /** The host's ID; a fresh one unless said (another installation's host of the same ID, say). */
+  hostId?: string;
 }
 
 export interface ClusterOptions {
@@ -104,6 +106,8 @@ export interface ClusterOptions {
   /** More lines of the server document (YAML). */
   serverYaml?: string;
   services?: LifecycleServices;
+  /** The server's CAPYCTL_SERVER_ID; a fresh one unless said (another installation's, say). */
+  serverId?: string;
 }
 
 export interface ClusterHost {
@@ -139,17 +143,22 @@ export class Cluster {
   /** Servers started besides the first, on the same store and Temporal. */
   readonly otherServers: ClusterServer[] = [];
   readonly dir = mkdtempSync(join(tmpdir(), 'capyctl-cluster-'));
-  private readonly serverId = `cluster-${randomUUID().slice(0, 8)}`;
 
   private constructor(
     readonly services: LifecycleServices,
     readonly database: FreshDatabase,
     private readonly serverYaml: string,
+    private readonly serverId: string,
   ) {}
 
   static async start(options: ClusterOptions = {}): Promise<Cluster> {
     const services = options.services ?? (await harnessServices());
-    const cluster = new Cluster(services, await freshDatabase(services.postgresAdminUrl), options.serverYaml ?? '');
+    const cluster = new Cluster(
+      services,
+      await freshDatabase(services.postgresAdminUrl),
+      options.serverYaml ?? '',
+      options.serverId ?? `cluster-${randomUUID().slice(0, 8)}`,
+    );
     try {
       await cluster.startServer();
       for (const host of options.hosts ?? []) await cluster.addHost(host);
@@ -213,9 +222,16 @@ export class Cluster {
 
   /** Issues a host token through `capyctl create host-token`, starts the agent, and waits for its registration. */
   async addHost(options: ClusterHostOptions = {}): Promise<ClusterHost> {
+    const host = await this.startHost(options);
+    await host.process.awaitOutput(`${host.hostId} to register`, /"msg":"host (registered)"/);
+    return host;
+  }
+
+  /** Issues a host token through `capyctl create host-token` and starts the agent, without waiting for it. */
+  async startHost(options: ClusterHostOptions = {}): Promise<ClusterHost> {
     const created = await this.capyctl(['create', 'host-token']);
     if (created.code !== 0) throw new Error(`capyctl create host-token: ${created.stderr}`);
-    const hostId = `host-${this.hosts.length + 1}-${randomUUID().slice(0, 6)}`;
+    const hostId = options.hostId ?? `host-${this.hosts.length + 1}-${randomUUID().slice(0, 6)}`;
     const dataDir = join(this.dir, hostId);
     const file = join(this.dir, `${hostId}.yaml`);
     const token = created.stdout.trim();
@@ -234,7 +250,6 @@ export class Cluster {
     );
     const host: ClusterHost = { hostId, token, dataDir, file, process: this.startAgent(file) };
     this.hosts.push(host);
-    await host.process.awaitOutput(`${hostId} to register`, /"msg":"host (registered)"/);
     return host;
   }
 

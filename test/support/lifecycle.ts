@@ -101,7 +101,7 @@ export function simDeployment(name: string, engine = 'vllm', extra: string[] = [
 export async function startLifecycle(options: LifecycleOptions = {}): Promise<Lifecycle> {
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-lifecycle-'));
   const hostId = `host-${randomUUID().slice(0, 8)}`;
-  const serverTaskQueue = taskQueues.server(`test-${randomUUID().slice(0, 8)}`);
+  const serverTaskQueue = taskQueues.server(randomUUID(), 'test');
   const services = options.services ?? (await harnessServices());
   // Worker logs at WARN and above, once per process (a host agent in the same process shares it).
   const workerConnection = () => {

@@ -12,3 +12,14 @@ export async function until<T>(
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** `reply`, or word that it did not come within `ms` (a waiter nobody releases would wait out its deadline). */
+export async function within<T>(ms: number, reply: Promise<T>): Promise<T | string> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<string>((resolve) => (timer = setTimeout(resolve, ms, `no answer within ${ms} ms`)));
+  try {
+    return await Promise.race([reply, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
