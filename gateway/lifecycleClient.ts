@@ -93,6 +93,23 @@ export async function reportDemand(client: Client, ref: SchedulerRef, demand: De
   return handle.signaledRunId;
 }
 
+/**
+ * Starts the host's scheduler unless one runs (with nothing to tell it yet) and returns the run that
+ * does. A host registering takes its scheduler at once: the installation that starts it is the one
+ * whose workers poll its queue, and another installation's server finds it running on a queue of
+ * not its own (gateway/schedulerOwnership.ts) before its host agent polls the host's.
+ */
+export async function ensureScheduler(client: Client, ref: SchedulerRef): Promise<string> {
+  const handle = await client.workflow.start<typeof hostScheduler>('hostScheduler', {
+    workflowId: workflowIds.hostScheduler(ref.hostId),
+    taskQueue: ref.serverTaskQueue,
+    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT_MS,
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    args: [ref],
+  });
+  return handle.firstExecutionRunId;
+}
+
 /** Signals the host's scheduler if it runs: one not running yet has nothing to be told. */
 async function signalIfRunning<Args extends unknown[]>(
   client: Client,

@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import {
   configureScheduler,
+  ensureScheduler,
   type SchedulerRef,
   reportDemand,
   schedulerSettings,
@@ -436,8 +437,10 @@ export async function startServer({
         hostQueues.set(hostId, (body.settings.queue as QueueSettings | undefined) ?? HOST_QUEUE_DEFAULTS);
         hostIngress.set(hostId, ingressOf(body.ingress_url, ingressSecret));
         // Refused before anything reaches a scheduler another installation runs; its agent prints the
-        // line and exits, and the requests only it could serve are answered with it.
-        const foreign = await ownership.foreign(hostId, { fresh: true });
+        // line and exits, and the requests only it could serve are answered with it. A host no
+        // installation schedules yet is taken now, so two that name a host alike never both accept it.
+        const runId = await ensureScheduler(client, schedulerRef(hostId));
+        const foreign = await ownership.foreign(hostId, { runId, fresh: true });
         if (foreign) {
           // Its agent exits: shown down once it has been silent for the bound.
           liveness.know(hostId);

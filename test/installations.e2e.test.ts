@@ -42,13 +42,13 @@ const serverQueueOf = (server: CapyProcess) =>
   server.awaitOutput('the server to start', /"taskQueue":"([^"]+)"[^\n]*"msg":"server started"/);
 
 /** The refusal, word for word, as the catalogue writes it. */
-const refusalLine = (theirs: string, ours: string, temporalAddress: string) =>
-  `host ${HOST} is scheduled by another capyctl installation on this Temporal namespace (default): ` +
-  `host-scheduler/${HOST} runs on task queue ${theirs}, not this installation's ${ours}; give the host another ` +
+const refusalLine = (theirs: string, ours: string, temporalAddress: string, host = HOST) =>
+  `host ${host} is scheduled by another capyctl installation on this Temporal namespace (default): ` +
+  `host-scheduler/${host} runs on task queue ${theirs}, not this installation's ${ours}; give the host another ` +
   `ID (id in its host document, host.id in a standalone's), or give this installation a Temporal namespace of ` +
   `its own (temporal.namespace in the server's and its hosts' documents, server.temporal.namespace in a ` +
   `standalone's), or, if the other installation is gone, end its scheduler with \`temporal workflow terminate ` +
-  `--address ${temporalAddress} --namespace default -w host-scheduler/${HOST}\` and start this host again`;
+  `--address ${temporalAddress} --namespace default -w host-scheduler/${host}\` and start this host again`;
 
 /** How the host's agent ended its start: `exited <code>`, or `registered`. */
 const agentOutcome = (host: ClusterHost) =>
@@ -142,6 +142,16 @@ describe('two installations on one Temporal namespace, with a host of the same I
       `"msg":"${refusalLine(secondQueue, firstQueue, first.services.temporalAddress)}"`,
     );
   }, 60_000);
+
+  it('of two running installations, the first whose host registers takes it, before any request: the other is refused', async () => {
+    const hostId = `fresh-${randomUUID().slice(0, 6)}`;
+    expect(await agentOutcome(await first.startHost({ hostId }))).toBe('registered');
+    const host = await second.startHost({ hostId });
+    expect(await agentOutcome(host)).toBe('exited 1');
+    expect(host.process.output()).toContain(
+      `capyctl: ${refusalLine(firstQueue, secondQueue, second.services.temporalAddress, hostId)}\n`,
+    );
+  }, 120_000);
 
   it('a standalone on the same Temporal with that host ID is refused with the line, naming its own store', async () => {
     standaloneDir = mkdtempSync(join(tmpdir(), 'capyctl-installations-'));
