@@ -123,11 +123,15 @@ function asFailure(e: unknown): never {
 export function createHostActivities(deps: HostActivityDeps) {
   const releases = new ReleaseBoard();
   const wakes = new SwitchWakes();
-  const notRunning = (key: InstanceKey) =>
-    ApplicationFailure.nonRetryable(
-      `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation} is not running on this host`,
-      hostFailureTypes.notRunning,
-    );
+  const notRunning = (key: InstanceKey) => {
+    const instance = `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation}`;
+    return deps.supervisor.launchedHere(key)
+      ? ApplicationFailure.nonRetryable(`${instance} is not running on this host`, hostFailureTypes.notRunning)
+      : ApplicationFailure.nonRetryable(
+          `${instance} was launched by an earlier agent of this host and ended with it`,
+          hostFailureTypes.lostWithAgent,
+        );
+  };
   const running = (key: InstanceKey): SupervisedEngine => {
     const engine = deps.supervisor.get(key);
     if (!engine || engine.key.generation !== key.generation || engine.exit !== undefined) throw notRunning(key);
