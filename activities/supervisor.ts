@@ -71,6 +71,11 @@ export const sameStart = (a: InstanceKey, b: InstanceKey) =>
 export class EngineSupervisor {
   private readonly engines = new Map<string, SupervisedEngine>();
   private readonly stopping = new WeakSet<ChildProcess>();
+  /**
+   * The first generation this process launched in each slot. Generations only grow, and engines end
+   * with their agent, so an older one ran under an agent of this host that is gone.
+   */
+  private readonly firstLaunched = new Map<string, number>();
 
   constructor(
     private readonly deps: {
@@ -95,6 +100,12 @@ export class EngineSupervisor {
 
   list(): SupervisedEngine[] {
     return [...this.engines.values()];
+  }
+
+  /** True when `key`'s generation was launched by this process (it may have ended since). */
+  launchedHere(key: InstanceKey): boolean {
+    const first = this.firstLaunched.get(slot(key));
+    return first !== undefined && key.generation >= first;
   }
 
   /** Starts the engine of `key`; the same start asked again returns the one running (a retried activity). */
@@ -164,6 +175,7 @@ export class EngineSupervisor {
       }
     });
     this.engines.set(slot(request.key), engine);
+    if (!this.firstLaunched.has(slot(request.key))) this.firstLaunched.set(slot(request.key), request.key.generation);
     this.deps.logger.info({ ...request.key, argv: request.plan.argv, pid: child.pid }, 'engine launched');
     return engine;
   }

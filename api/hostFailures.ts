@@ -7,6 +7,11 @@ export const hostFailureTypes = {
   engineExited: 'engine_exited',
   engineBusy: 'engine_busy',
   notRunning: 'engine_not_running',
+  /**
+   * The engine was launched by an earlier agent of this host, and ended with it: the agent that
+   * answers has started since (the switch's waiters wait for the next start, not for its failure).
+   */
+  lostWithAgent: 'engine_lost_with_agent',
   checkpointMissing: 'checkpoint_missing',
   /** A wake begun once its switch's victims released did not finish within the wake window. */
   wakeWindowOver: 'wake_window_over',

@@ -44,6 +44,12 @@ import { switchSummary } from './switchSummary.js';
 import { compareAnswers, probeFor, wakeQuestion } from './wakeCheck.js';
 
 type VictimResult = SwitchResult['victims'][number];
+/** Why a target was not brought up; `lostWithAgent`: its engine ended with the host agent that launched it. */
+interface BringUpFailure {
+  outcome: SwitchOutcome;
+  error: ApiError;
+  lostWithAgent?: true;
+}
 interface VictimOutcome {
   victim: SwitchVictim;
   result: VictimResult;
@@ -65,6 +71,11 @@ const WAKE_BESIDE_PARKS = 'wake-beside-parks';
  * withdrew the victims and wrote their rows in a local step of its own, after the window.
  */
 const RELEASE_WITH_WINDOW = 'release-with-window';
+/**
+ * The `patched()` name of a target lost with its host agent leaving its waiters to the next start;
+ * older histories (a host agent upgraded before its server) answered them the failure.
+ */
+const LOST_WITH_AGENT_WAITERS_WAIT = 'lost-with-agent-waiters-wait';
 
 export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> {
   const { switchId, hostId, target, victims, timeouts } = input;
@@ -245,7 +256,11 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       await CancellationScope.nonCancellable(async () => {
         await host(timeouts.startMs).stopEngine({ key: target.instance });
         await saveInstance(target.instance, 'stopped', null);
-        await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error: failure.error });
+        // The target's engine ended with a host agent that has started again since (the new one
+        // answered): nothing failed that the next start would meet, so its waiters, and those that
+        // came once the host was back, wait for it; their demand stands in the scheduler.
+        if (!(failure.lostWithAgent && patched(LOST_WITH_AGENT_WAITERS_WAIT)))
+          await gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error: failure.error });
       });
       return {
         switchId,
@@ -412,10 +427,7 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
    * Wakes or starts the target; null when it is ready to serve, else why not. `woken`: its wake,
    * scheduled beside the parks.
    */
-  async function bringUp(
-    t: SwitchTarget,
-    woken: Promise<boolean> | undefined,
-  ): Promise<{ outcome: SwitchOutcome; error: ApiError } | null> {
+  async function bringUp(t: SwitchTarget, woken: Promise<boolean> | undefined): Promise<BringUpFailure | null> {
     const id = t.instance.deploymentId;
     try {
       if (t.action === 'start') {
@@ -430,20 +442,18 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
       return mismatch ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
     } catch (e) {
       const failure = failureOf(e);
+      const lost = failure.kind === hostFailureTypes.lostWithAgent ? { lostWithAgent: true as const } : {};
       if (t.action === 'start') {
         const error = startError(id, failure, timeouts.startMs);
         await store.recordStartFailure({ deploymentId: id, failure: error.message });
-        return { outcome: 'start_failed', error };
+        return { outcome: 'start_failed', error, ...lost };
       }
-      return { outcome: 'wake_failed', error: wakeError(id, failure, timeouts.wakeWindowMs) };
+      return { outcome: 'wake_failed', error: wakeError(id, failure, timeouts.wakeWindowMs), ...lost };
     }
   }
 
   /** Why a target whose switch was cancelled is not brought up; a wake begun beside the parks is waited for. */
-  async function cancelledBeforeBringUp(
-    t: SwitchTarget,
-    woken: Promise<boolean> | undefined,
-  ): Promise<{ outcome: SwitchOutcome; error: ApiError }> {
+  async function cancelledBeforeBringUp(t: SwitchTarget, woken: Promise<boolean> | undefined): Promise<BringUpFailure> {
     await woken?.catch(() => false);
     return { outcome: 'cancelled', error: apiErrors.switchCancelled(t.instance.deploymentId) };
   }

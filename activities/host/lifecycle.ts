@@ -121,7 +121,7 @@ export function engineLifecycleActivities(deps: LifecycleDeps, releases: Release
       const first = deps.supervisor.get(input.key);
       // An engine that exited while starting is still this start's to launch again or to fail.
       if (!first || !sameStart(first.key, input.key) || (first.exit !== undefined && first.stage !== 'starting'))
-        throw notRunning(input.key);
+        throw notRunning(deps.supervisor, input.key);
       let engine = first;
       await whileHeartbeating(async (signal) => {
         for (let launches = 1; ;) {

@@ -34,16 +34,25 @@ export function asFailure(e: unknown): never {
   throw e;
 }
 
-export const notRunning = (key: InstanceKey) =>
-  ApplicationFailure.nonRetryable(
-    `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation} is not running on this host`,
-    hostFailureTypes.notRunning,
-  );
+/**
+ * No engine of `key`'s generation runs here, for good: it ended under this agent, or it was launched by
+ * an earlier agent of this host and ended with it (the switch's waiters then wait for the next start).
+ */
+export function notRunning(supervisor: EngineSupervisor, key: InstanceKey) {
+  const instance = `instance ${key.deploymentId}/${key.instanceIndex} generation ${key.generation}`;
+  return supervisor.launchedHere(key)
+    ? ApplicationFailure.nonRetryable(`${instance} is not running on this host`, hostFailureTypes.notRunning)
+    : ApplicationFailure.nonRetryable(
+        `${instance} was launched by an earlier agent of this host and ended with it`,
+        hostFailureTypes.lostWithAgent,
+      );
+}
 
 /** The engine of `key`'s generation, running; refused for good when there is none. */
 export function runningEngine(supervisor: EngineSupervisor, key: InstanceKey): SupervisedEngine {
   const engine = supervisor.get(key);
-  if (!engine || engine.key.generation !== key.generation || engine.exit !== undefined) throw notRunning(key);
+  if (!engine || engine.key.generation !== key.generation || engine.exit !== undefined)
+    throw notRunning(supervisor, key);
   return engine;
 }
 

@@ -3,9 +3,9 @@
  * process; clients waiting for and streaming from several models; one of the three killed outright
  * (SIGKILL) at a phase of a switch read from the switch workflow's history, then started again. Per
  * case it counts what the clients saw (answered 200, answered with a retryable error of the
- * catalogue, cut by the kill, answered otherwise, never answered), the deployments left in an
- * in-between state a while after recovery, and the GPU memory the simulator's ledger says is held by
- * no instance.
+ * catalogue, cut by the kill, answered otherwise, never answered), what the requests sent the moment
+ * the killed process was back came to, the deployments left in an in-between state a while after
+ * recovery, and the GPU memory the simulator's ledger says is held by no instance.
  *
  * Host 1 runs the switches: `flip` parks in host RAM, `fresh` (residency: restart_only) stops and
  * starts, and the GPU holds one of them. Host 2 runs `steady`, streamed from throughout. Used by
@@ -50,6 +50,12 @@ export interface CaseOutcome {
   details: string[];
   /** Whether every request sent once the killed process was back and the switch it cut had settled was answered 200. */
   servedAfter: boolean;
+  /**
+   * The requests for the switch's target sent as soon as the killed process was back (a host agent:
+   * registered again), while the switch it cut may still run: each must wait for a switch that can
+   * serve it, not share the lost one's failure.
+   */
+  onReturn: Sent[];
   /** `name:state` of each deployment in an in-between state at the settle bound. */
   stuck: string[];
   /** GPU bytes the simulator's ledger shows held by an engine no instance in the catalogue accounts for. */
@@ -93,12 +99,18 @@ const RECORDS = new Set(['saveInstance', 'saveSwitchReceipt']);
 const PHASE_MS = 800;
 const ADMISSION_WINDOW = '1s';
 const INTO_THE_STEP: ReadonlySet<Phase> = new Set(['drain', 'wake', 'start', 'check']);
-const VICTIM_FOR: Partial<Record<Phase, 'flip' | 'fresh'>> = { park: 'flip', start: 'flip', wake: 'fresh' };
+const VICTIM_FOR: Partial<Record<Phase, 'flip' | 'fresh'>> = {
+  park: 'flip',
+  start: 'flip',
+  check: 'flip',
+  wake: 'fresh',
+};
 /** A victim's stream outlasts the window, so the drain has work to wait for. */
 const STREAM_TOKENS = 40;
 const TOKENS_PER_S = 20;
 const WAITERS = 6;
 const STREAMS = 2;
+const ON_RETURN = 3;
 
 type Event = temporal.api.history.v1.IHistoryEvent;
 
@@ -143,9 +155,11 @@ export function phaseOf(events: readonly Event[], atMs = Infinity): Seen {
   return phases[phase] ?? 'window';
 }
 
-interface Sent {
+export interface Sent {
   answer: Answer;
   detail?: string;
+  /** From the request's send to its answer. */
+  ms: number;
 }
 
 export class FaultCampaign {
@@ -226,7 +240,8 @@ export class FaultCampaign {
   /** Runs one case: sets the host up for it, makes a switch, kills, restarts, and counts. */
   async run(c: FaultCase): Promise<CaseOutcome> {
     const began = Date.now();
-    // A park and a start need `flip` loaded (it parks, `fresh` starts); a wake needs `fresh` loaded
+    // A park, a start and the check need `flip` loaded (it parks, `fresh` starts, and a start's
+    // check is a step of its own: a wake checks within its step); a wake needs `fresh` loaded
     // (`flip` wakes); any other phase takes whichever is loaded.
     const needed = VICTIM_FOR[c.phase];
     let victim = await this.loadedOnSwitcher();
@@ -247,6 +262,7 @@ export class FaultCampaign {
     const switchId = await this.switchSince(since);
     const killedAt = await this.killAt(switchId, c);
     await this.restart(c.kill);
+    const onReturn = Array.from({ length: ON_RETURN }, () => this.send(target, false));
     const hit = await this.hitAt(switchId, killedAt);
     this.log(`${c.kill} killed during ${c.phase}: hit ${hit}`);
 
@@ -269,6 +285,7 @@ export class FaultCampaign {
       counts,
       details: sent.filter((s) => s.detail).map((s) => s.detail!),
       servedAfter: after.every((s) => s.answer === 'ok'),
+      onReturn: await Promise.all(onReturn),
       stuck,
       leakedGpuBytes: await this.leakedGpuBytes(),
       ms: Date.now() - began,
@@ -326,8 +343,14 @@ export class FaultCampaign {
     return leaked;
   }
 
-  /** A chat completion; a stream counts as answered once it ends with `[DONE]`. */
+  /** A chat completion, timed. */
   private async send(model: string, stream: boolean): Promise<Sent> {
+    const began = Date.now();
+    return { ...(await this.answerOf(model, stream)), ms: Date.now() - began };
+  }
+
+  /** What a chat completion came to; a stream counts as answered once it ends with `[DONE]`. */
+  private async answerOf(model: string, stream: boolean): Promise<Omit<Sent, 'ms'>> {
     const body = { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: stream ? STREAM_TOKENS : 4, stream };
     try {
       const reply = await request(`${this.cluster.inferenceUrl}/v1/chat/completions`, {
