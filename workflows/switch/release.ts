@@ -1,0 +1,119 @@
+/**
+ * The victims' release: each drained victim is parked at its tier or stopped, all at once, and a
+ * park that fails is followed by a stop, so no victim is left half-parked.
+ */
+import { ActivityFailure, CancellationScope, isCancellation, log } from '@temporalio/workflow';
+import { releasedLine } from '../../engines/rules.js';
+import type { SwitchVictim, VictimPlan } from '../../api/lifecycle.js';
+import { releasedLines } from '../../domain/catalogue.js';
+import type { InstanceState, ParkTier } from '../../domain/vocabulary.js';
+import type { Drained } from './drain.js';
+import { busyOf } from './failures.js';
+import type { SwitchRun, VictimResult } from './run.js';
+
+export interface VictimOutcome {
+  victim: SwitchVictim;
+  result: VictimResult;
+  parkFailed: boolean;
+  /** Requests its engine still had at the drain bound: not parked, it serves again. */
+  requestsStillRunning: number;
+  /** Its final row, being written. */
+  recorded: Promise<void>;
+}
+
+/**
+ * Every victim parked or stopped. Once the victims drained, their release runs to its end, cancelled
+ * or not: a park cut midway would leave its victim to be stopped.
+ */
+export function releaseVictims(run: SwitchRun, drained: Drained): Promise<VictimOutcome[]> {
+  const { cut, deadline, released } = drained;
+  return CancellationScope.nonCancellable(() =>
+    Promise.all(run.victims.map((v) => parkOrStopVictim(run, v, cut.has(v.instance.deploymentId), deadline, released))),
+  );
+}
+
+/**
+ * Parks or stops one victim. A park that fails is followed by a stop: never left half-parked. A
+ * park waits for the engine to finish its requests until `idleBy` (the drain bound's end); one
+ * still busy then is left serving (`requestsStillRunning`). Its final row is being written (`recorded`).
+ * A wake beside the parks waits on the host for its word (`WakeAfter`): the park or stop names the switch.
+ * `released`: the window's step wrote its row (`releaseRow`) already.
+ */
+async function parkOrStopVictim(
+  run: SwitchRun,
+  v: SwitchVictim,
+  cutBeforeOutput: boolean,
+  idleBy: number,
+  released: boolean,
+): Promise<VictimOutcome> {
+  const { switchId, timeouts } = run;
+  const plan: VictimPlan = cutBeforeOutput ? { kind: 'stop', reason: 'cut_before_output' } : v.plan;
+  const asPlanned = <T>(state: InstanceState, tier: ParkTier | null, step: () => Promise<T>) =>
+    released ? step() : run.during(v.instance, state, tier, step);
+  const forWake = run.wakeBesideParks ? { switchId } : {};
+  const done = (line: string, state: InstanceState, tier: ParkTier | null) => ({
+    deploymentId: v.instance.deploymentId,
+    instanceIndex: v.instance.instanceIndex,
+    released: line,
+    state,
+    tier,
+  });
+  let parkFailed = false;
+  if (plan.kind === 'park') {
+    try {
+      await run.timed('park', plan.tier, () =>
+        asPlanned('parking', plan.tier, () =>
+          run.host(timeouts.startMs).parkEngine({
+            key: v.instance,
+            tier: plan.tier,
+            idleWithinMs: Math.max(0, idleBy - Date.now()),
+            ...forWake,
+          }),
+        ),
+      );
+      const recorded = run.saveInstance(v.instance, 'parked', plan.tier);
+      return {
+        victim: v,
+        result: done(releasedLine(plan), 'parked', plan.tier),
+        parkFailed,
+        requestsStillRunning: 0,
+        recorded,
+      };
+    } catch (e) {
+      const busy = busyOf(e);
+      if (busy)
+        return {
+          victim: v,
+          result: done(releasedLine(plan), 'ready', null),
+          parkFailed,
+          requestsStillRunning: busy.requestsStillRunning,
+          recorded: Promise.resolve(),
+        };
+      if (!(e instanceof ActivityFailure) && !isCancellation(e)) throw e;
+      log.warn('park failed; stopping the victim', {
+        switchId,
+        deploymentId: v.instance.deploymentId,
+        error: String(e),
+      });
+      parkFailed = true;
+    }
+  }
+  await CancellationScope.nonCancellable(() =>
+    run.timed('stop', null, async () => {
+      const stop = () => run.host(timeouts.startMs).stopEngine({ key: v.instance, ...forWake });
+      await (parkFailed ? run.during(v.instance, 'stopping', null, stop) : asPlanned('stopping', null, stop));
+      await run.saveInstance(v.instance, 'stopped', null);
+    }),
+  );
+  return {
+    victim: v,
+    result: done(stopLine(plan), 'stopped', null),
+    parkFailed,
+    requestsStillRunning: 0,
+    recorded: Promise.resolve(),
+  };
+}
+
+/** The receipt line of a victim that stopped: only "no room" is said (spec). */
+const stopLine = (plan: VictimPlan) =>
+  plan.kind === 'stop' && plan.reason === 'no_room' ? releasedLines.stoppedNoRoom : releasedLines.stopped;
