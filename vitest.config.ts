@@ -20,6 +20,7 @@ const WHOLE_PROCESSES = [
   'test/metrics.e2e.test.ts',
   'test/faults.e2e.test.ts',
   'test/statusPage.e2e.test.ts',
+  'test/workload.e2e.test.ts',
 ];
 
 /**

@@ -20,6 +20,11 @@ export interface SimTimings {
   reloadMs: number;
   /** Per request, before its first token. */
   prefillMs: number;
+  /**
+   * Prompt tokens read per second, on top of `prefillMs`: a long prompt's first token comes later,
+   * as on a real engine. Unset, a prompt's length costs nothing.
+   */
+  prefillTokensPerS: number | undefined;
   /** Per stream. */
   tokensPerS: number;
 }
@@ -109,6 +114,7 @@ const simFlags: Record<string, FlagKind> = {
   'sim-wake-ms': 'string',
   'sim-reload-ms': 'string',
   'sim-prefill-ms': 'string',
+  'sim-prefill-tokens-per-s': 'string',
   'sim-tokens-per-s': 'string',
   'sim-decision': 'string',
   'sim-exit-at-start': 'string',
@@ -197,9 +203,10 @@ function share(values: Scanned['values'], name: string | undefined): number | un
   return n;
 }
 
-function rate(values: Scanned['values'], name: string, fallback: number): number {
+/** A positive rate, or undefined when the flag is not given. */
+function rate(values: Scanned['values'], name: string): number | undefined {
   const raw = text(values, name);
-  if (raw === undefined) return fallback;
+  if (raw === undefined) return undefined;
   const n = Number(raw);
   if (!Number.isFinite(n) || n <= 0) throw new SimArgsError(`--${name} ${raw}: expected a positive number`);
   return n;
@@ -261,7 +268,8 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
       wakeMs: millis(values, 'sim-wake-ms', 500),
       reloadMs: millis(values, 'sim-reload-ms', 1500),
       prefillMs: millis(values, 'sim-prefill-ms', 0),
-      tokensPerS: rate(values, 'sim-tokens-per-s', 50),
+      prefillTokensPerS: rate(values, 'sim-prefill-tokens-per-s'),
+      tokensPerS: rate(values, 'sim-tokens-per-s') ?? 50,
     },
     decisionOptions,
     exitAtStart: text(values, 'sim-exit-at-start'),

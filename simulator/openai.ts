@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Answer, answerText, countPromptTokens, decide, garbageText, type Token } from './answers.js';
 import type { Dialect } from './dialect.js';
 import type { AbortCause, InFlightRequest, SimEngine } from './engine.js';
+import type { SimTimings } from '../engines/simulatorArgs.js';
 import { type Exchange, type Router, sendJson } from './http.js';
 import { type Kind, type ShapeOptions, Shapes, type Usage } from './shapes.js';
 import { EventStream, frame, paceTokens } from './stream.js';
@@ -146,6 +147,12 @@ function answerFor(engine: SimEngine, g: Generation): Answer {
   return answerText(model, g.prompt, engine.answerSalt + samplingNoise(engine, g), g.maxTokens, g.topLogprobs);
 }
 
+/** How long the engine reads the prompt before its first token. */
+function prefillTimeMs(timings: SimTimings, prompt: string): number {
+  const perToken = timings.prefillTokensPerS === undefined ? 0 : 1000 / timings.prefillTokensPerS;
+  return timings.prefillMs + countPromptTokens(prompt) * perToken;
+}
+
 /** Resolves never; rejects when the request is aborted. */
 function hangUntilAborted(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
@@ -180,7 +187,8 @@ async function generate(engine: SimEngine, dialect: Dialect, res: ServerResponse
       if (stream && opening && !stream.isOpen) await stream.write(frame(opening));
       await hangUntilAborted(signal);
     }
-    if (timings.prefillMs > 0) await sleep(timings.prefillMs, undefined, { signal });
+    const prefillMs = prefillTimeMs(timings, g.prompt);
+    if (prefillMs > 0) await sleep(prefillMs, undefined, { signal });
     const a = (answer = answerFor(engine, g));
     if (stream && engine.faults.streams_go_silent) {
       produced = 1;

@@ -115,6 +115,19 @@ describe('vLLM dialect: serving', () => {
     });
   });
 
+  it('reads a prompt at --sim-prefill-tokens-per-s: a long prompt’s answer comes later', async () => {
+    const sim = await vllm(['--sim-prefill-tokens-per-s', '1000']);
+    const timed = async (words: number) => {
+      const started = Date.now();
+      const answer = await chat(sim, Array.from({ length: words }, () => 'capybara').join(' '), { max_tokens: 1 });
+      expect(answer.body.usage.prompt_tokens).toBe(words + 1); // "user:" is a word of the prompt too
+      return Date.now() - started;
+    };
+    // 600 prompt tokens at 1,000 a second: 600 ms before the first token; 2 tokens: 2 ms.
+    expect(await timed(599)).toBeGreaterThanOrEqual(590);
+    expect(await timed(1)).toBeLessThan(300);
+  });
+
   it('streams SSE: the role chunk, one chunk per token, finish_reason on the last, usage, then [DONE]', async () => {
     const sim = await vllm();
     const plain = await chat(sim, 'Tell me about rivers', { max_tokens: 5 });

@@ -93,6 +93,8 @@ export interface ClusterHostOptions {
   gpuMemory?: string;
   /** The card's kind of memory; discrete unless said. */
   memoryKind?: 'discrete' | 'unified';
+  /** The host RAM it offers parked models; 64 GiB unless said. */
+  hostRam?: string;
   /** More lines of the host document (YAML). */
   yaml?: string;
   /** Where the agent reaches the server (a balancer in front of several); the server's own listener unless said. */
@@ -245,6 +247,7 @@ export class Cluster {
         dataDir,
         gpuMemory: options.gpuMemory ?? '8GiB',
         memoryKind: options.memoryKind,
+        hostRam: options.hostRam,
         extra: options.yaml,
       }),
     );
