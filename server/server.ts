@@ -39,6 +39,7 @@ import { listDeployments, recordMeasureFailure, type SaveResult, saveDeployment 
 import { findHost, type Host, ingressSecrets, listHosts, markHostSeen, setHostDraining } from '../store/hosts.js';
 import { type Instance, listInstances } from '../store/instances.js';
 import { migrate } from '../store/migrate.js';
+import { storePorts } from './storePorts.js';
 import {
   findServer,
   forgetServer,
@@ -143,12 +144,13 @@ export async function startServer({
   inferenceToken,
 }: ServerDeps): Promise<RunningServer> {
   await migrate(db);
+  const store = storePorts(db);
   const table = new RoutingTable();
-  await table.loadFrom(db);
+  await table.loadFrom(store);
   const board = new LoadBoard();
-  const store = await storeId(db);
-  const serverTaskQueue = taskQueues.server(store, serverId);
-  const workflowTaskQueue = taskQueues.workflows(store);
+  const storeName = await storeId(db);
+  const serverTaskQueue = taskQueues.server(storeName, serverId);
+  const workflowTaskQueue = taskQueues.workflows(storeName);
   // The queue a killed previous run of this server reported its demands from, when its name was
   // another (before queues were named by the store): they are withdrawn with this queue's.
   const previousQueue = (await findServer(db, serverId))?.taskQueue;
@@ -208,7 +210,7 @@ export async function startServer({
       if (placed.length < wanted && hosts.includes(sent) && !placed.includes(sent)) placed.push(sent);
     while (placed.length < wanted) {
       const allowed = hosts.filter((h) => mayRunOn(deployment, h) && !placed.includes(h));
-      const next = allowed.length <= 1 ? allowed[0] : await placeByLoad(db, deployment, allowed, sentTo);
+      const next = allowed.length <= 1 ? allowed[0] : await placeByLoad(store, deployment, allowed, sentTo);
       if (next === undefined) break;
       placed.push(next);
     }
@@ -236,7 +238,7 @@ export async function startServer({
     const held = heldOn(deployment, hosts);
     if (held.length >= instanceCount(deployment.spec)) return undefined;
     const others = hosts.filter((h) => h !== refusedOn && !held.includes(h) && mayRunOn(deployment, h));
-    return others.length === 0 ? undefined : placeByLoad(db, deployment, others, sentTo, true);
+    return others.length === 0 ? undefined : placeByLoad(store, deployment, others, sentTo, true);
   }
   const schedulerRef = (hostId: string): SchedulerRef => ({
     hostId,
@@ -428,7 +430,7 @@ export async function startServer({
   };
 
   const management: FastifyInstance = await buildManagementApp({
-    db,
+    store,
     board,
     logger,
     hostEvents: {
