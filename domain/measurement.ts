@@ -30,3 +30,11 @@ export function unmeasuredRefusal(deploymentName: string, r: Measured): ApiError
   if (state === 'measured') return null;
   return apiErrors.checkpointUnmeasured(deploymentName, state === 'failed' ? r.measureFailure : null);
 }
+
+/** What a revision's measured checkpoint brings to a GPU; null while it is not measured. */
+export function checkpointOf(
+  r: Pick<Measured, 'checkpoint'> | undefined,
+): { weightBytes: number; kvBytes: number } | null {
+  const checkpoint = r?.checkpoint as { weightBytes?: number; kvBytes?: number } | null | undefined;
+  return checkpoint ? { weightBytes: checkpoint.weightBytes ?? 0, kvBytes: checkpoint.kvBytes ?? 0 } : null;
+}

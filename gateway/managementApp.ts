@@ -3,7 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { apiErrors } from '../domain/catalogue.js';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
-import type { Db } from '../store/db.js';
+import type { GatewayStore } from './ports.js';
 import type { LoadBoard } from './loadBoard.js';
 import type { OperatorLifecycle } from './management/operatorLifecycle.js';
 import { deploymentRoutes } from './management/deployments.js';
@@ -33,7 +33,8 @@ export interface AdminDeps {
 }
 
 export interface ManagementDeps {
-  db: Db;
+  /** The store, through the gateway's ports. */
+  store: GatewayStore;
   board: LoadBoard;
   hostEvents: HostEventSink;
   logger: FastifyBaseLogger;
@@ -47,13 +48,14 @@ export interface ManagementDeps {
 }
 
 /** Every operator route sits in this one scope, behind the admin token. */
-function adminRoutes(deps: AdminDeps & { board: LoadBoard; db: Db }) {
+function adminRoutes(deps: AdminDeps & { board: LoadBoard; store: GatewayStore }) {
+  const { store, table, lifecycle } = deps;
   return async (app: FastifyInstance) => {
     await app.register(bearerAuth, { tokens: [deps.adminToken], refusal: apiErrors.unauthorized('admin token') });
-    await app.register(loadRoutes({ table: deps.table, board: deps.board, figures: deps.figures }));
-    await app.register(deploymentRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
-    await app.register(hostAdminRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle }));
-    await app.register(switchRoutes({ db: deps.db, table: deps.table, lifecycle: deps.lifecycle, webUi: deps.webUi }));
+    await app.register(loadRoutes({ table, board: deps.board, figures: deps.figures }));
+    await app.register(deploymentRoutes({ catalogue: store.catalogue, hosts: store.hosts, table, lifecycle }));
+    await app.register(hostAdminRoutes({ hosts: store.hosts, table, lifecycle }));
+    await app.register(switchRoutes({ switchReceipts: store.switchReceipts, table, lifecycle, webUi: deps.webUi }));
   };
 }
 
@@ -70,7 +72,12 @@ export async function buildManagementApp(deps: ManagementDeps) {
   await app.register(jsonBody);
   await app.register(storableTextPlugin);
   await app.register(
-    hostRoutes({ db: deps.db, board: deps.board, events: deps.hostEvents, metricsToken: deps.metricsToken }),
+    hostRoutes({
+      hosts: deps.store.hosts,
+      board: deps.board,
+      events: deps.hostEvents,
+      metricsToken: deps.metricsToken,
+    }),
   );
   if (deps.admin) {
     await app.register(statusPageRoute());
@@ -82,7 +89,7 @@ export async function buildManagementApp(deps: ManagementDeps) {
           metricsToken: deps.metricsToken,
         }),
       );
-    await app.register(adminRoutes({ ...deps.admin, board: deps.board, db: deps.db }));
+    await app.register(adminRoutes({ ...deps.admin, board: deps.board, store: deps.store }));
   }
   return app;
 }

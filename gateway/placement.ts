@@ -16,10 +16,8 @@
  * the same host.
  */
 import type { RoutedDeployment } from './routingTable.js';
-import type { Db } from '../store/db.js';
-import { checkpointOf, listDeployments } from '../store/deployments.js';
-import { listHosts } from '../store/hosts.js';
-import { listInstances } from '../store/instances.js';
+import { checkpointOf } from '../domain/measurement.js';
+import type { StoreReads } from './ports.js';
 import { gpuNeed } from '../workflows/ledger.js';
 
 type Placed = Pick<RoutedDeployment, 'id' | 'spec' | 'instances'>;
@@ -104,16 +102,16 @@ export function leastLoaded(
  * `servableOnly`: see `leastLoaded`.
  */
 export async function placeByLoad(
-  db: Db,
+  store: StoreReads,
   deployment: Placed,
   hosts: readonly string[],
   sent: ReadonlyMap<string, readonly string[]>,
   servableOnly = false,
 ): Promise<string | undefined> {
   const [registered, instances, deployments] = await Promise.all([
-    listHosts(db),
-    listInstances(db),
-    listDeployments(db),
+    store.hosts.hosts(),
+    store.catalogue.instances(),
+    store.catalogue.deployments(),
   ]);
   const needOf = (id: string) => {
     const checkpoint = checkpointOf(deployments.find((d) => d.id === id));

@@ -6,15 +6,13 @@
  */
 import type { Activation } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
-import type { Db } from '../store/db.js';
-import { type Deployment, listDeployments } from '../store/deployments.js';
-import { listHosts } from '../store/hosts.js';
-import { type Instance, listInstances } from '../store/instances.js';
+import type { Deployment, Instance } from '../api/catalogue.js';
+import type { StoreReads } from './ports.js';
 
 /** `parkTier`: where a parked (or parking) instance's weights are, null otherwise. */
 export type RoutedInstance = Pick<Instance, 'index' | 'hostId' | 'generation' | 'observedState' | 'parkTier'>;
 
-/** What `putDeployment` takes: a store row fits as it is. */
+/** What `putDeployment` takes: a catalogue record fits as it is. */
 export type DeploymentFacts = Pick<Deployment, 'id' | 'name' | 'revision' | 'spec' | 'operatorStopped'>;
 
 export interface RoutedDeployment extends DeploymentFacts {
@@ -41,8 +39,12 @@ export class RoutingTable {
   private readonly explicitHosts = new Set<string>();
 
   /** Replaces what the table holds with the store's catalogue and its mirror of the ledgers. */
-  async loadFrom(db: Db): Promise<void> {
-    const [deployments, instances, hosts] = await Promise.all([listDeployments(db), listInstances(db), listHosts(db)]);
+  async loadFrom(store: StoreReads): Promise<void> {
+    const [deployments, instances, hosts] = await Promise.all([
+      store.catalogue.deployments(),
+      store.catalogue.instances(),
+      store.hosts.hosts(),
+    ]);
     this.byId.clear();
     this.idByName.clear();
     this.explicitHosts.clear();

@@ -1,25 +1,14 @@
 /** Deployments and their revisions. */
 import { monotonicFactory } from 'ulid';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
+import type { Deployment, SaveResult } from '../api/catalogue.js';
 import type { Db } from './db.js';
 
-const newId = monotonicFactory();
+export type { Deployment, SaveResult } from '../api/catalogue.js';
+// The activities read it with the rows, from here.
+export { checkpointOf } from '../domain/measurement.js';
 
-export interface Deployment {
-  id: string;
-  name: string;
-  revision: number;
-  spec: DeploymentSpec;
-  operatorStopped: boolean;
-  /** The checkpoint measurement of the current revision; null while it is pending or failed. */
-  checkpoint: Record<string, unknown> | null;
-  /** Why the current revision's measurement failed; null unless it did (never beside a measurement). */
-  measureFailure: string | null;
-  /** Why its latest start failed; null unless it did. */
-  startFailure: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-}
+const newId = monotonicFactory();
 
 interface Row {
   id: string;
@@ -51,14 +40,6 @@ const fromRow = (r: Row): Deployment => ({
   createdAt: r.created_at,
   updatedAt: r.updated_at,
 });
-
-export interface SaveResult {
-  deployment: Deployment;
-  /** `created`: a new deployment; `revised`: a changed spec made a new revision; `unchanged`: same spec. */
-  outcome: 'created' | 'revised' | 'unchanged';
-  /** Its checkpoint is to be measured now: a new revision, or the same one whose measurement failed. */
-  measure: boolean;
-}
 
 /**
  * The current revision of the deployment named in `spec`, its row locked, and whether `spec` is its
@@ -122,14 +103,6 @@ export async function saveDeployment(db: Db, spec: DeploymentSpec): Promise<Save
     // A new revision, or the same one deployed again after its measurement failed.
     return { deployment: deployment!, outcome, measure: !current.same || current.failed };
   });
-}
-
-/** What a deployment's measured checkpoint brings to a GPU; null while it is not measured. */
-export function checkpointOf(
-  d: Pick<Deployment, 'checkpoint'> | undefined,
-): { weightBytes: number; kvBytes: number } | null {
-  const checkpoint = d?.checkpoint as { weightBytes?: number; kvBytes?: number } | null | undefined;
-  return checkpoint ? { weightBytes: checkpoint.weightBytes ?? 0, kvBytes: checkpoint.kvBytes ?? 0 } : null;
 }
 
 /** A deployment by its ID or its name. */

@@ -1,25 +1,9 @@
 /** Hosts, and the tokens they register with. */
 import { createHash, randomBytes } from 'node:crypto';
-import type { MemoryKind } from '../domain/vocabulary.js';
+import type { Host, HostGpu, Registration, RegistrationOutcome } from '../api/catalogue.js';
 import type { Db } from './db.js';
 
-export interface HostGpu {
-  index: number;
-  name: string;
-  memoryBytes: number;
-  memoryKind: MemoryKind;
-}
-
-export interface Host {
-  id: string;
-  gpus: HostGpu[];
-  hostRamBytes: number | null;
-  /** The host's own settings the server needs: its queue limits and activation policy. */
-  settings: Record<string, unknown>;
-  draining: boolean;
-  registeredAt: Date;
-  lastSeenAt: Date;
-}
+export type { Host, HostGpu, Registration, RegistrationOutcome } from '../api/catalogue.js';
 
 interface Row {
   id: string;
@@ -49,15 +33,6 @@ export async function issueHostToken(db: Db): Promise<string> {
   await db.query('INSERT INTO host_tokens (token_sha256) VALUES ($1)', [sha256(token)]);
   return token;
 }
-
-export type Registration = Omit<Host, 'draining' | 'registeredAt' | 'lastSeenAt'>;
-
-/**
- * How a registration went: a token is bound to the first host ID that registers with it, and a host
- * ID to the first token that registers it, so no other token can take a registered host over.
- */
-export type RegistrationOutcome =
-  'registered' | 'unknown_token' | 'token_bound_to_another_host' | 'host_bound_to_another_token';
 
 const UNIQUE_VIOLATION = '23505';
 

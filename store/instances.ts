@@ -1,18 +1,9 @@
 /** Instances: the store's mirror of what each host scheduler's ledger says a GPU holds. */
-import { instanceStates, type InstanceState, parkTiers, type ParkTier } from '../domain/vocabulary.js';
+import { instanceStates, parkTiers } from '../domain/vocabulary.js';
+import type { Instance } from '../api/catalogue.js';
 import type { Db } from './db.js';
 
-export interface Instance {
-  deploymentId: string;
-  index: number;
-  hostId: string;
-  generation: number;
-  observedState: InstanceState;
-  parkTier: ParkTier | null;
-  gpuBytes: number;
-  hostRamBytes: number;
-  updatedAt: Date;
-}
+export type { Instance } from '../api/catalogue.js';
 
 interface Row {
   deployment_id: string;

@@ -1,28 +1,10 @@
 /** Switch receipts: what a switch released, what it woke, and how it ended. */
-import { type SwitchOutcome, switchOutcomes } from '../domain/vocabulary.js';
+import { switchOutcomes } from '../domain/vocabulary.js';
 import type { PhaseTiming } from '../api/lifecycle.js';
+import type { SwitchReceipt, Victim } from '../api/catalogue.js';
 import type { Db } from './db.js';
 
-export interface Victim {
-  deploymentId: string;
-  instanceIndex: number;
-  /** The receipt line, from `releasedLines` in the catalogue. */
-  released: string;
-}
-
-export interface SwitchReceipt {
-  switchId: string;
-  hostId: string;
-  targetDeploymentId: string | null;
-  victims: Victim[];
-  outcome: SwitchOutcome;
-  /** One line, as the Web UI shows it: "wake chat-b, park chat-a on gpu-box". */
-  summary: string;
-  /** Its steps in order, once it ended; empty while it runs. */
-  phases: PhaseTiming[];
-  startedAt: Date;
-  finishedAt: Date | null;
-}
+export type { SwitchReceipt, Victim } from '../api/catalogue.js';
 
 interface Row {
   switch_id: string;

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { LaunchInput } from '../activities/hostActivities.js';
 import { LoadBoard, type InstanceSample } from '../gateway/loadBoard.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
+import { storePorts } from '../server/storePorts.js';
 import type { EngineExitBody } from '../api/hosts.js';
 import { loadSettings } from '../settings/load.js';
 import { gpuUsage } from '../hostAgent/simulatedGpu.js';
@@ -91,7 +92,7 @@ describe('the host agent, a real process on the real dev server', () => {
       record(samples);
     };
     app = await buildManagementApp({
-      db: fresh.db,
+      store: storePorts(fresh.db),
       board,
       hostEvents: { registered: async () => {}, engineExited: async (_host, exit) => void exits.push(exit) },
       logger: pino({ level: 'silent' }),

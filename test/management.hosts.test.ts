@@ -3,6 +3,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LoadBoard } from '../gateway/loadBoard.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
+import { storePorts } from '../server/storePorts.js';
 import { ingressSecrets, issueHostToken } from '../store/hosts.js';
 import { migrate } from '../store/migrate.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
@@ -26,7 +27,7 @@ describe('the host routes of the management listener', () => {
     await migrate(fresh.db);
     token = await issueHostToken(fresh.db);
     app = await buildManagementApp({
-      db: fresh.db,
+      store: storePorts(fresh.db),
       board,
       hostEvents: { registered: async () => {}, engineExited: async () => {} },
       logger: pino({ level: 'silent' }),

@@ -4,6 +4,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type InstanceSample, LoadBoard } from '../gateway/loadBoard.js';
 import { buildManagementApp } from '../gateway/managementApp.js';
+import { storePorts } from '../server/storePorts.js';
 import type { RouterFigures } from '../gateway/routerFigures.js';
 import { RoutingTable } from '../gateway/routingTable.js';
 import { recordingLifecycle } from './support/operatorLifecycle.js';
@@ -116,7 +117,7 @@ describe('GET /management/v1/metrics/load', () => {
     vi.useFakeTimers({ toFake: ['Date'], now: NOW });
     const table = routingTable();
     app = await buildManagementApp({
-      db: noQueries,
+      store: storePorts(noQueries),
       board: loadBoard(),
       hostEvents: { registered: async () => {}, engineExited: async () => {} },
       logger: pino({ level: 'silent' }),

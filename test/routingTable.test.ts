@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RoutingTable } from '../gateway/routingTable.js';
+import { storePorts } from '../server/storePorts.js';
 import { loadSettings } from '../settings/load.js';
 import { type Deployment, saveDeployment, setOperatorStopped } from '../store/deployments.js';
 import { issueHostToken, registerHost } from '../store/hosts.js';
@@ -69,7 +70,7 @@ describe('the routing table', () => {
 
   it('loads the store: deployments by name, their instances by index, activation folded with the hosts', async () => {
     const table = new RoutingTable();
-    await table.loadFrom(fresh.db);
+    await table.loadFrom(storePorts(fresh.db));
 
     expect(table.list().map((d) => d.name)).toEqual(['chat-a', 'chat-b', 'chat-c']);
     expect(table.byModel('chat-a')).toStrictEqual({
@@ -98,7 +99,7 @@ describe('the routing table', () => {
 
   it("takes the lifecycle's updates, never going back a generation", async () => {
     const table = new RoutingTable();
-    await table.loadFrom(fresh.db);
+    await table.loadFrom(storePorts(fresh.db));
 
     table.setInstance({
       deploymentId: chatA.id,
@@ -174,7 +175,7 @@ describe('the routing table', () => {
       operatorStopped: false,
     });
     table.setHostActivation('gpu-a', 'explicit');
-    await table.loadFrom(fresh.db);
+    await table.loadFrom(storePorts(fresh.db));
     expect(table.byModel('gone')).toBeUndefined();
     expect(table.byModel('chat-a')?.activation).toBe('on_demand');
   });

@@ -13,10 +13,9 @@ import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
-import type { Db } from '../../store/db.js';
 import { instanceIndexes, liveInstances, mayRunOn } from '../placement.js';
-import { type Deployment, deleteDeployment, findDeployment, listDeployments } from '../../store/deployments.js';
-import { listHosts } from '../../store/hosts.js';
+import type { Deployment } from '../../api/catalogue.js';
+import type { Catalogue, HostReads } from '../ports.js';
 import {
   type DeploymentBody,
   deploymentBody,
@@ -67,14 +66,15 @@ function deploymentState(instances: readonly RoutedInstance[]): InstanceState {
 }
 
 export interface DeploymentRouteDeps {
-  db: Db;
+  catalogue: Catalogue;
+  hosts: HostReads;
   table: RoutingTable;
   lifecycle: OperatorLifecycle;
 }
 
 /** What the routes share: a deployment as the API renders it, found by its ref, and the hosts that decide for it. */
 function deploymentViews(deps: DeploymentRouteDeps) {
-  const { db, table, lifecycle } = deps;
+  const { catalogue, table, lifecycle } = deps;
 
   /**
    * The catalogue's row with the instances as the routing table holds them: the table learns a
@@ -107,7 +107,7 @@ function deploymentViews(deps: DeploymentRouteDeps) {
   }
 
   async function find(ref: string): Promise<Deployment> {
-    const d = await findDeployment(db, ref);
+    const d = await catalogue.deployment(ref);
     if (!d) throw new CapyError(apiErrors.notFound('deployment', ref));
     return d;
   }
@@ -134,7 +134,7 @@ type DeploymentViews = ReturnType<typeof deploymentViews>;
 
 /** The deployments and each one: deploy, list, status, delete. */
 function catalogueRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
-  const { db, table, lifecycle } = deps;
+  const { catalogue, hosts, table, lifecycle } = deps;
   const { render, find, routedOf, hostsOf } = views;
 
   return async (app: FastifyInstance) => {
@@ -150,7 +150,7 @@ function catalogueRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
           documentRefusal(spec)?.error ??
           hostsRefusal(
             spec,
-            (await listHosts(db)).filter((h) => mayRunOn({ spec }, h.id)),
+            (await hosts.hosts()).filter((h) => mayRunOn({ spec }, h.id)),
           );
         if (refusal) throw new CapyError(refusal);
         // A new revision is measured where it may run; with no host yet, the host's registration starts it.
@@ -167,7 +167,7 @@ function catalogueRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
         schema: { response: { 200: z.object({ deployments: z.array(deploymentBody) }) } },
       },
       async () => {
-        return { deployments: (await listDeployments(db)).map(render) };
+        return { deployments: (await catalogue.deployments()).map(render) };
       },
     );
 
@@ -191,7 +191,7 @@ function catalogueRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
           return renderReceipt(await lifecycle.command(hostId, 'delete', { deploymentId: d.id }), d.name, table);
         }
         // No host may run it, so none holds it: there is nothing to stop, only the catalogue entry.
-        await deleteDeployment(db, d.id);
+        await catalogue.deleteDeployment(d.id);
         table.removeDeployment(d.id);
         return { deployment_id: d.id, name: d.name, victims: [], state: 'stopped' as const };
       },

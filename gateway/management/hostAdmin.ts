@@ -7,8 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
-import type { Db } from '../../store/db.js';
-import { findHost, issueHostToken, listHosts, revokeHostToken } from '../../store/hosts.js';
+import type { HostRegistry } from '../ports.js';
 import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutingTable } from '../routingTable.js';
 import { renderReceipt } from './deployments.js';
@@ -17,7 +16,7 @@ import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
-export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: OperatorLifecycle }) {
+export function hostAdminRoutes(deps: { hosts: HostRegistry; table: RoutingTable; lifecycle: OperatorLifecycle }) {
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
@@ -25,7 +24,7 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
       '/management/v1/hosts',
       { logLevel: POLLED_LOG_LEVEL, schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } },
       async () => ({
-        hosts: (await listHosts(deps.db)).map((h) => {
+        hosts: (await deps.hosts.hosts()).map((h) => {
           const { state, lastSeenAt } = deps.lifecycle.hostLiveness(h);
           return {
             host_id: h.id,
@@ -49,7 +48,7 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
       { schema: { params: hostParams, response: { 200: drainReply } } },
       async (request) => {
         const { hostId } = request.params;
-        if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+        if (!(await deps.hosts.host(hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
         const receipts = await deps.lifecycle.drainHost(hostId);
         request.log.info({ hostId, released: receipts.length }, 'host drained');
         const nameOf = (id: string) => deps.table.get(id)?.name ?? id;
@@ -66,7 +65,7 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
       { schema: { params: hostParams, response: { 200: undrainReply } } },
       async (request) => {
         const { hostId } = request.params;
-        if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+        if (!(await deps.hosts.host(hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
         await deps.lifecycle.undrainHost(hostId);
         request.log.info({ hostId }, 'host drain ended');
         return { host_id: hostId, draining: false as const };
@@ -79,8 +78,8 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
       { schema: { params: hostParams, response: { 200: revokeTokenReply } } },
       async (request) => {
         const { hostId } = request.params;
-        if (!(await findHost(deps.db, hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
-        const revoked = await revokeHostToken(deps.db, hostId);
+        if (!(await deps.hosts.host(hostId))) throw new CapyError(apiErrors.notFound('host', hostId));
+        const revoked = await deps.hosts.revokeToken(hostId);
         request.log.warn({ hostId, revoked }, 'host token revoked');
         return { host_id: hostId, revoked };
       },
@@ -91,7 +90,7 @@ export function hostAdminRoutes(deps: { db: Db; table: RoutingTable; lifecycle: 
       '/management/v1/host-tokens',
       { schema: { response: { 201: hostTokenReply } } },
       async (request, reply) => {
-        const token = await issueHostToken(deps.db);
+        const token = await deps.hosts.issueToken();
         request.log.info('host token issued');
         return reply.code(201).send({ token });
       },

@@ -14,8 +14,8 @@ import {
   registrationReply,
   samplesBody,
 } from '../../api/hosts.js';
-import { hostForToken, newIngressSecret, type RegistrationOutcome, registerHost } from '../../store/hosts.js';
-import type { Db } from '../../store/db.js';
+import type { RegistrationOutcome } from '../../api/catalogue.js';
+import type { HostRegistry, Registered } from '../ports.js';
 import type { LoadBoard } from '../loadBoard.js';
 import { bearerToken } from '../../net/bearerToken.js';
 import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
@@ -46,11 +46,18 @@ const hostParams = z.strictObject({ hostId: z.string().min(1) });
 /** An instance as a host's report names it. */
 type InstanceRef = { deployment_id: string; instance_index: number };
 
-export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSink; metricsToken?: string }) {
+export interface HostRouteDeps {
+  hosts: HostRegistry;
+  board: LoadBoard;
+  events: HostEventSink;
+  metricsToken?: string;
+}
+
+export function hostRoutes(deps: HostRouteDeps) {
   // Read from the store on every report, not remembered: a revoked token stops working at once.
   async function requireHost(request: FastifyRequest<{ Params: { hostId: string } }>) {
     const token = bearerToken(request.raw);
-    if (!token || (await hostForToken(deps.db, token)) !== request.params.hostId)
+    if (!token || (await deps.hosts.hostOfToken(token)) !== request.params.hostId)
       throw new CapyError(apiErrors.unauthorized('host token'));
   }
   /**
@@ -83,12 +90,14 @@ export function hostRoutes(deps: { db: Db; board: LoadBoard; events: HostEventSi
           hostRamBytes: body.host_ram_bytes,
           settings: { ...body.settings, ingress_url: body.ingress_url },
         };
-        const ingressSecret = newIngressSecret();
-        const outcome = token ? await registerHost(deps.db, token, registration, ingressSecret) : 'unknown_token';
-        if (outcome !== 'registered') {
-          request.log.warn({ hostId: body.host_id, outcome }, 'host registration refused');
-          throw new CapyError(refusals[outcome](body.host_id));
+        const registered: Registered = token
+          ? await deps.hosts.register(token, registration)
+          : { outcome: 'unknown_token' };
+        if (registered.outcome !== 'registered') {
+          request.log.warn({ hostId: body.host_id, outcome: registered.outcome }, 'host registration refused');
+          throw new CapyError(refusals[registered.outcome](body.host_id));
         }
+        const { ingressSecret } = registered;
         await deps.events.registered(body.host_id, body, ingressSecret);
         request.log.info({ hostId: body.host_id, gpus: body.gpus.length }, 'host registered');
         return {

@@ -1,8 +1,7 @@
 import type { CommandReceipt, SwitchResult } from '../../api/lifecycle.js';
 import type { HostState } from '../../domain/vocabulary.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
-import type { SaveResult } from '../../store/deployments.js';
-import type { Host } from '../../store/hosts.js';
+import type { Host, SaveResult } from '../../api/catalogue.js';
 import type { CommandArgs, CommandResult, Commands } from '../lifecycleClient.js';
 import type { RoutedDeployment } from '../routingTable.js';
 

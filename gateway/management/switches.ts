@@ -8,8 +8,8 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
-import type { Db } from '../../store/db.js';
-import { listSwitchReceipts, type SwitchReceipt } from '../../store/switchReceipts.js';
+import type { SwitchReceipt } from '../../api/catalogue.js';
+import type { SwitchReceipts } from '../ports.js';
 import { workflowIds } from '../../workflows/definitions.js';
 import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutingTable } from '../routingTable.js';
@@ -43,7 +43,7 @@ export function switchWebUiUrl(ui: TemporalWebUi, switchId: string): string {
 }
 
 export interface SwitchRouteDeps {
-  db: Db;
+  switchReceipts: SwitchReceipts;
   table: RoutingTable;
   lifecycle: OperatorLifecycle;
   /** Left out by test benches without a Temporal Web UI: the listed switches then carry no link. */
@@ -78,7 +78,7 @@ export function switchRoutes(deps: SwitchRouteDeps) {
       '/management/v1/switches',
       { logLevel: POLLED_LOG_LEVEL, schema: { querystring: switchListQuery, response: { 200: switchListReply } } },
       async (request): Promise<SwitchListReply> => ({
-        switches: (await listSwitchReceipts(deps.db, { limit: request.query.limit })).map(renderListed),
+        switches: (await deps.switchReceipts.latest(request.query.limit)).map(renderListed),
       }),
     );
     routes.get(

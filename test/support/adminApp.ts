@@ -6,6 +6,7 @@ import pino from 'pino';
 import { type AdminDeps, buildManagementApp } from '../../gateway/managementApp.js';
 import { LoadBoard } from '../../gateway/loadBoard.js';
 import { RoutingTable } from '../../gateway/routingTable.js';
+import { storePorts } from '../../server/storePorts.js';
 import type { Db } from '../../store/db.js';
 import { recordingLifecycle } from './operatorLifecycle.js';
 
@@ -22,7 +23,7 @@ export function buildAdminApp(
   const { hosts, ...rest } = admin;
   const table = rest.table ?? new RoutingTable();
   return buildManagementApp({
-    db,
+    store: storePorts(db),
     board: new LoadBoard(),
     hostEvents: { registered: async () => {}, engineExited: async () => {} },
     logger: pino({ level: 'silent' }),

@@ -27,6 +27,7 @@ import { taskQueues } from '../../workflows/definitions.js';
 import { workflowBundle } from '../../server/workflowBundle.js';
 import { EngineExits } from '../../server/engineExits.js';
 import { createServerActivities } from '../../server/serverActivities.js';
+import { storePorts } from '../../server/storePorts.js';
 import { RoutingTable } from '../../gateway/routingTable.js';
 import { simHostYaml } from './simHost.js';
 import { freshDatabase, type FreshDatabase } from './postgres.js';
@@ -112,7 +113,7 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
   await migrate(fresh.db);
 
   const management: FastifyInstance = await buildManagementApp({
-    db: fresh.db,
+    store: storePorts(fresh.db),
     board: new LoadBoard(),
     hostEvents: { registered: async () => {}, engineExited: async () => {} },
     logger: pino({ level: 'silent' }),
