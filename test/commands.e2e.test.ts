@@ -144,7 +144,8 @@ describe('start, with a server and a host agent as processes', () => {
     expect(started.code, started.stderr).toBe(0);
     expect(started.stderr).toMatch(
       new RegExp(
-        `^waiting for GPU memory for quick-model \\(deployment ${quick.deployment_id} needs GPU memory held by slow-model\\)\\nwaited \\d+\\.\\ds for GPU memory`,
+        // The API's refusal names it by its ID; the line, as the operator named it.
+        '^waiting for GPU memory for quick-model \\(deployment quick-model needs GPU memory held by slow-model\\)\\nwaited \\d+\\.\\ds for GPU memory',
       ),
     );
     expect(started.stdout).toMatch(new RegExp(`^quick-model: waking\\nswitch_id: ${UUID} \\(.*\\)\\n`));
@@ -188,8 +189,7 @@ describe('start, with a server and a host agent as processes', () => {
     expect((await cluster.capyctl(['park', 'deployment', slow.name])).code).toBe(0);
     const r = await waiting;
     expect(r.code, r.stderr).toBe(0);
-    const held = (by: string) =>
-      `GPU memory for third-model (deployment ${third.deployment_id} needs GPU memory held by ${by})`;
+    const held = (by: string) => `GPU memory for third-model (deployment third-model needs GPU memory held by ${by})`;
     const lines = r.stderr.trimEnd().split('\n');
     expect(lines[0]).toBe(`waiting for ${held(quick.name)}`);
     expect(lines).toContain(`waiting for ${held(slow.name)}`);
