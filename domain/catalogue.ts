@@ -447,6 +447,14 @@ export const cliErrors = {
   internal: (what: string) => cliError('internal', 'usage', what),
 } as const;
 
+/** Why a host's step failed, in the words its switch's error then gives (`startFailed`'s reason). */
+export const hostStepFailures = {
+  /** Every port of the host's `engine_ports` is taken: `ownEngines` of them by engines this host runs. */
+  enginePortsExhausted: (first: number, last: number, ownEngines: number) =>
+    `no free port for its engine in the host's engine_ports ${first}-${last} (${ownEngines} taken by this ` +
+    `host's engines, the rest by other processes); widen engine_ports, or stop or delete a model on this host`,
+} as const;
+
 /** How a person reads where a parked instance's weights are: the words of the release lines below. */
 export const parkTierWords = { host_ram: 'host RAM', deep: 'deep', kv_only: 'weights kept' } as const satisfies Record<
   ParkTier,
