@@ -13,6 +13,8 @@ export const hostFailureTypes = {
    */
   lostWithAgent: 'engine_lost_with_agent',
   checkpointMissing: 'checkpoint_missing',
+  /** Every port of the host's `engine_ports` is taken: the engine was not launched. */
+  enginePortsExhausted: 'engine_ports_exhausted',
   /** A wake begun once its switch's victims released did not finish within the wake window. */
   wakeWindowOver: 'wake_window_over',
 } as const;

@@ -5,7 +5,10 @@ export interface Command {
   summary: string;
   usage: string;
   example: string;
-  /** Returns the exit code; writes its output itself. */
+  /**
+   * Returns the exit code, and writes its output itself; a failure it throws (cli/failure.ts) main
+   * prints, as one line or, under `--json`, as JSON.
+   */
   run(args: readonly string[]): Promise<number>;
 }
 

@@ -2,7 +2,8 @@ import type { Command } from './command.js';
 
 /**
  * Every command by its words, loaded only when called: a `list` then loads what a list needs, not
- * the server, the YAML reader or the settings schemas (a call's cost is mostly what it loads).
+ * the server, the YAML reader or the settings schemas (a call's cost is mostly what it loads). The
+ * one table the dispatcher, `--help`, "did you mean" and `completion bash` read.
  */
 export const commandIndex: ReadonlyArray<{ words: readonly string[]; load: () => Promise<Command> }> = [
   { words: ['deploy', 'model'], load: async () => (await import('./commands/deployModel.js')).deployModel },
@@ -39,4 +40,5 @@ export const commandIndex: ReadonlyArray<{ words: readonly string[]; load: () =>
   { words: ['start', 'server'], load: async () => (await import('./commands/startServer.js')).startServer },
   { words: ['start', 'host'], load: async () => (await import('./commands/startHost.js')).startHost },
   { words: ['sim'], load: async () => (await import('./commands/sim.js')).sim },
+  { words: ['completion', 'bash'], load: async () => (await import('./commands/completion.js')).completionBash },
 ];

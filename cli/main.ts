@@ -1,24 +1,45 @@
 /** `capyctl`: finds the command named by the first words and runs it. */
 import { commandIndex } from './commandIndex.js';
 import { exitCodes } from './command.js';
+import { asFailure, failure, printFailure } from './failure.js';
+import { closestCommands, leadingWords } from './suggest.js';
 
 async function help(): Promise<string> {
   const commands = await Promise.all(commandIndex.map((entry) => entry.load()));
   const lines = commands.map((c) => `  ${c.words.join(' ').padEnd(26)} ${c.summary}`);
   return (
     `capyctl: park, wake and switch language models on GPUs\n\ncommands:\n${lines.join('\n')}\n\nrun \`capyctl ` +
-    `COMMAND --help\` for its usage and an example\n`
+    `COMMAND --help\` for its usage and an example; \`capyctl --version\` for this capyctl's version\n`
   );
 }
 
+/** `capyctl 0.1.0 (commit 0123456789ab)`; under `--json`, the version and the whole commit. */
+async function version(json: boolean): Promise<number> {
+  const { buildInfo } = await import('../processes/build.js');
+  const { version, commit } = buildInfo();
+  process.stdout.write(
+    json
+      ? `${JSON.stringify({ version, commit: commit ?? null }, null, 2)}\n`
+      : `capyctl ${version}${commit ? ` (commit ${commit.slice(0, 12)})` : ''}\n`,
+  );
+  return exitCodes.ok;
+}
+
 async function main(argv: readonly string[]): Promise<number> {
+  const json = argv.includes('--json');
+  if (argv[0] === '--version') return version(json);
   const entry = commandIndex.find((c) => c.words.every((w, i) => argv[i] === w));
   if (!entry) {
-    const asked = argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help';
-    (asked ? process.stdout : process.stderr).write(
-      asked ? await help() : `capyctl: unknown command "${argv.join(' ')}"\n\n${await help()}`,
+    if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
+      process.stdout.write(await help());
+      return exitCodes.ok;
+    }
+    const typed = leadingWords(argv);
+    const suggestions = closestCommands(
+      typed,
+      commandIndex.map((c) => c.words),
     );
-    return asked ? exitCodes.ok : exitCodes.usage;
+    return printFailure(await failure('unknownCommand', typed.join(' ') || argv[0]!, suggestions), json);
   }
   const command = await entry.load();
   const args = argv.slice(command.words.length);
@@ -29,8 +50,7 @@ async function main(argv: readonly string[]): Promise<number> {
   try {
     return await command.run(args);
   } catch (e) {
-    process.stderr.write(`capyctl: ${e instanceof Error ? e.message : String(e)}\n`);
-    return exitCodes.usage;
+    return printFailure(await asFailure(e, command.usage), json);
   }
 }
 

@@ -8,9 +8,9 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { join, resolve } from 'node:path';
 import { text } from 'node:stream/consumers';
-import type { ErrorCode } from '../domain/catalogue.js';
 import { DEFAULT_DATA_DIR } from '../domain/dataDir.js';
 import { ADMIN_TOKEN_FILE } from '../standalone/adminToken.js';
+import { ApiRefusal, failure } from './failure.js';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:7443';
 /** Where the standalone writes its admin token, under its default data_dir. */
@@ -29,25 +29,7 @@ export interface ConnectionFlags {
   'admin-token-file'?: string;
 }
 
-/** A problem the operator fixes before the command can run (exit code 2). */
-export class ConnectionSetupError extends Error {}
-
-/** The API said no: its code and message, printed as one line. */
-export class ApiRefusal extends Error {
-  constructor(
-    /** The HTTP status; 0 when the refusal did not come as one (unreachable, a followed switch that failed). */
-    readonly status: number,
-    readonly code: ErrorCode | string,
-    readonly apiMessage: string,
-    /** The same command may succeed later (the catalogue's `retryable`). */
-    readonly retryable = false,
-  ) {
-    super(`${code}: ${apiMessage}`);
-    this.name = 'ApiRefusal';
-  }
-}
-
-function adminToken(flags: ConnectionFlags, env: NodeJS.ProcessEnv): string {
+async function adminToken(flags: ConnectionFlags, env: NodeJS.ProcessEnv): Promise<string> {
   const given = flags['admin-token'] ?? env.CAPYCTL_ADMIN_TOKEN;
   if (given) return given;
   const file = resolve(flags['admin-token-file'] ?? env.CAPYCTL_ADMIN_TOKEN_FILE ?? DEFAULT_ADMIN_TOKEN_FILE);
@@ -57,10 +39,7 @@ function adminToken(flags: ConnectionFlags, env: NodeJS.ProcessEnv): string {
   } catch {
     // Said below, with every way to give the token.
   }
-  throw new ConnectionSetupError(
-    `no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file ` +
-      `(CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${file} is missing or empty`,
-  );
+  throw await failure('noAdminToken', file);
 }
 
 /**
@@ -87,38 +66,84 @@ export interface ManagementClient {
   call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T>;
 }
 
-export function managementClient(flags: ConnectionFlags, env: NodeJS.ProcessEnv = process.env): ManagementClient {
-  const url = (flags.server ?? env.CAPYCTL_SERVER ?? DEFAULT_SERVER).replace(/\/+$/, '');
-  const token = adminToken(flags, env);
+/** How much of a body that is not capyctl's the one line shows. */
+const FOUND_CHARS = 80;
+
+/**
+ * The management API's URL as given: `host:port` alone means http, as the listener settings write
+ * it (`listen.management: 127.0.0.1:7443`); anything else must be an http(s) URL.
+ */
+async function serverUrl(given: string): Promise<string> {
+  const written = /^[a-z][a-z0-9+.-]*:\/\//i.test(given) ? given : `http://${given}`;
+  const url = URL.canParse(written) ? new URL(written) : undefined;
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.search || url.hash)
+    throw await failure('invalidServer', given);
+  return url.href.replace(/\/+$/, '');
+}
+
+/** What answered in capyctl's place, for the line that says so: its status, its type and how its body begins. */
+function found(status: number, type: string | undefined, body: string): string {
+  const start = body.replace(/\s+/g, ' ').trim();
+  const shown = start.length > FOUND_CHARS ? `${start.slice(0, FOUND_CHARS)}…` : start;
+  return `${status} ${type ?? 'without a content type'}${shown ? `: ${JSON.stringify(shown)}` : ', empty'}`;
+}
+
+const isJson = (type: string | undefined) => type !== undefined && /^application\/json\b/i.test(type);
+const parsedOrUndefined = (text: string): unknown => {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * The API's answer, or its refusal. Everything the management API answers is JSON, and every
+ * refusal its `{code, message, retryable}`: anything else came from something that is not
+ * capyctl's management API, which the line says, naming what answered.
+ */
+async function answerOf(url: string, request: string, reply: IncomingMessage, body: string): Promise<unknown> {
+  const status = reply.statusCode ?? 0;
+  const type = reply.headers['content-type'];
+  const parsed = isJson(type) ? parsedOrUndefined(body) : undefined;
+  if (typeof parsed !== 'object' || parsed === null)
+    throw await failure('notCapyctl', url, request, found(status, type, body));
+  if (status < 400) return parsed;
+  const error = parsed as { code?: unknown; message?: unknown; retryable?: unknown };
+  if (typeof error.code !== 'string' || typeof error.message !== 'string')
+    throw await failure('notCapyctl', url, request, found(status, type, body));
+  const { apiErrors } = await import('../domain/catalogue.js');
+  // capyctl's inference listener, or a host's ingress: a capyctl listener, not the management one.
+  if (status === 404 && error.message === apiErrors.notFound('route', request).message)
+    throw await failure('notManagementListener', url, request);
+  throw new ApiRefusal(status, error.code, error.message, error.retryable === true);
+}
+
+export async function managementClient(
+  flags: ConnectionFlags,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ManagementClient> {
+  const url = await serverUrl(flags.server ?? env.CAPYCTL_SERVER ?? DEFAULT_SERVER);
+  const token = await adminToken(flags, env);
   return {
     url,
     async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+      const target = new URL(`${url}/management/v1${path}`);
       const headers = {
         authorization: `Bearer ${token}`,
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       };
-      const unreachable = (e: Error & { code?: string }) => {
-        throw new ApiRefusal(0, 'unreachable', `the management API at ${url} did not answer: ${e.code ?? e.message}`);
+      const unreachable = async (e: Error & { code?: string }) => {
+        throw await failure('unreachable', url, e.code ?? e.message);
       };
       const reply = await exchange(
-        new URL(`${url}/management/v1${path}`),
+        target,
         method,
         headers,
         body === undefined ? undefined : JSON.stringify(body),
       ).catch(unreachable);
       const answer = await text(reply).catch(unreachable);
-      const parsed = answer ? (JSON.parse(answer) as unknown) : undefined;
-      const status = reply.statusCode ?? 0;
-      if (status >= 400) {
-        const error = parsed as { code?: string; message?: string; retryable?: boolean } | undefined;
-        throw new ApiRefusal(
-          status,
-          error?.code ?? `http_${status}`,
-          error?.message ?? answer,
-          error?.retryable === true,
-        );
-      }
-      return parsed as T;
+      return (await answerOf(url, `${method} ${target.pathname}${target.search}`, reply, answer)) as T;
     },
   };
 }

@@ -1,17 +1,13 @@
 /**
  * What every command over the management API shares: the connection flags, `--json`, its
- * arguments checked against its usage, and one way to end: exit 0, or one line naming the API's
- * code and message and exit 1, or a usage problem and exit 2.
+ * arguments checked against its usage, and one way to end: exit 0, or a failure it throws, which
+ * main prints (the API's refusal exits 1, a usage problem 2; see failure.ts).
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { type Command, exitCodes } from './command.js';
-import {
-  ApiRefusal,
-  connectionOptions,
-  ConnectionSetupError,
-  type ManagementClient,
-  managementClient,
-} from './managementClient.js';
+import type { Command } from './command.js';
+import { namedAsTyped } from './asTyped.js';
+import { failure } from './failure.js';
+import { connectionOptions, type ManagementClient, managementClient } from './managementClient.js';
 
 export interface OperatorContext {
   api: ManagementClient;
@@ -26,6 +22,8 @@ export interface OperatorCommandSpec {
   summary: string;
   /** The arguments after the words, e.g. `NAME`; the usage line is built from them. */
   positionals: readonly string[];
+  /** The first argument names a deployment: its refusals name it so, not by its ID. */
+  namesDeployment?: true;
   /** The command's own flags, beyond the connection's and `--json`. */
   options?: NonNullable<ParseArgsConfig['options']>;
   /** The usage's text for its own flags, e.g. `[--evict] [--wait]`. */
@@ -34,7 +32,8 @@ export interface OperatorCommandSpec {
   run(context: OperatorContext): Promise<number>;
 }
 
-const CONNECTION_USAGE = '[--json] [--server URL] [--admin-token TOKEN | --admin-token-file FILE]';
+/** The flags of a command that reaches the management API, as its usage line shows them. */
+export const CONNECTION_USAGE = '[--json] [--server URL] [--admin-token TOKEN | --admin-token-file FILE]';
 
 /** Writes `value` as `--json` prints it. */
 export const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
@@ -54,24 +53,15 @@ export function operatorCommand(spec: OperatorCommandSpec): Command {
         options: { ...connectionOptions, json: { type: 'boolean' }, ...spec.options },
         allowPositionals: true,
       });
-      if (positionals.length !== spec.positionals.length) {
-        process.stderr.write(`capyctl: usage: ${usage}\n`);
-        return exitCodes.usage;
-      }
+      if (positionals.length !== spec.positionals.length) throw await failure('usage', usage);
       const flags = values as Record<string, string | boolean | undefined>;
+      const connected = await managementClient(flags);
+      const named = spec.namesDeployment ? namedAsTyped(connected, positionals[0]!) : undefined;
+      const context = { api: named?.api ?? connected, args: positionals, flags, json: flags.json === true };
       try {
-        const api = managementClient(flags);
-        return await spec.run({ api, args: positionals, flags, json: flags.json === true });
+        return await spec.run(context);
       } catch (e) {
-        if (e instanceof ConnectionSetupError) {
-          process.stderr.write(`capyctl: ${e.message}\n`);
-          return exitCodes.usage;
-        }
-        if (e instanceof ApiRefusal) {
-          process.stderr.write(`capyctl: ${e.message}\n`);
-          return exitCodes.refused;
-        }
-        throw e;
+        throw named ? await named.asTyped(e) : e;
       }
     },
   };

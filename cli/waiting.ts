@@ -4,7 +4,7 @@
  * line when it begins, one each time what it waits for changes, and one when it ends.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ApiRefusal } from './managementClient.js';
+import { ApiRefusal } from './failure.js';
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 

@@ -350,6 +350,111 @@ export const apiErrors = {
   internal: () => error(500, 'internal', true, 'internal error; it was logged'),
 } as const;
 
+/**
+ * What `capyctl` itself says went wrong, before or instead of an answer from the API: a command it
+ * does not know, a connection it cannot make, an address that is no capyctl. `exit` names the exit
+ * code (cli/command.ts); under `--json` the code and message are printed as the API's are.
+ */
+export const cliErrorCodes = z.enum([
+  'usage',
+  'unknown_command',
+  'invalid_settings',
+  'no_admin_token',
+  'invalid_server',
+  'unreachable',
+  'not_capyctl',
+  'internal',
+]);
+export type CliErrorCode = z.infer<typeof cliErrorCodes>;
+
+export interface CliError {
+  readonly code: CliErrorCode;
+  readonly message: string;
+  /** Usage: the command or what it was given is wrong; refused: what it reached said no, or nothing did. */
+  readonly exit: 'usage' | 'refused';
+}
+
+const cliError = (code: CliErrorCode, exit: CliError['exit'], message: string): CliError => ({ code, message, exit });
+
+/** How an address the CLI reached failed to answer, by Node's error code; any other code is said as it is. */
+const unreachableWords: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'no such host',
+  EAI_AGAIN: 'its name did not resolve',
+  ETIMEDOUT: 'the connection timed out',
+  ECONNRESET: 'the connection was closed before an answer',
+  EHOSTUNREACH: 'no route to the host',
+};
+
+/** The management listener's address, as the operator's commands take it. */
+const SERVER_FLAG =
+  '--server (or CAPYCTL_SERVER) names the management listener (listen.management, default 127.0.0.1:7443)';
+
+export const cliErrors = {
+  /** `suggestions`: the commands closest to what was typed, by their words; none when nothing is close. */
+  unknownCommand: (typed: string, suggestions: readonly string[]) =>
+    cliError(
+      'unknown_command',
+      'usage',
+      `unknown command "${typed}"; ` +
+        (suggestions.length === 0
+          ? '`capyctl --help` lists every command'
+          : `did you mean ${suggestions.map((s) => `"capyctl ${s}"`).join(' or ')}?`),
+    ),
+  /** A command given the wrong arguments: its usage line; `detail`, what was wrong when it is known. */
+  usage: (usage: string, detail?: string) =>
+    cliError('usage', 'usage', detail === undefined ? `usage: ${usage}` : `${detail}; usage: ${usage}`),
+  deployNeedsFile: () => cliError('usage', 'usage', 'deploy model needs --file with the deployment document'),
+  /** `text`: every problem as the settings loader words it, each with its field. */
+  invalidSettings: (text: string) => cliError('invalid_settings', 'usage', text),
+  noAdminToken: (file: string) =>
+    cliError(
+      'no_admin_token',
+      'usage',
+      `no admin token: pass --admin-token, set CAPYCTL_ADMIN_TOKEN, or point --admin-token-file ` +
+        `(CAPYCTL_ADMIN_TOKEN_FILE) at the file the standalone writes; ${file} is missing or empty`,
+    ),
+  invalidServer: (given: string) =>
+    cliError(
+      'invalid_server',
+      'usage',
+      `--server ${JSON.stringify(given)} is not an http(s) address such as http://127.0.0.1:7443 or 127.0.0.1:7443`,
+    ),
+  /** `why`: Node's error code (ECONNREFUSED) or message. */
+  unreachable: (url: string, why: string) =>
+    cliError(
+      'unreachable',
+      'refused',
+      `the management API at ${url} did not answer: ${unreachableWords[why] ? `${unreachableWords[why]} (${why})` : why}; ` +
+        `is the server running? ${SERVER_FLAG}`,
+    ),
+  /** `found`: what answered instead, e.g. `200 text/html: "<!doctype html>…"`. */
+  notCapyctl: (url: string, request: string, found: string) =>
+    cliError(
+      'not_capyctl',
+      'refused',
+      `${url} is not a capyctl management API: ${request} was answered ${found}; ${SERVER_FLAG}`,
+    ),
+  /** A capyctl listener without the management routes: the inference listener, or a host's ingress. */
+  notManagementListener: (url: string, request: string) =>
+    cliError(
+      'not_capyctl',
+      'refused',
+      `${url} is a capyctl listener without the management API (${request}: route not found), such as the ` +
+        `inference listener or a host's ingress; ${SERVER_FLAG}`,
+    ),
+  /** A failure that is a bug, not a condition: what it said. */
+  internal: (what: string) => cliError('internal', 'usage', what),
+} as const;
+
+/** Why a host's step failed, in the words its switch's error then gives (`startFailed`'s reason). */
+export const hostStepFailures = {
+  /** Every port of the host's `engine_ports` is taken: `ownEngines` of them by engines this host runs. */
+  enginePortsExhausted: (first: number, last: number, ownEngines: number) =>
+    `no free port for its engine in the host's engine_ports ${first}-${last} (${ownEngines} taken by this ` +
+    `host's engines, the rest by other processes); widen engine_ports, or stop or delete a model on this host`,
+} as const;
+
 /** How a person reads where a parked instance's weights are: the words of the release lines below. */
 export const parkTierWords = { host_ram: 'host RAM', deep: 'deep', kv_only: 'weights kept' } as const satisfies Record<
   ParkTier,

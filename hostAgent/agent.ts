@@ -148,6 +148,7 @@ export async function startHostAgent(
       largestGpuBytes: Math.max(0, ...gpus.map((g) => g.memoryBytes)),
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,
+      enginePorts: settings.engine_ports,
       ingressInFlight: inFlightOf,
       logger: log,
     }),

@@ -37,7 +37,11 @@ const sizes: Kind = {
 function checkRange(kind: Kind, min: number, max: number, value: unknown, ctx: z.RefinementCtx): number {
   const n = kind.parse(value);
   if (n === undefined) {
-    ctx.addIssue({ code: 'custom', message: `${show(value)} is not ${kind.what}` });
+    // Left out, a field without a default (the bounds of a range) is missing, not malformed.
+    ctx.addIssue({
+      code: 'custom',
+      message: value === undefined ? 'is required' : `${show(value)} is not ${kind.what}`,
+    });
     return z.NEVER;
   }
   if (n < min || n > max) {
@@ -89,6 +93,19 @@ export const count = (min: number, max: number) => ranged(wholeNumbers, min, max
 
 /** A byte size ("64MiB", "1.5GB" or a plain number of bytes). */
 export const bytes = (min: number, max: number) => ranged(sizes, min, max);
+
+/** A TCP port. */
+export const port = () => count(1, 65_535);
+
+/**
+ * Ports `first` to `last`, both included. A range whose first port is above its last holds none:
+ * refused, as nothing could ever be given a port from it.
+ */
+export const portRange = () =>
+  z.strictObject({ first: port(), last: port() }).refine((r) => r.first <= r.last, {
+    path: ['last'],
+    message: 'is below first: the range holds no port (both are included: first = last is one port)',
+  });
 
 /** A lowercase DNS label: deployment names and host IDs. */
 export const label = z

@@ -1,7 +1,7 @@
 /** host.yaml (`capyctl start host`), and the `host:` section of a standalone document. */
 import { z } from 'zod';
 import { activations, memoryKinds } from '../domain/vocabulary.js';
-import { address, bytes, durationMs, label } from './fields.js';
+import { address, bytes, durationMs, label, portRange } from './fields.js';
 import { queueSettings, REQUEST_DEADLINE_DEFAULT_MS } from './queue.js';
 import { temporalSettings } from './temporal.js';
 
@@ -38,6 +38,11 @@ export const hostSection = (requestDeadlineDefaultMs: number) =>
     shutdown_grace: durationMs(1_000, 600_000).default(60_000),
     /** How long a stopped engine gets to exit after SIGTERM before it is killed. */
     engine_stop_grace: durationMs(100, 600_000).default(30_000),
+    /**
+     * The ports the host launches its engines on (a firewall's opening, a container's published
+     * range); any free port when left out.
+     */
+    engine_ports: portRange().optional(),
     engines: z
       .strictObject({
         vllm: engineLaunch(['vllm', 'serve']),

@@ -18,9 +18,6 @@ import { listDeployments } from '../store/deployments.js';
 import { issueHostToken, revokeHostToken } from '../store/hosts.js';
 import { adminTokenIn } from './adminToken.js';
 
-/** The Temporal CLI's own defaults, so its documentation and `temporal workflow list` work as they say. */
-const DEV_SERVER = { port: 7233, uiPort: 8233 } as const;
-
 const EXAMPLES_DIR = fileURLToPath(new URL('../deploy/examples/', import.meta.url));
 
 export interface RunningStandalone {
@@ -64,7 +61,9 @@ export async function startStandalone(settings: StandaloneSettings, logger: Logg
         dbFile: join(dataDir, 'temporal.db'),
         logFile: join(dataDir, 'temporal.log'),
         namespace,
-        ...DEV_SERVER,
+        // The Temporal CLI's own by default, so its documentation and `temporal workflow list` work as they say.
+        port: settings.temporal_dev_server.port,
+        uiPort: settings.temporal_dev_server.ui_port,
       });
       started.push(() => devServer!.stop());
       temporalAddress = devServer.address;

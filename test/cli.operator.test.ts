@@ -282,9 +282,19 @@ describe('capyctl over the management API', () => {
       state: 'ready',
     });
 
+    // The API names it by its ID; the line, as the operator named it.
+    const capacity = apiErrors.insufficientCapacity('other-model', [{ name: 'pinned-model', keptBy: 'explicit' }]);
+    refused(await cli('start', 'deployment', 'other-model', '--evict'), capacity);
+    const asJson = await cli('start', 'deployment', 'other-model', '--evict', '--json');
+    expect(asJson).toMatchObject({ code: 1, stderr: '' });
+    expect(JSON.parse(asJson.stdout)).toEqual({
+      error: { code: capacity.code, message: capacity.message, retryable: false },
+    });
+    // Named by its ID, it is said by its ID.
+    const otherId = await idOf('other-model');
     refused(
-      await cli('start', 'deployment', 'other-model', '--evict'),
-      apiErrors.insufficientCapacity(await idOf('other-model'), [{ name: 'pinned-model', keptBy: 'explicit' }]),
+      await cli('start', 'deployment', otherId, '--evict'),
+      apiErrors.insufficientCapacity(otherId, [{ name: 'pinned-model', keptBy: 'explicit' }]),
     );
     // Deleted while it runs: the line says it was stopped first, by the switch it names.
     expect(ok(await cli('delete', 'deployment', 'pinned-model'))).toMatch(
@@ -358,22 +368,21 @@ describe('capyctl over the management API', () => {
     const r = await cli('start', 'deployment', 'crashing-model', '--wait');
     const id = await idOf('crashing-model');
     const lines = r.stderr.split('\n');
+    // Named as the operator named it; its status, the API's own, names its ID.
     const at = lines.findIndex((l) =>
       l.startsWith(
-        `capyctl: unavailable: deployment ${id} failed to start: its engine exited (code 1); retry shortly.`,
+        'capyctl: unavailable: deployment crashing-model failed to start: its engine exited (code 1); retry shortly.',
       ),
     );
     // About a screen of its traceback, ending with why.
     const tail = lines.slice(at + 1, -1);
     expect(tail).toHaveLength(20);
     expect(tail.at(-1)).toBe(`  ${last}`);
-    const error = apiErrors.startFailedEngineExited(
-      id,
-      'code 1',
-      tail.map((l) => l.slice(2)),
-    );
+    const stderr = tail.map((l) => l.slice(2));
+    const error = apiErrors.startFailedEngineExited(id, 'code 1', stderr);
+    const said = apiErrors.startFailedEngineExited('crashing-model', 'code 1', stderr);
     expect(r).toMatchObject({ code: 1, stdout: '' });
-    expect(r.stderr.endsWith(`capyctl: ${error.code}: ${error.message}\n`), r.stderr).toBe(true);
+    expect(r.stderr.endsWith(`capyctl: ${said.code}: ${said.message}\n`), r.stderr).toBe(true);
 
     expect(JSON.parse(ok(await cli('status', 'deployment', 'crashing-model', '--json')))).toMatchObject({
       start_failure: error.message,
@@ -438,6 +447,20 @@ describe('capyctl over the management API', () => {
     expect(await cli('park', 'deployment')).toMatchObject({
       code: 2,
       stderr: expect.stringMatching(/^capyctl: usage: capyctl park deployment NAME /),
+    });
+  });
+
+  it('reaches the server as host:port without a scheme, and says when --server is another capyctl listener', async () => {
+    const hostPort = new URL(standalone.managementUrl).host;
+    expect(await cli('list', 'deployments', '--server', hostPort)).toEqual(await cli('list', 'deployments'));
+    const inference = new URL(standalone.inferenceUrl).host;
+    expect(await cli('list', 'deployments', '--server', inference)).toEqual({
+      code: 1,
+      stdout: '',
+      stderr:
+        `capyctl: http://${inference} is a capyctl listener without the management API (GET ` +
+        "/management/v1/deployments: route not found), such as the inference listener or a host's ingress; " +
+        '--server (or CAPYCTL_SERVER) names the management listener (listen.management, default 127.0.0.1:7443)\n',
     });
   });
 

@@ -90,6 +90,52 @@ describe('capyctl settings check', () => {
     );
   });
 
+  it("sets the standalone's Temporal dev server ports and a host's engine ports, refusing what cannot be a port or a range", async () => {
+    const check = (kind: string, ...sets: string[]) =>
+      capyctl(['settings', 'check', kind, '--json', ...sets.flatMap((set) => ['--set', set])]);
+    const read = async (kind: string, ...sets: string[]) => JSON.parse((await check(kind, ...sets)).stdout);
+    expect((await read('standalone')).temporal_dev_server).toEqual({ port: 7233, ui_port: 8233 });
+    expect(
+      (await read('standalone', 'temporal_dev_server.port=17233', 'temporal_dev_server.ui_port=18233'))
+        .temporal_dev_server,
+    ).toEqual({ port: 17233, ui_port: 18233 });
+    expect((await read('standalone')).host.engine_ports).toBeUndefined();
+    const ranged = await read('standalone', 'host.engine_ports.first=20000', 'host.engine_ports.last=20099');
+    expect(ranged.host.engine_ports).toEqual({ first: 20000, last: 20099 });
+    // One port is a range too.
+    const one = await read('host', 'server.token=t', 'engine_ports.first=20000', 'engine_ports.last=20000');
+    expect(one.engine_ports).toEqual({ first: 20000, last: 20000 });
+
+    const refusals = [
+      [
+        ['standalone', 'temporal_dev_server.port=0'],
+        'temporal_dev_server.port: 0 is out of range: allowed 1 to 65535 (from --set temporal_dev_server.port=0)',
+      ],
+      [
+        ['standalone', 'temporal_dev_server.ui_port=7233'],
+        'temporal_dev_server.ui_port: is the same as port: each needs its own (from --set temporal_dev_server.ui_port=7233)',
+      ],
+      [
+        ['standalone', 'host.engine_ports.first=20100', 'host.engine_ports.last=20000'],
+        'host.engine_ports.last: is below first: the range holds no port (both are included: first = last is one ' +
+          'port) (from --set host.engine_ports.last=20000)',
+      ],
+      [['standalone', 'host.engine_ports.first=20000'], 'host.engine_ports.last: is required'],
+      [
+        ['host', 'server.token=t', 'engine_ports.first=20000', 'engine_ports.last=65536'],
+        'engine_ports.last: 65536 is out of range: allowed 1 to 65535 (from --set engine_ports.last=65536)',
+      ],
+    ] as const;
+    const results = await Promise.all(
+      refusals.map(([[kind, ...sets]]) =>
+        capyctl(['settings', 'check', kind, ...sets.flatMap((set) => ['--set', set])]),
+      ),
+    );
+    expect(results).toEqual(
+      refusals.map(([[kind], line]) => ({ code: 2, stdout: '', stderr: `invalid ${kind} settings:\n  - ${line}\n` })),
+    );
+  });
+
   it('refuses a deployment whose residency asks for a park its engine cannot give, as a deploy would', async () => {
     const cases = [
       [
@@ -121,7 +167,10 @@ describe('capyctl settings check', () => {
     expect(help.stdout).toContain('example:\n  capyctl settings check standalone');
     const unknown = await capyctl(['frobnicate']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr.split('\n')[0]).toBe('capyctl: unknown command "frobnicate"');
+    expect(unknown).toMatchObject({
+      stdout: '',
+      stderr: 'capyctl: unknown command "frobnicate"; `capyctl --help` lists every command\n',
+    });
   });
 
   it('ends quietly when the reader of its output goes away, as when piped into head', async () => {

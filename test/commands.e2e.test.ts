@@ -8,7 +8,9 @@
 import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiErrors } from '../domain/catalogue.js';
+import { request } from 'undici';
+import { apiErrors, hostStepFailures } from '../domain/catalogue.js';
+import { freePort } from '../processes/freePort.js';
 import { CAPYCTL } from './support/capyctl.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
@@ -144,7 +146,8 @@ describe('start, with a server and a host agent as processes', () => {
     expect(started.code, started.stderr).toBe(0);
     expect(started.stderr).toMatch(
       new RegExp(
-        `^waiting for GPU memory for quick-model \\(deployment ${quick.deployment_id} needs GPU memory held by slow-model\\)\\nwaited \\d+\\.\\ds for GPU memory`,
+        // The API's refusal names it by its ID; the line, as the operator named it.
+        '^waiting for GPU memory for quick-model \\(deployment quick-model needs GPU memory held by slow-model\\)\\nwaited \\d+\\.\\ds for GPU memory',
       ),
     );
     expect(started.stdout).toMatch(new RegExp(`^quick-model: waking\\nswitch_id: ${UUID} \\(.*\\)\\n`));
@@ -188,8 +191,7 @@ describe('start, with a server and a host agent as processes', () => {
     expect((await cluster.capyctl(['park', 'deployment', slow.name])).code).toBe(0);
     const r = await waiting;
     expect(r.code, r.stderr).toBe(0);
-    const held = (by: string) =>
-      `GPU memory for third-model (deployment ${third.deployment_id} needs GPU memory held by ${by})`;
+    const held = (by: string) => `GPU memory for third-model (deployment third-model needs GPU memory held by ${by})`;
     const lines = r.stderr.trimEnd().split('\n');
     expect(lines[0]).toBe(`waiting for ${held(quick.name)}`);
     expect(lines).toContain(`waiting for ${held(slow.name)}`);
@@ -208,5 +210,27 @@ describe('start, with a server and a host agent as processes', () => {
       async () => ((await stateOf(third.name)) === 'parked' ? true : undefined),
       30_000,
     );
+  }, 120_000);
+
+  it("launches a host's engines on its engine_ports only; a start with none left fails, naming them", async () => {
+    const port = await freePort();
+    // A card both models fit on: the second start takes a port, not the first model's memory.
+    const host = await cluster.addHost({ gpuMemory: '24GiB', yaml: `engine_ports: { first: ${port}, last: ${port} }` });
+    const only = `hosts: [${host.hostId}]`;
+    await cluster.deploy(simDeployment('ported-a', 'vllm', [], only));
+    await cluster.deploy(simDeployment('ported-b', 'vllm', [], only));
+
+    const a = await cluster.capyctl(['start', 'deployment', 'ported-a', '--wait']);
+    expect(a.code, a.stderr).toBe(0);
+    // Its engine is the one on that port.
+    const models = await request(`http://127.0.0.1:${port}/v1/models`);
+    expect(models.statusCode).toBe(200);
+    expect(((await models.body.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id)).toEqual(['ported-a']);
+
+    const b = await cluster.capyctl(['start', 'deployment', 'ported-b', '--wait']);
+    const error = apiErrors.startFailed('ported-b', hostStepFailures.enginePortsExhausted(port, port, 1));
+    expect(b).toMatchObject({ code: 1, stdout: '' });
+    expect(b.stderr.endsWith(`capyctl: ${error.code}: ${error.message}\n`), b.stderr).toBe(true);
+    expect([await stateOf('ported-a'), await stateOf('ported-b')]).toEqual(['ready', 'stopped']);
   }, 120_000);
 });

@@ -1,10 +1,18 @@
 /**
  * A second `capyctl start server` on the addresses (and the task queue) of one already running: it
- * refuses to start, with one line, before it takes any of the first server's work.
+ * refuses to start, with one line, before it takes any of the first server's work. And a
+ * standalone's own Temporal dev server, on the ports its settings give it.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../processes/freePort.js';
 import { CapyProcess, Cluster } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
+import { readyLineOf, type StandaloneProcess, startStandaloneProcess } from './support/standalone.js';
 
 describe('a second server on the same ports', () => {
   let cluster: Cluster;
@@ -79,4 +87,33 @@ describe('a second server on the same ports', () => {
       new RegExp(`^capyctl: cannot listen on ${inference.replace(/\./g, '\\.')}: address already in use$`, 'm'),
     );
   }, 90_000);
+});
+
+describe("a standalone's own Temporal dev server", () => {
+  let standalone: StandaloneProcess | undefined;
+  afterAll(async () => {
+    await standalone?.stop();
+  });
+
+  it('listens on the ports temporal_dev_server sets, its Web UI too, and the standalone runs on it', async () => {
+    const [port, uiPort] = [await freePort(), await freePort()];
+    standalone = await startStandaloneProcess({
+      dir: mkdtempSync(join(tmpdir(), 'capyctl-devports-')),
+      sets: [`temporal_dev_server.port=${port}`, `temporal_dev_server.ui_port=${uiPort}`, 'examples=false'],
+    });
+    const ready = readyLineOf(standalone.output())!;
+    expect(ready).toMatchObject({ temporalAddress: `127.0.0.1:${port}`, temporalUiUrl: `http://127.0.0.1:${uiPort}` });
+    expect((await request(`http://127.0.0.1:${uiPort}/`)).statusCode).toBe(200);
+    // The host's scheduler runs there: the standalone's lifecycle is on this Temporal.
+    const connection = await Connection.connect({ address: `127.0.0.1:${port}` });
+    try {
+      const described = await new Client({ connection }).workflow
+        .getHandle(`host-scheduler/${standalone.hostId}`)
+        .describe();
+      expect(described.status.name).toBe('RUNNING');
+    } finally {
+      await connection.close();
+    }
+    expect(await standalone.stop()).toBe(0);
+  }, 120_000);
 });

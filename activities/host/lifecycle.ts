@@ -5,7 +5,8 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../processes/freePort.js';
+import { hostStepFailures } from '../../domain/catalogue.js';
+import { freePort, freePortIn } from '../../processes/freePort.js';
 import type { ParkTier } from '../../domain/vocabulary.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { LaunchMemory } from '../../engines/memoryBound.js';
@@ -49,7 +50,14 @@ export interface LaunchResult {
 
 type LifecycleDeps = Pick<
   HostActivityDeps,
-  'adapters' | 'supervisor' | 'engineCommands' | 'engineEnv' | 'engineStopGraceMs' | 'ingressInFlight' | 'logger'
+  | 'adapters'
+  | 'supervisor'
+  | 'engineCommands'
+  | 'engineEnv'
+  | 'engineStopGraceMs'
+  | 'enginePorts'
+  | 'ingressInFlight'
+  | 'logger'
 >;
 
 /**
@@ -75,9 +83,49 @@ function exitFailure(engine: SupervisedEngine) {
   });
 }
 
-async function launchOnFreePort(deps: LifecycleDeps, input: LaunchInput): Promise<SupervisedEngine> {
+/** The port in `baseUrl` (`http://127.0.0.1:PORT`). */
+const portOf = (baseUrl: string) => Number(new URL(baseUrl).port);
+
+/**
+ * A port for an engine: any free one, or one of the host's `engine_ports`, not one an engine of
+ * this host holds (an engine just launched may not have bound its port yet). None left fails the
+ * launch for good: only a model stopped on this host, or a wider range, frees one.
+ */
+async function enginePort(deps: LifecycleDeps): Promise<number> {
+  const range = deps.enginePorts;
+  if (range === undefined) return freePort();
+  const held = new Set(
+    deps.supervisor
+      .list()
+      .filter((e) => e.exit === undefined)
+      .map((e) => portOf(e.endpoint.baseUrl)),
+  );
+  const port = await freePortIn(range, held);
+  if (port !== undefined) return port;
+  const ownEngines = [...held].filter((p) => p >= range.first && p <= range.last).length;
+  throw ApplicationFailure.create({
+    message: hostStepFailures.enginePortsExhausted(range.first, range.last, ownEngines),
+    type: hostFailureTypes.enginePortsExhausted,
+    nonRetryable: true,
+  });
+}
+
+/**
+ * Launches the engine on a port of its own. One launch at a time chooses its port: two starting at
+ * once would otherwise both find the same port free before either engine binds it.
+ */
+function portedLauncher(deps: LifecycleDeps) {
+  let previous: Promise<unknown> = Promise.resolve();
+  return (input: LaunchInput): Promise<SupervisedEngine> => {
+    const launched = previous.catch(() => undefined).then(() => launchOn(deps, input));
+    previous = launched;
+    return launched;
+  };
+}
+
+async function launchOn(deps: LifecycleDeps, input: LaunchInput): Promise<SupervisedEngine> {
   const adapter = deps.adapters[input.spec.engine];
-  const port = await freePort();
+  const port = await enginePort(deps);
   const command = deps.engineCommands[input.spec.engine];
   const plan = adapter.launch({
     spec: input.spec,
@@ -103,13 +151,14 @@ async function launchOnFreePort(deps: LifecycleDeps, input: LaunchInput): Promis
 
 /** `releases`: where a park or stop told a switch's id says what its victim did with its memory. */
 export function engineLifecycleActivities(deps: LifecycleDeps, releases: ReleaseBoard) {
+  const launchOnFreePort = portedLauncher(deps);
   return {
     async launchEngine(input: LaunchInput): Promise<LaunchResult> {
       const existing = deps.supervisor.get(input.key);
       if (existing && existing.key.generation === input.key.generation && existing.exit === undefined) {
         return { baseUrl: existing.endpoint.baseUrl, pid: existing.process.pid ?? 0 };
       }
-      const engine = await launchOnFreePort(deps, input);
+      const engine = await launchOnFreePort(input);
       return { baseUrl: engine.endpoint.baseUrl, pid: engine.process.pid ?? 0 };
     },
 
@@ -131,7 +180,7 @@ export function engineLifecycleActivities(deps: LifecycleDeps, releases: Release
               { ...input.key, baseUrl: engine.endpoint.baseUrl },
               'engine lost the race for its port; launching it on a fresh one',
             );
-            engine = await launchOnFreePort(deps, engine);
+            engine = await launchOnFreePort(engine);
             launches++;
           }
           const call = AbortSignal.any([signal, AbortSignal.timeout(READY_CALL_MS)]);

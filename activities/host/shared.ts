@@ -19,6 +19,8 @@ export interface HostActivityDeps {
   /** Set for every engine when the host's GPUs are simulated. */
   engineEnv: Record<string, string>;
   engineStopGraceMs: number;
+  /** The ports engines are launched on (the host document's `engine_ports`); any free port when undefined. */
+  enginePorts: { first: number; last: number } | undefined;
   /** Requests being forwarded to an instance now (the ingress's, or a standalone gateway's). */
   ingressInFlight: (key: InstanceSlot) => number;
   logger: Logger;

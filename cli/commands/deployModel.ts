@@ -6,6 +6,7 @@
 import type { DeployReply } from '../../api/deployments.js';
 import { loadSettingsFile, SettingsError } from '../../settings/load.js';
 import { exitCodes } from '../command.js';
+import { failure, settingsFailure } from '../failure.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 
 export const deployModel = operatorCommand({
@@ -16,17 +17,12 @@ export const deployModel = operatorCommand({
   flagsUsage: '--file my-model.yaml',
   example: 'capyctl deploy model --file my-model.yaml',
   async run({ api, flags, json }) {
-    if (typeof flags.file !== 'string') {
-      process.stderr.write('capyctl: deploy model needs --file with the deployment document\n');
-      return exitCodes.usage;
-    }
+    if (typeof flags.file !== 'string') throw await failure('deployNeedsFile');
     let spec;
     try {
       spec = loadSettingsFile('deployment', flags.file);
     } catch (e) {
-      if (!(e instanceof SettingsError)) throw e;
-      process.stderr.write(`${e.message}\n`);
-      return exitCodes.usage;
+      throw e instanceof SettingsError ? await settingsFailure(e) : e;
     }
     const reply = await api.call<DeployReply>('POST', '/deployments', spec);
     const d = reply.deployment;

@@ -21,6 +21,7 @@ function deploymentCommand(verb: keyof typeof verbs): Command {
     words: [verb, 'deployment'],
     summary: verbs[verb].summary,
     positionals: ['NAME'],
+    namesDeployment: true,
     example: `capyctl ${verb} deployment my-model`,
     async run({ api, args: [name], json }) {
       const ref = encodeURIComponent(name!);

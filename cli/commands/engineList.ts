@@ -1,9 +1,15 @@
-/** `capyctl engine list [--json]`: what each engine can do, so a deployment can pick one. */
+/**
+ * `capyctl engine list [--json]`: what each engine can do, so a deployment can pick one. The engines
+ * are this capyctl's own: it takes the connection flags as every other command does (a script passes
+ * them to each), and needs no server to answer.
+ */
 import { parseArgs } from 'node:util';
 import { engineContracts } from '../../engines/contracts.js';
 import { engineTraits } from '../../engines/traits.js';
 import { engineNames } from '../../domain/vocabulary.js';
 import { type Command, exitCodes } from '../command.js';
+import { connectionOptions } from '../managementClient.js';
+import { CONNECTION_USAGE } from '../operatorCommand.js';
 import { table } from '../table.js';
 
 const enabled = (on: boolean) => (on ? 'enabled' : 'disabled');
@@ -26,10 +32,10 @@ function engineRow(name: (typeof engineNames.options)[number]) {
 export const engineList: Command = {
   words: ['engine', 'list'],
   summary: 'list the engines a deployment can name and how each parks',
-  usage: 'capyctl engine list [--json]',
+  usage: `capyctl engine list ${CONNECTION_USAGE}`,
   example: 'capyctl engine list',
   async run(args) {
-    const { values } = parseArgs({ args: [...args], options: { json: { type: 'boolean' } } });
+    const { values } = parseArgs({ args: [...args], options: { ...connectionOptions, json: { type: 'boolean' } } });
     const engines = engineNames.options.map(engineRow);
     if (values.json) {
       process.stdout.write(`${JSON.stringify(engines, null, 2)}\n`);

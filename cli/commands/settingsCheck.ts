@@ -12,6 +12,7 @@ import {
 import { overridesFromEnv } from '../../settings/overrides.js';
 import { baseDocument } from '../processSettings.js';
 import { type Command, exitCodes } from '../command.js';
+import { failure, settingsFailure } from '../failure.js';
 
 const kinds = Object.keys(documentSchemas) as DocumentKind[];
 
@@ -44,10 +45,7 @@ export const settingsCheck: Command = {
       options: { file: { type: 'string' }, set: { type: 'string', multiple: true }, json: { type: 'boolean' } },
     });
     const kind = positionals[0] as DocumentKind | undefined;
-    if (!kind || !kinds.includes(kind) || positionals.length > 1) {
-      process.stderr.write(`usage: ${this.usage}\n`);
-      return exitCodes.usage;
-    }
+    if (!kind || !kinds.includes(kind) || positionals.length > 1) throw await failure('usage', this.usage);
     try {
       const sets = values.set ?? [];
       // The document the start would run: a standalone's file over its embedded defaults.
@@ -64,9 +62,7 @@ export const settingsCheck: Command = {
       );
       return exitCodes.ok;
     } catch (e) {
-      if (!(e instanceof SettingsError)) throw e;
-      process.stderr.write(`${e.message}\n`);
-      return exitCodes.usage;
+      throw e instanceof SettingsError ? await settingsFailure(e) : e;
     }
   },
 };

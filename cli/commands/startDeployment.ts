@@ -12,7 +12,8 @@ import type { DeploymentBody, ReceiptBody } from '../../api/deployments.js';
 import type { SwitchBody } from '../../api/switches.js';
 import { awaitsMeasurement } from '../../domain/measurement.js';
 import { exitCodes } from '../command.js';
-import { ApiRefusal, type ManagementClient } from '../managementClient.js';
+import { ApiRefusal } from '../failure.js';
+import type { ManagementClient } from '../managementClient.js';
 import { operatorCommand, printJson } from '../operatorCommand.js';
 import { receiptText } from '../receipt.js';
 import { takenWhenMemoryFree, waitingFor, whenMemoryFree } from '../waiting.js';
@@ -43,6 +44,7 @@ export const startDeployment = operatorCommand({
   words: ['start', 'deployment'],
   summary: 'start (or wake) a model; --evict may park others to make room, --wait waits for its measurement and ready',
   positionals: ['NAME'],
+  namesDeployment: true,
   options: { evict: { type: 'boolean' }, wait: { type: 'boolean' } },
   flagsUsage: '[--evict] [--wait]',
   example: 'capyctl start deployment other-model --evict --wait',

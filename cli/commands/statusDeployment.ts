@@ -13,6 +13,7 @@ export const statusDeployment = operatorCommand({
   words: ['status', 'deployment'],
   summary: 'show one deployment: its row, ID, activation, checkpoint and instances',
   positionals: ['NAME'],
+  namesDeployment: true,
   example: 'capyctl status deployment my-model --json',
   async run({ api, args: [name], json }) {
     const d = await api.call<DeploymentBody>('GET', `/deployments/${encodeURIComponent(name!)}`);

@@ -25,7 +25,7 @@ const models = { app1Model: 'chat-a', app2Model: 'chat-b' };
 
 /** The host that runs App 1's model: its switches are the ones to read. */
 async function hostOf(model: string): Promise<string> {
-  const management = managementClient(values);
+  const management = await managementClient(values);
   const load = await management.call<{ deployments: Array<{ name: string; instances: Array<{ host_id: string }> }> }>(
     'GET',
     '/metrics/load',

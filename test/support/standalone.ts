@@ -1,7 +1,8 @@
 /**
  * `capyctl start standalone` as a child process, as an operator runs it: on its embedded defaults
  * (the example models on a simulated GPU), in a data folder of its own, on free ports, and against
- * the harness's Temporal dev server (starting one per standalone would cost each test seconds).
+ * the harness's Temporal dev server (starting one per standalone would cost each test seconds)
+ * unless told to run its own.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -28,7 +29,8 @@ export interface StandaloneProcess {
 }
 
 export interface StandaloneOptions {
-  temporalAddress: string;
+  /** Absent: the standalone runs a Temporal dev server of its own (`temporal_dev_server`). */
+  temporalAddress?: string;
   /** Its working directory; a restart passes the same one. */
   dir: string;
   /** Keeps the host ID (and so its scheduler) across a restart. */
@@ -52,6 +54,7 @@ export interface ReadyLine {
   inferenceUrl: string;
   managementUrl: string;
   adminTokenFile: string;
+  temporalAddress: string;
   temporalUiUrl?: string;
 }
 
@@ -65,7 +68,7 @@ export async function startStandaloneProcess(options: StandaloneOptions): Promis
   // Port 0: the standalone says in its ready line where it listens. A port picked free here could be
   // taken by another test's process before the standalone binds it.
   const sets = [
-    `server.temporal.address=${options.temporalAddress}`,
+    ...(options.temporalAddress === undefined ? [] : [`server.temporal.address=${options.temporalAddress}`]),
     'server.listen.inference=127.0.0.1:0',
     'server.listen.management=127.0.0.1:0',
     `host.id=${hostId}`,
