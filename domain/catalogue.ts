@@ -86,6 +86,9 @@ const foreignSchedulerLine = (f: ForeignScheduler) =>
   `\`temporal workflow terminate --address ${f.temporalAddress} --namespace ${f.namespace} -w ` +
   `host-scheduler/${f.hostId}\` and start this host again`;
 
+/** Bytes as GiB, to two decimals at most: `10`, `7.5`. */
+const gib = (bytes: number): string => String(Math.round((bytes / 2 ** 30) * 100) / 100);
+
 /** The things an API error can say was not found. */
 export type Missing = 'deployment' | 'model' | 'host' | 'instance' | 'switch' | 'route';
 
@@ -219,6 +222,18 @@ export const apiErrors = {
       'insufficient_capacity',
       false,
       `deployment ${deploymentId} needs memory held by ${keptHolders(holders)}; stop one of them first`,
+    ),
+  /**
+   * A checkpoint larger than every GPU of the hosts it may run on, even empty: no eviction and no
+   * wait can make room, so a request and a start are refused alike, naming no holder.
+   */
+  fitsNoGpu: (deploymentId: string, needBytes: number, largest: { hostId: string; memoryBytes: number }) =>
+    error(
+      409,
+      'insufficient_capacity',
+      false,
+      `deployment ${deploymentId} needs ${gib(needBytes)} GiB of GPU memory, more than the largest GPU it may run ` +
+        `on has (${gib(largest.memoryBytes)} GiB on ${largest.hostId})`,
     ),
   /** A start without --evict while other models hold the memory it needs: nothing was started, nothing waits. */
   memoryHeld: (deploymentId: string, holders: readonly string[]) =>

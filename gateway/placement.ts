@@ -15,6 +15,8 @@
  * models whose requests it has sent to a host and that hold nothing yet; their next demands go to
  * the same host.
  */
+import type { Deployment, Host } from '../api/catalogue.js';
+import { type ApiError, apiErrors } from '../domain/catalogue.js';
 import type { RoutedDeployment } from './routingTable.js';
 import { checkpointOf } from '../domain/measurement.js';
 import type { StoreReads } from './ports.js';
@@ -37,6 +39,26 @@ export interface HostLoad {
 
 export const mayRunOn = (deployment: Pick<Placed, 'spec'>, hostId: string): boolean =>
   deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
+
+/**
+ * The refusal of a deployment whose measured checkpoint needs more than the largest GPU of the
+ * registered hosts it may run on has, even empty (down or drained ones count: they may come back);
+ * undefined when one fits it, while it is not measured, and while no such host is registered.
+ */
+export function fitsNoGpu(
+  deployment: Pick<Deployment, 'id' | 'spec' | 'checkpoint'>,
+  hosts: readonly Pick<Host, 'id' | 'gpus'>[],
+): ApiError | undefined {
+  const checkpoint = checkpointOf(deployment);
+  if (!checkpoint) return undefined;
+  let largest: { hostId: string; memoryBytes: number } | undefined;
+  for (const host of hosts.filter((h) => mayRunOn(deployment, h.id)))
+    for (const gpu of host.gpus)
+      if (!largest || gpu.memoryBytes > largest.memoryBytes)
+        largest = { hostId: host.id, memoryBytes: gpu.memoryBytes };
+  const need = gpuNeed(checkpoint);
+  return largest && need > largest.memoryBytes ? apiErrors.fitsNoGpu(deployment.id, need, largest) : undefined;
+}
 
 /** The deployment's instances that hold a host: every one but those stopped. */
 export const liveInstances = <I extends Placed['instances'][number]>(deployment: { instances: readonly I[] }): I[] =>

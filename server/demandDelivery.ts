@@ -10,7 +10,7 @@ import type { Demand } from '../api/lifecycle.js';
 import { instanceCount } from '../engines/rules.js';
 import { latestInOrder } from '../gateway/demandReports.js';
 import { configureScheduler, reportDemand, type SchedulerRef, withdrawDemandsOf } from '../gateway/lifecycleClient.js';
-import { heldOn, instanceIndexes, mayRunOn, placeByLoad } from '../gateway/placement.js';
+import { fitsNoGpu, heldOn, instanceIndexes, mayRunOn, placeByLoad } from '../gateway/placement.js';
 import type { StoreReads } from '../gateway/ports.js';
 import type { RequestQueue } from '../gateway/requestQueue.js';
 import type { RoutedDeployment, RoutingTable } from '../gateway/routingTable.js';
@@ -83,6 +83,15 @@ export class DemandDelivery {
     if (this.opened) this.deliver(demand);
   }
 
+  /**
+   * A checkpoint was measured: the requests that waited for it are weighed again, and refused if no
+   * GPU could hold it.
+   */
+  measured(deploymentId: string): void {
+    const demand = this.deps.queue.snapshot().demands.find((d) => d.deploymentId === deploymentId);
+    if (this.opened && demand) this.deliver(demand);
+  }
+
   /** Every waiting demand is reported again, once open: requests that waited while no host could take them. */
   reportAgain(): void {
     if (this.opened) this.redeliver();
@@ -149,8 +158,23 @@ export class DemandDelivery {
     return others.length === 0 ? undefined : placeByLoad(this.deps.store, deployment, others, this.sentTo, true);
   }
 
+  /**
+   * Answers the waiting requests of a model no GPU it may run on could hold, even empty: no host's
+   * scheduler could make room, so none is asked and they do not wait out their deadline. True when so.
+   */
+  private async refusedForSize(deploymentId: string): Promise<boolean> {
+    const { store, queue, logger } = this.deps;
+    const [deployment, hosts] = await Promise.all([store.catalogue.deployment(deploymentId), store.hosts.hosts()]);
+    const refused = deployment && fitsNoGpu(deployment, hosts);
+    if (!refused) return false;
+    const failed = queue.failWaiters(deploymentId, refused);
+    if (failed > 0) logger.warn({ deploymentId, failed }, refused.message);
+    return true;
+  }
+
   private async deliverNow(demand: Demand): Promise<void> {
     const { table, queue, ownership, client, schedulerRef, serverTaskQueue, logger } = this.deps;
+    if (demand.waiting > 0 && (await this.refusedForSize(demand.deploymentId))) return;
     const deployment = table.get(demand.deploymentId);
     const hostIds = deployment ? await this.placeDemand(deployment, demand) : [];
     if (!deployment || hostIds.length === 0) {

@@ -149,6 +149,8 @@ async function buildCore({ settings, db, logger }: ServerDeps, opened: Awaited<R
     // Requests a host cannot make room for go to another host that can serve them, else are refused.
     sendElsewhere: (hostId, deploymentId) => delivery.sendElsewhere(hostId, deploymentId),
     switchEnded: (outcome, phases) => metrics.switchEnded(outcome, phases),
+    // Requests that waited for the measurement are refused if no GPU could hold what it found.
+    measured: (deploymentId) => delivery.measured(deploymentId),
   });
   const engineLoss: EngineLoss = new EngineLoss({
     exits,

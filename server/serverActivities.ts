@@ -29,6 +29,8 @@ export interface ServerActivityDeps {
   sendElsewhere?: (hostId: string, deploymentId: string) => Promise<boolean>;
   /** A switch's last receipt was written: its outcome and the time of each step. */
   switchEnded?: (outcome: SwitchOutcome, phases: readonly PhaseTiming[]) => void;
+  /** A deployment's checkpoint was recorded: what its requests need is known now. */
+  measured?: (deploymentId: string) => void;
 }
 
 /**
@@ -69,6 +71,7 @@ export function createServerActivities({
   exits,
   sendElsewhere,
   switchEnded,
+  measured,
 }: ServerActivityDeps) {
   const store = createStoreActivities(db);
   const gateway: GatewaySteps = createGatewayActivities({ queue, serverTaskQueue });
@@ -115,6 +118,10 @@ export function createServerActivities({
     },
     saveInstance,
     ...windowThenRelease,
+    async recordCheckpoint(input: Parameters<typeof store.recordCheckpoint>[0]) {
+      await store.recordCheckpoint(input);
+      measured?.(input.deploymentId);
+    },
     async setOperatorStopped(input: Parameters<typeof store.setOperatorStopped>[0]) {
       await store.setOperatorStopped(input);
       table.setOperatorStopped(input.deploymentId, input.stopped);

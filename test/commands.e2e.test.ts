@@ -212,6 +212,49 @@ describe('start, with a server and a host agent as processes', () => {
     );
   }, 120_000);
 
+  // Before a larger card joins (the next test's): 8 GiB is the largest GPU here.
+  it('refuses a model no GPU could hold, a request at once and start --evict --wait alike, naming the need and the largest GPU, not a holder', async () => {
+    const huge = await cluster.deploy(
+      simDeployment('huge-model', 'vllm', ['--sim-weights', '9GiB', '--sim-kv', '1GiB']),
+    );
+    // Another model holds the card: parking it would still leave 8 GiB, short of 10.
+    expect((await cluster.capyctl(['start', 'deployment', quick.name, '--evict', '--wait'])).code).toBe(0);
+    const largest = { hostId: cluster.hosts[0]!.hostId, memoryBytes: 8 * 2 ** 30 };
+    const error = apiErrors.fitsNoGpu(huge.deployment_id, 10 * 2 ** 30, largest);
+    expect(error.message).toBe(
+      `deployment ${huge.deployment_id} needs 10 GiB of GPU memory, more than the largest GPU it may run on has ` +
+        `(8 GiB on ${cluster.hosts[0]!.hostId})`,
+    );
+
+    const sentAt = Date.now();
+    const reply = await request(`${cluster.inferenceUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: huge.name, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
+      // Today's main let it wait toward the 30-minute deadline.
+      signal: AbortSignal.timeout(10_000),
+    });
+    const answeredMs = Date.now() - sentAt;
+    expect({ status: reply.statusCode, body: await reply.body.json() }).toEqual({
+      status: 409,
+      body: { code: 'insufficient_capacity', message: error.message, retryable: false },
+    });
+    expect(answeredMs).toBeLessThan(1_000);
+
+    const started = await Promise.race([
+      cluster.capyctl(['start', 'deployment', huge.name, '--evict', '--wait']),
+      sleep(15_000).then(() => ({ code: -1, stdout: '', stderr: 'still waiting after 15 s' })),
+    ]);
+    expect(started.code, started.stderr).toBe(1);
+    expect(started.stdout).toBe('');
+    // The CLI names the deployment as the operator did; it waited for nothing, and names no holder.
+    const named = apiErrors.fitsNoGpu(huge.name, 10 * 2 ** 30, largest);
+    expect(started.stderr).toMatch(/^waiting for huge-model to be ready\nwaited \d+\.\ds for huge-model to be ready\n/);
+    expect(started.stderr.endsWith(`capyctl: ${named.code}: ${named.message}\n`), started.stderr).toBe(true);
+    expect(started.stderr).not.toContain('held by');
+    expect([await stateOf(huge.name), await stateOf(quick.name)]).toEqual(['stopped', 'ready']);
+  }, 120_000);
+
   it("launches a host's engines on its engine_ports only; a start with none left fails, naming them", async () => {
     const port = await freePort();
     // A card both models fit on: the second start takes a port, not the first model's memory.

@@ -5,7 +5,7 @@
  * plugins, each with its schemas: the deployments and each one (`catalogueRoutes`), and a deployment's
  * commands (`commandRoutes`).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { documentRefusal, hostsRefusal, instanceCount } from '../../engines/rules.js';
@@ -13,7 +13,7 @@ import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
-import { instanceIndexes, liveInstances, mayRunOn } from '../placement.js';
+import { fitsNoGpu, instanceIndexes, liveInstances, mayRunOn } from '../placement.js';
 import type { Deployment } from '../../api/catalogue.js';
 import type { Catalogue, HostReads } from '../ports.js';
 import {
@@ -204,8 +204,16 @@ const commands = ['stop', 'park', 'preinitialize'] as const;
 
 /** A deployment's commands, carried out by the hosts of its instances: start, stop, park, preinitialize. */
 function commandRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
-  const { table, lifecycle } = deps;
+  const { hosts, table, lifecycle } = deps;
   const { find, routedOf, hostsOf } = views;
+
+  /** A model no GPU it may run on could hold is refused before a scheduler is asked: evicting cannot help, nor waiting. */
+  async function refuseIfFitsNoGpu(d: Deployment, log: FastifyBaseLogger): Promise<void> {
+    const refusal = fitsNoGpu(d, await hosts.hosts());
+    if (!refusal) return;
+    log.warn({ deploymentId: d.id }, refusal.message);
+    throw new CapyError(refusal);
+  }
 
   /**
    * Runs the command on the host of each of the deployment's instances, at once: answered when one of
@@ -241,6 +249,7 @@ function commandRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
         // Refused here too, so a checkpoint that waits for a host to measure it is not mistaken for a missing host.
         const unmeasured = unmeasuredRefusal(d.name, d);
         if (unmeasured) throw new CapyError(unmeasured);
+        await refuseIfFitsNoGpu(d, request.log);
         return onEveryInstance(d, 'start', { deploymentId: d.id, evict: request.body.evict });
       },
     );
@@ -251,6 +260,7 @@ function commandRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
         { schema: { params: refParams, response: { 200: receiptBody } } },
         async (request) => {
           const d = await find(request.params.ref);
+          if (command === 'preinitialize') await refuseIfFitsNoGpu(d, request.log);
           return onEveryInstance(d, command, { deploymentId: d.id });
         },
       );
