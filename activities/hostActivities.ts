@@ -10,8 +10,7 @@ import type { HostActivityDeps } from './host/shared.js';
 import { wakeActivities } from './host/wakes.js';
 import { ReleaseBoard } from './releaseBoard.js';
 
-export type { HostActivityDeps } from './host/shared.js';
-export type { LaunchInput, LaunchResult } from './host/lifecycle.js';
+export type { LaunchInput } from './host/lifecycle.js';
 export type { RunningEngine } from './host/probes.js';
 export type { WakeAfter, WakeResult } from './host/wakes.js';
 

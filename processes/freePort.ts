@@ -1,25 +1,19 @@
 import { createServer } from 'node:net';
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
+/** Listens on `port` at 127.0.0.1 (0: any free one) and closes again: the port it had. */
+function listenOnce(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
+    server.listen(port, '127.0.0.1', () => {
+      const { port: bound } = server.address() as { port: number };
+      server.close(() => resolve(bound));
     });
   });
 }
 
-/** Whether `port` can be listened on at 127.0.0.1 now. */
-function canListen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
-}
+/** A free TCP port on 127.0.0.1. */
+export const freePort = (): Promise<number> => listenOnce(0);
 
 /**
  * The first port from `first` to `last` (both included) that is free on 127.0.0.1 and not in
@@ -30,7 +24,10 @@ export async function freePortIn(
   held: ReadonlySet<number>,
 ): Promise<number | undefined> {
   for (let port = range.first; port <= range.last; port++) {
-    if (!held.has(port) && (await canListen(port))) return port;
+    if (held.has(port)) continue;
+    // Taken (EADDRINUSE), or not ours to take: the next one.
+    const free = await listenOnce(port).catch(() => undefined);
+    if (free !== undefined) return free;
   }
   return undefined;
 }

@@ -14,8 +14,8 @@ import { CancellationScope } from '@temporalio/workflow';
 import type { SwitchInput, SwitchResult } from '../api/lifecycle.js';
 import { bringUp, cancelledBeforeBringUp, wakeAfterVictims } from './switch/bringUp.js';
 import { engineNotDrained, targetNotUp, undrained } from './switch/compensation.js';
-import { admitAndDrain, type Drained } from './switch/drain.js';
-import { releaseVictims } from './switch/release.js';
+import { admitAndDrain } from './switch/drain.js';
+import { releaseVictims, type VictimOutcome } from './switch/release.js';
 import { SwitchRun } from './switch/run.js';
 
 export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> {
@@ -31,22 +31,21 @@ export async function switchWorkflow(input: SwitchInput): Promise<SwitchResult> 
  * histories have it (test/replay.test.ts): a step moved across an `await` would not replay.
  */
 async function runPhases(run: SwitchRun): Promise<SwitchResult> {
-  const { switchId, target, victims } = run;
-  let drained: Drained = { drained: true, cut: new Set(), deadline: Date.now(), released: false };
+  const { switchId, hostId, target, victims } = run.input;
+  let parked: Promise<VictimOutcome[]> = Promise.resolve([]);
   let victimsWithdrawn: Promise<unknown> = Promise.resolve();
   if (victims.length === 0 || run.releaseWithWindow) run.open();
   if (victims.length > 0) {
     const drain = await admitAndDrain(run);
     if (!drain.drained) return undrained(run, drain);
-    drained = drain;
     run.open();
     // Begun in the same workflow task as the parks, which Temporal schedules only once the task
     // completes, so after this local step: the victims' new requests here wait before any park
     // starts (another server's are answered "dispatch closed" until its own step reaches it). The
     // window's step did it already when it `released` them.
     if (!drain.released) victimsWithdrawn = run.gateway.withdrawVictims({ switchId, victims: run.victimInstances });
+    parked = releaseVictims(run, drain);
   }
-  const parked = releaseVictims(run, drained);
   const woken = wakeAfterVictims(run);
   const [outcomes] = await Promise.all([parked, victimsWithdrawn]);
   const requestsStillRunning = outcomes.reduce((sum, r) => sum + r.requestsStillRunning, 0);
@@ -67,7 +66,7 @@ async function runPhases(run: SwitchRun): Promise<SwitchResult> {
   const [failure] = await Promise.all([bringingUp, ...outcomes.map((r) => r.recorded)]);
   if (failure) return targetNotUp(run, target, victimResults, failure);
   await run.timed('release', null, async () => {
-    await run.gateway.startWaiters({ switchId, hostId: run.hostId, instance: target.instance });
+    await run.gateway.startWaiters({ switchId, hostId, instance: target.instance });
     await run.saveInstance(target.instance, 'ready', null);
   });
   return {

@@ -15,7 +15,6 @@ import { compareAnswers, probeFor, wakeQuestion } from '../wakeCheck.js';
 import { failureOf, startError, wakeError } from './failures.js';
 import type { SwitchRun } from './run.js';
 
-/** Why a target was not brought up. */
 /** Why a target was not brought up; `lostWithAgent`: its engine ended with the host agent its step began on. */
 export interface BringUpFailure {
   outcome: SwitchOutcome;
@@ -28,9 +27,9 @@ export interface BringUpFailure {
  * begins it once they gave their memory back. True when its answer differs from the first one.
  */
 export function wakeAfterVictims(run: SwitchRun): Promise<boolean> | undefined {
-  const { switchId, victimInstances, timeouts } = run;
+  const { switchId, target, timeouts } = run.input;
   return run.wakeReference?.then((first) =>
-    wakeAndCheck(run, run.target!, first, { switchId, victims: victimInstances, wakeWindowMs: timeouts.wakeWindowMs }),
+    wakeAndCheck(run, target!, first, { switchId, victims: run.victimInstances, wakeWindowMs: timeouts.wakeWindowMs }),
   );
 }
 
@@ -44,7 +43,7 @@ export async function bringUp(
   woken: Promise<boolean> | undefined,
 ): Promise<BringUpFailure | null> {
   const id = t.instance.deploymentId;
-  const { timeouts } = run;
+  const { timeouts } = run.input;
   try {
     if (t.action === 'start') {
       await run.during(t.instance, 'starting', t.tier, () => run.timed('start', null, () => startAndRecord(run, t)));
@@ -79,7 +78,7 @@ export async function cancelledBeforeBringUp(
 
 /** A full start: launch, ready, and the first answer to the wake check, recorded for this generation. */
 async function startAndRecord(run: SwitchRun, t: SwitchTarget): Promise<void> {
-  const { startMs } = run.timeouts;
+  const { startMs } = run.input.timeouts;
   const deadline = Date.now() + startMs;
   await run.host(startMs).launchEngine({
     key: t.instance,
@@ -108,7 +107,8 @@ async function wakeAndCheck(
   first: WakeReference | null,
   after?: WakeAfter,
 ): Promise<boolean> {
-  const { switchId, timeouts, phases } = run;
+  const { switchId, timeouts } = run.input;
+  const { phases } = run;
   const { reference, probe, unchecked } = wakeQuestion(t, first);
   if (unchecked)
     log.warn('no first answer for this generation; the wake is not checked', {

@@ -22,9 +22,9 @@ const LOST_WITH_AGENT_WAITERS_WAIT = 'lost-with-agent-waiters-wait';
 
 /** The drain did not finish, or the switch was cancelled first: the victims serve again. */
 export async function undrained(run: SwitchRun, drain: NotDrained): Promise<SwitchResult> {
-  const { switchId, victimInstances } = run;
+  const { switchId } = run.input;
   const [, failed] = await CancellationScope.nonCancellable(() =>
-    Promise.all([run.gateway.reopen({ switchId, victims: victimInstances }), answerWaiters(run, drain.why)]),
+    Promise.all([run.gateway.reopen({ switchId, victims: run.victimInstances }), answerWaiters(run, drain.why)]),
   );
   return { switchId, outcome: drain.outcome, victims: [], ...failed };
 }
@@ -42,15 +42,16 @@ export async function engineNotDrained(
   requestsStillRunning: number,
   woken: Promise<boolean> | undefined,
 ): Promise<SwitchResult> {
+  const { switchId, timeouts } = run.input;
   const failed = await CancellationScope.nonCancellable(async () => {
     await Promise.all([...outcomes.map((r) => r.recorded), woken?.catch(() => false)]);
     await Promise.all(
       outcomes.filter((r) => r.requestsStillRunning > 0).map((r) => run.saveInstance(r.victim.instance, 'ready', null)),
     );
-    return answerWaiters(run, drainTimeout(run.timeouts.drainMs, requestsStillRunning));
+    return answerWaiters(run, drainTimeout(timeouts.drainMs, requestsStillRunning));
   });
   const victimResults = outcomes.filter((r) => r.requestsStillRunning === 0).map((r) => r.result);
-  return { switchId: run.switchId, outcome: 'drain_timeout', victims: victimResults, ...failed };
+  return { switchId, outcome: 'drain_timeout', victims: victimResults, ...failed };
 }
 
 /**
@@ -63,9 +64,9 @@ export async function targetNotUp(
   victimResults: VictimResult[],
   failure: BringUpFailure,
 ): Promise<SwitchResult> {
-  const { switchId } = run;
+  const { switchId, timeouts } = run.input;
   await CancellationScope.nonCancellable(async () => {
-    await run.host(run.timeouts.startMs).stopEngine({ key: target.instance });
+    await run.host(timeouts.startMs).stopEngine({ key: target.instance });
     await run.saveInstance(target.instance, 'stopped', null);
     // The target's engine ended with a host agent that has started again since (the new one
     // answered): nothing failed that the next start would meet, so its waiters, and those that
@@ -84,9 +85,9 @@ export async function targetNotUp(
 
 /** The target is not brought up: its waiters hear why (`why` of the target); the error they got. */
 async function answerWaiters(run: SwitchRun, why: (targetId: string) => ApiError): Promise<{ error?: ApiError }> {
-  const { target } = run;
+  const { switchId, target } = run.input;
   if (!target) return {};
   const error = why(target.instance.deploymentId);
-  await run.gateway.failWaiters({ switchId: run.switchId, deploymentId: target.instance.deploymentId, error });
+  await run.gateway.failWaiters({ switchId, deploymentId: target.instance.deploymentId, error });
   return { error };
 }

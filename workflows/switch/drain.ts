@@ -4,7 +4,6 @@
  * compensation's (`undrained`).
  */
 import { isCancellation, log } from '@temporalio/workflow';
-import type { SwitchVictim } from '../../api/lifecycle.js';
 import { type ApiError, apiErrors } from '../../domain/catalogue.js';
 import { drainTimeout } from './failures.js';
 import type { SwitchRun } from './run.js';
@@ -35,12 +34,19 @@ export interface NotDrained {
  * victims serve again, and its waiters hear it was cancelled.
  */
 export async function admitAndDrain(run: SwitchRun): Promise<Drained | NotDrained> {
-  const { switchId, victimInstances, input, timeouts } = run;
+  const { input, victimInstances } = run;
+  const { switchId, timeouts } = input;
+  // Each victim's row as its release begins, for the window's step to write: parking, or stopping.
+  const releaseRows = run.releaseWithWindow
+    ? input.victims.map(({ instance, plan }) =>
+        plan.kind === 'park' ? run.rowOf(instance, 'parking', plan.tier) : run.rowOf(instance, 'stopping', null),
+      )
+    : undefined;
   try {
     const closed = await run.timed('window', null, () =>
       run.gateway.closeAdmission(
         { switchId, victims: victimInstances, startedAtMs: input.startedAtMs, windowMs: input.admissionWindowMs },
-        run.releaseWithWindow ? run.victims.map((v) => releaseRow(run, v)) : undefined,
+        releaseRows,
       ),
     );
     return await run.timed('drain', null, async () => {
@@ -62,7 +68,3 @@ export async function admitAndDrain(run: SwitchRun): Promise<Drained | NotDraine
     return { drained: false, outcome: 'cancelled', why: apiErrors.switchCancelled };
   }
 }
-
-/** A victim's row as its release begins: parking, or stopping. */
-const releaseRow = (run: SwitchRun, v: SwitchVictim) =>
-  v.plan.kind === 'park' ? run.rowOf(v.instance, 'parking', v.plan.tier) : run.rowOf(v.instance, 'stopping', null);

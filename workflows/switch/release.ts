@@ -26,39 +26,54 @@ export interface VictimOutcome {
  * or not: a park cut midway would leave its victim to be stopped.
  */
 export function releaseVictims(run: SwitchRun, drained: Drained): Promise<VictimOutcome[]> {
-  const { cut, deadline, released } = drained;
   return CancellationScope.nonCancellable(() =>
-    Promise.all(run.victims.map((v) => parkOrStopVictim(run, v, cut.has(v.instance.deploymentId), deadline, released))),
+    Promise.all(run.input.victims.map((v) => parkOrStopVictim(run, v, drained))),
   );
 }
 
 /**
  * Parks or stops one victim. A park that fails is followed by a stop: never left half-parked. A
- * park waits for the engine to finish its requests until `idleBy` (the drain bound's end); one
+ * park waits for the engine to finish its requests until the drain bound's end (`deadline`); one
  * still busy then is left serving (`requestsStillRunning`). Its final row is being written (`recorded`).
  * A wake beside the parks waits on the host for its word (`WakeAfter`): the park or stop names the switch.
- * `released`: the window's step wrote its row (`releaseRow`) already.
+ * `released`: the window's step wrote its row already; a victim `cut` before any output is stopped.
  */
 async function parkOrStopVictim(
   run: SwitchRun,
   v: SwitchVictim,
-  cutBeforeOutput: boolean,
-  idleBy: number,
-  released: boolean,
+  { cut, deadline, released }: Drained,
 ): Promise<VictimOutcome> {
-  const { switchId, timeouts } = run;
-  const plan: VictimPlan = cutBeforeOutput ? { kind: 'stop', reason: 'cut_before_output' } : v.plan;
+  const { switchId, timeouts } = run.input;
+  const plan: VictimPlan = cut.has(v.instance.deploymentId) ? { kind: 'stop', reason: 'cut_before_output' } : v.plan;
   const asPlanned = <T>(state: InstanceState, tier: ParkTier | null, step: () => Promise<T>) =>
     released ? step() : run.during(v.instance, state, tier, step);
   const forWake = run.wakeBesideParks ? { switchId } : {};
-  const done = (line: string, state: InstanceState, tier: ParkTier | null) => ({
-    deploymentId: v.instance.deploymentId,
-    instanceIndex: v.instance.instanceIndex,
-    released: line,
-    state,
-    tier,
-  });
   let parkFailed = false;
+  /**
+   * Where the victim ended, with its receipt line; unless said, none of its requests still run and
+   * its final row is written.
+   */
+  const outcome = (
+    line: string,
+    state: InstanceState,
+    tier: ParkTier | null,
+    {
+      requestsStillRunning = 0,
+      recorded = Promise.resolve(),
+    }: Partial<Pick<VictimOutcome, 'requestsStillRunning' | 'recorded'>> = {},
+  ): VictimOutcome => ({
+    victim: v,
+    result: {
+      deploymentId: v.instance.deploymentId,
+      instanceIndex: v.instance.instanceIndex,
+      released: line,
+      state,
+      tier,
+    },
+    parkFailed,
+    requestsStillRunning,
+    recorded,
+  });
   if (plan.kind === 'park') {
     try {
       await run.timed('park', plan.tier, () =>
@@ -66,29 +81,17 @@ async function parkOrStopVictim(
           run.host(timeouts.startMs).parkEngine({
             key: v.instance,
             tier: plan.tier,
-            idleWithinMs: Math.max(0, idleBy - Date.now()),
+            idleWithinMs: Math.max(0, deadline - Date.now()),
             ...forWake,
           }),
         ),
       );
-      const recorded = run.saveInstance(v.instance, 'parked', plan.tier);
-      return {
-        victim: v,
-        result: done(releasedLine(plan), 'parked', plan.tier),
-        parkFailed,
-        requestsStillRunning: 0,
-        recorded,
-      };
+      return outcome(releasedLine(plan), 'parked', plan.tier, {
+        recorded: run.saveInstance(v.instance, 'parked', plan.tier),
+      });
     } catch (e) {
       const busy = busyOf(e);
-      if (busy)
-        return {
-          victim: v,
-          result: done(releasedLine(plan), 'ready', null),
-          parkFailed,
-          requestsStillRunning: busy.requestsStillRunning,
-          recorded: Promise.resolve(),
-        };
+      if (busy) return outcome(releasedLine(plan), 'ready', null, { requestsStillRunning: busy.requestsStillRunning });
       if (!(e instanceof ActivityFailure) && !isCancellation(e)) throw e;
       log.warn('park failed; stopping the victim', {
         switchId,
@@ -105,13 +108,7 @@ async function parkOrStopVictim(
       await run.saveInstance(v.instance, 'stopped', null);
     }),
   );
-  return {
-    victim: v,
-    result: done(stopLine(plan), 'stopped', null),
-    parkFailed,
-    requestsStillRunning: 0,
-    recorded: Promise.resolve(),
-  };
+  return outcome(stopLine(plan), 'stopped', null);
 }
 
 /** The receipt line of a victim that stopped: only "no room" is said (spec). */

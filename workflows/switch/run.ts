@@ -24,7 +24,6 @@ import type {
   SwitchInput,
   SwitchResult,
   SwitchTarget,
-  SwitchVictim,
   WakeReference,
 } from '../../api/lifecycle.js';
 import { searchAttributes, serverStepOptions, taskQueues } from '../definitions.js';
@@ -47,12 +46,6 @@ const WAKE_BESIDE_PARKS = 'wake-beside-parks';
 const RELEASE_WITH_WINDOW = 'release-with-window';
 
 export class SwitchRun {
-  readonly input: SwitchInput;
-  readonly switchId: string;
-  readonly hostId: string;
-  readonly target: SwitchTarget | null;
-  readonly victims: SwitchVictim[];
-  readonly timeouts: SwitchInput['timeouts'];
   /** The gateway's steps act on the victim instances, not on every instance of their deployments. */
   readonly victimInstances: InstanceRef[];
   /**
@@ -78,7 +71,7 @@ export class SwitchRun {
   readonly phases: PhaseTiming[] = [];
   private opened: Promise<unknown> | undefined;
 
-  constructor(input: SwitchInput) {
+  constructor(readonly input: SwitchInput) {
     const { switchId, hostId, target, victims } = input;
     if (target?.action === 'wake' && target.tier === null) {
       throw ApplicationFailure.nonRetryable(
@@ -86,12 +79,6 @@ export class SwitchRun {
         'invalid_switch',
       );
     }
-    this.input = input;
-    this.switchId = switchId;
-    this.hostId = hostId;
-    this.target = target;
-    this.victims = victims;
-    this.timeouts = input.timeouts;
     this.victimInstances = victims.map((v) => v.instance);
     const wakeBesideParks = target?.action === 'wake' && victims.length > 0 && patched(WAKE_BESIDE_PARKS);
     this.wakeBesideParks = wakeBesideParks;
@@ -116,7 +103,7 @@ export class SwitchRun {
    */
   host(withinMs: number, cancellationType?: ActivityCancellationType) {
     return proxyActivities<HostActivities>({
-      taskQueue: taskQueues.host(this.hostId),
+      taskQueue: taskQueues.host(this.input.hostId),
       scheduleToCloseTimeout: Math.max(1, withinMs),
       heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
       retry: RETRY,
@@ -148,7 +135,8 @@ export class SwitchRun {
    * scheduler read it: every read here would be on the waiters' clock.
    */
   rowOf(instance: InstanceRef, state: InstanceState, tier: ParkTier | null) {
-    return instanceRow(this.hostId, instance, state, tier, this.input.checkpoints[instance.deploymentId] ?? null);
+    const { hostId, checkpoints } = this.input;
+    return instanceRow(hostId, instance, state, tier, checkpoints[instance.deploymentId] ?? null);
   }
 
   saveInstance(instance: InstanceRef, state: InstanceState, tier: ParkTier | null): Promise<void> {
@@ -194,9 +182,9 @@ export class SwitchRun {
   private receipt(outcome: SwitchOutcome, victimResults: VictimResult[], finishedAtMs: number | null) {
     const { input } = this;
     return this.store.saveSwitchReceipt({
-      switchId: this.switchId,
-      hostId: this.hostId,
-      targetDeploymentId: this.target?.instance.deploymentId ?? null,
+      switchId: input.switchId,
+      hostId: input.hostId,
+      targetDeploymentId: input.target?.instance.deploymentId ?? null,
       victims: victimResults.map(({ deploymentId, instanceIndex, released: line }) => ({
         deploymentId,
         instanceIndex,
