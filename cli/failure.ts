@@ -5,7 +5,7 @@
  * reads JSON either way. The exit code is the same with or without `--json`.
  */
 import type { CliError, cliErrors, ErrorCode } from '../domain/catalogue.js';
-import { exitCodes } from './command.js';
+import { exitCodes, printJson } from './command.js';
 
 /** The API said no: its code and message. */
 export class ApiRefusal extends Error {
@@ -77,7 +77,7 @@ export function printFailure(f: CliFailure | ApiRefusal, json: boolean): number 
     const error = refusal
       ? { code: f.code, message: f.apiMessage, retryable: f.retryable }
       : { code: f.error.code, message: f.error.message, ...f.details };
-    process.stdout.write(`${JSON.stringify({ error }, null, 2)}\n`);
+    printJson({ error });
   } else if (refusal) {
     process.stderr.write(`capyctl: ${f.code}: ${f.apiMessage}\n`);
   } else {

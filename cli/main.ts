@@ -1,6 +1,6 @@
 /** `capyctl`: finds the command named by the first words and runs it. */
 import { commandIndex } from './commandIndex.js';
-import { exitCodes } from './command.js';
+import { exitCodes, printJson } from './command.js';
 import { asFailure, failure, printFailure } from './failure.js';
 import { closestCommands, leadingWords } from './suggest.js';
 
@@ -17,11 +17,8 @@ async function help(): Promise<string> {
 async function version(json: boolean): Promise<number> {
   const { buildInfo } = await import('../processes/build.js');
   const { version, commit } = buildInfo();
-  process.stdout.write(
-    json
-      ? `${JSON.stringify({ version, commit: commit ?? null }, null, 2)}\n`
-      : `capyctl ${version}${commit ? ` (commit ${commit.slice(0, 12)})` : ''}\n`,
-  );
+  if (json) printJson({ version, commit: commit ?? null });
+  else process.stdout.write(`capyctl ${version}${commit ? ` (commit ${commit.slice(0, 12)})` : ''}\n`);
   return exitCodes.ok;
 }
 

@@ -5,9 +5,9 @@
  */
 import type { DeployReply } from '../../api/deployments.js';
 import { loadSettingsFile, SettingsError } from '../../settings/load.js';
-import { exitCodes } from '../command.js';
+import { exitCodes, printJson } from '../command.js';
 import { failure, settingsFailure } from '../failure.js';
-import { operatorCommand, printJson } from '../operatorCommand.js';
+import { operatorCommand } from '../operatorCommand.js';
 
 export const deployModel = operatorCommand({
   words: ['deploy', 'model'],

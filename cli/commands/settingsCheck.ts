@@ -11,7 +11,7 @@ import {
 } from '../../settings/load.js';
 import { overridesFromEnv } from '../../settings/overrides.js';
 import { baseDocument } from '../processSettings.js';
-import { type Command, exitCodes } from '../command.js';
+import { type Command, exitCodes, printJson } from '../command.js';
 import { failure, settingsFailure } from '../failure.js';
 
 const kinds = Object.keys(documentSchemas) as DocumentKind[];
@@ -57,9 +57,8 @@ export const settingsCheck: Command = {
         const { field, error } = refusal;
         throw new SettingsError(kind, values.file, [`${field}: ${error.code}: ${error.message}`]);
       }
-      process.stdout.write(
-        values.json ? `${JSON.stringify(settings, null, 2)}\n` : `${checked(kind, values.file, base, sets)}: valid\n`,
-      );
+      if (values.json) printJson(settings);
+      else process.stdout.write(`${checked(kind, values.file, base, sets)}: valid\n`);
       return exitCodes.ok;
     } catch (e) {
       throw e instanceof SettingsError ? await settingsFailure(e) : e;
