@@ -53,12 +53,6 @@ export async function failure<K extends keyof CliErrors>(
   return new CliFailure((cliErrors[key] as (...a: Parameters<CliErrors[K]>) => CliError)(...args));
 }
 
-/** A document refused by the settings loader (a SettingsError): its problems, and each one in `--json`'s `problems`. */
-export async function settingsFailure(e: { message: string; problems: readonly string[] }): Promise<CliFailure> {
-  const { error } = await failure('invalidSettings', e.message);
-  return new CliFailure(error, { problems: e.problems });
-}
-
 /** Node's own refusal of a command line (`parseArgs`: an unknown option, a flag without its value). */
 const isArgsError = (e: unknown): e is Error & { code: string } =>
   e instanceof TypeError && String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
@@ -67,6 +61,13 @@ const isArgsError = (e: unknown): e is Error & { code: string } =>
 export async function asFailure(e: unknown, usage: string): Promise<CliFailure | ApiRefusal> {
   if (e instanceof CliFailure || e instanceof ApiRefusal) return e;
   if (isArgsError(e)) return failure('usage', usage, e.message);
+  // Already loaded by a command that read a document, the one kind that throws a SettingsError.
+  const { SettingsError } = await import('../settings/load.js');
+  if (e instanceof SettingsError) {
+    // Its problems, and each one in `--json`'s `problems`.
+    const { error } = await failure('invalidSettings', e.message);
+    return new CliFailure(error, { problems: e.problems });
+  }
   return failure('internal', e instanceof Error ? e.message : String(e));
 }
 

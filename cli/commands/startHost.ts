@@ -9,9 +9,7 @@ export const startHost: Command = {
   usage: 'capyctl start host --file host.yaml [--set path=value …] [--log-format json|pretty]',
   example: 'capyctl start host --file host.yaml --set lifecycle.activation=explicit',
   async run(args) {
-    const options = processSettings('host', args);
-    if (!options) return exitCodes.usage;
-    const { settings, logFormat } = options;
+    const { settings, logFormat } = await processSettings('host', args);
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const { startHostAgent } = await import('../../hostAgent/agent.js');
     const { RegistrationRefused } = await import('../../hostAgent/serverClient.js');

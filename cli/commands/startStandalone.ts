@@ -18,9 +18,7 @@ export const startStandalone: Command = {
   usage: 'capyctl start standalone [--file standalone.yaml] [--set path=value …] [--log-format json|pretty]',
   example: 'capyctl start standalone --set host.resource_policy.queue.max_pending_per_deployment=0',
   async run(args) {
-    const options = processSettings('standalone', args);
-    if (!options) return exitCodes.usage;
-    const { settings, logFormat } = options;
+    const { settings, logFormat } = await processSettings('standalone', args);
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const [{ startStandalone: start }, { ListenRefused }, { RegistrationRefused }] = await Promise.all([
       import('../../standalone/standalone.js'),
