@@ -15,6 +15,9 @@ import { failure } from './failure.js';
 export const baseDocument = (kind: DocumentKind): BaseDocument | undefined =>
   kind === 'standalone' ? embeddedStandaloneDocument() : undefined;
 
+/** The flags every start takes besides its `--file`, as its usage line shows them. */
+export const START_FLAGS_USAGE = `[--set path=value …] [--log-format ${logFormats.options.join('|')}]`;
+
 export interface ProcessOptions<K extends DocumentKind> {
   settings: SettingsOf<K>;
   /** Left out when not asked for: then CAPYCTL_LOG_FORMAT, or the terminal, decides. */

@@ -1,12 +1,12 @@
 /** `capyctl start host --file host.yaml [--set k=v …]`: runs the host agent until SIGTERM or SIGINT. */
 import { createLogger } from '../../logging/logger.js';
 import { type Command, exitCodes } from '../command.js';
-import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
+import { processSettings, START_FLAGS_USAGE, startedOrRefused, untilStopSignal } from '../processSettings.js';
 
 export const startHost: Command = {
   words: ['start', 'host'],
   summary: 'run the host agent: register this machine’s GPUs and run its engines',
-  usage: 'capyctl start host --file host.yaml [--set path=value …] [--log-format json|pretty]',
+  usage: `capyctl start host --file host.yaml ${START_FLAGS_USAGE}`,
   example: 'capyctl start host --file host.yaml --set lifecycle.activation=explicit',
   async run(args) {
     const { settings, logFormat } = await processSettings('host', args);

@@ -6,14 +6,12 @@
 import { createLogger } from '../../logging/logger.js';
 import { type Command, exitCodes } from '../command.js';
 import { failure } from '../failure.js';
-import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
+import { processSettings, START_FLAGS_USAGE, startedOrRefused, untilStopSignal } from '../processSettings.js';
 
 export const startServer: Command = {
   words: ['start', 'server'],
   summary: 'run the server: the gateway, the management API and the lifecycle’s workflows',
-  usage:
-    'capyctl start server [--file server.yaml] [--set path=value …] [--log-format json|pretty]   (needs ' +
-    'DATABASE_URL and CAPYCTL_ADMIN_TOKEN)',
+  usage: `capyctl start server [--file server.yaml] ${START_FLAGS_USAGE}   (needs DATABASE_URL and CAPYCTL_ADMIN_TOKEN)`,
   example: 'DATABASE_URL=postgres://127.0.0.1/capyctl CAPYCTL_ADMIN_TOKEN=… capyctl start server --file server.yaml',
   async run(args) {
     const { settings, logFormat } = await processSettings('server', args);
