@@ -1,11 +1,11 @@
 /** `capyctl`: finds the command named by the first words and runs it. */
-import { commandIndex } from './commandIndex.js';
+import { allCommands, commandIndex } from './commandIndex.js';
 import { exitCodes, printJson } from './command.js';
 import { asFailure, failure, printFailure } from './failure.js';
 import { closestCommands, leadingWords } from './suggest.js';
 
 async function help(): Promise<string> {
-  const commands = await Promise.all(commandIndex.map((entry) => entry.load()));
+  const commands = await allCommands();
   const lines = commands.map((c) => `  ${c.words.join(' ').padEnd(26)} ${c.summary}`);
   return (
     `capyctl: park, wake and switch language models on GPUs\n\ncommands:\n${lines.join('\n')}\n\nrun \`capyctl ` +
