@@ -14,3 +14,6 @@ export interface Command {
 
 /** Exit codes: 0 done, 1 the API or an engine refused, 2 the command or a document was wrong. */
 export const exitCodes = { ok: 0, refused: 1, usage: 2 } as const;
+
+/** Writes `value` as `--json` prints it: an answer, and under `--json` a failure too. */
+export const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);

@@ -42,3 +42,6 @@ export const commandIndex: ReadonlyArray<{ words: readonly string[]; load: () =>
   { words: ['sim'], load: async () => (await import('./commands/sim.js')).sim },
   { words: ['completion', 'bash'], load: async () => (await import('./commands/completion.js')).completionBash },
 ];
+
+/** Every command, loaded: what `--help` and `completion bash` list. */
+export const allCommands = (): Promise<Command[]> => Promise.all(commandIndex.map((entry) => entry.load()));

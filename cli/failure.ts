@@ -5,7 +5,7 @@
  * reads JSON either way. The exit code is the same with or without `--json`.
  */
 import type { CliError, cliErrors, ErrorCode } from '../domain/catalogue.js';
-import { exitCodes } from './command.js';
+import { exitCodes, printJson } from './command.js';
 
 /** The API said no: its code and message. */
 export class ApiRefusal extends Error {
@@ -53,12 +53,6 @@ export async function failure<K extends keyof CliErrors>(
   return new CliFailure((cliErrors[key] as (...a: Parameters<CliErrors[K]>) => CliError)(...args));
 }
 
-/** A document refused by the settings loader (a SettingsError): its problems, and each one in `--json`'s `problems`. */
-export async function settingsFailure(e: { message: string; problems: readonly string[] }): Promise<CliFailure> {
-  const { error } = await failure('invalidSettings', e.message);
-  return new CliFailure(error, { problems: e.problems });
-}
-
 /** Node's own refusal of a command line (`parseArgs`: an unknown option, a flag without its value). */
 const isArgsError = (e: unknown): e is Error & { code: string } =>
   e instanceof TypeError && String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
@@ -67,6 +61,13 @@ const isArgsError = (e: unknown): e is Error & { code: string } =>
 export async function asFailure(e: unknown, usage: string): Promise<CliFailure | ApiRefusal> {
   if (e instanceof CliFailure || e instanceof ApiRefusal) return e;
   if (isArgsError(e)) return failure('usage', usage, e.message);
+  // Already loaded by a command that read a document, the one kind that throws a SettingsError.
+  const { SettingsError } = await import('../settings/load.js');
+  if (e instanceof SettingsError) {
+    // Its problems, and each one in `--json`'s `problems`.
+    const { error } = await failure('invalidSettings', e.message);
+    return new CliFailure(error, { problems: e.problems });
+  }
   return failure('internal', e instanceof Error ? e.message : String(e));
 }
 
@@ -77,7 +78,7 @@ export function printFailure(f: CliFailure | ApiRefusal, json: boolean): number 
     const error = refusal
       ? { code: f.code, message: f.apiMessage, retryable: f.retryable }
       : { code: f.error.code, message: f.error.message, ...f.details };
-    process.stdout.write(`${JSON.stringify({ error }, null, 2)}\n`);
+    printJson({ error });
   } else if (refusal) {
     process.stderr.write(`capyctl: ${f.code}: ${f.apiMessage}\n`);
   } else {

@@ -1,11 +1,11 @@
 /** `capyctl`: finds the command named by the first words and runs it. */
-import { commandIndex } from './commandIndex.js';
-import { exitCodes } from './command.js';
+import { allCommands, commandIndex } from './commandIndex.js';
+import { exitCodes, printJson } from './command.js';
 import { asFailure, failure, printFailure } from './failure.js';
 import { closestCommands, leadingWords } from './suggest.js';
 
 async function help(): Promise<string> {
-  const commands = await Promise.all(commandIndex.map((entry) => entry.load()));
+  const commands = await allCommands();
   const lines = commands.map((c) => `  ${c.words.join(' ').padEnd(26)} ${c.summary}`);
   return (
     `capyctl: park, wake and switch language models on GPUs\n\ncommands:\n${lines.join('\n')}\n\nrun \`capyctl ` +
@@ -17,11 +17,8 @@ async function help(): Promise<string> {
 async function version(json: boolean): Promise<number> {
   const { buildInfo } = await import('../processes/build.js');
   const { version, commit } = buildInfo();
-  process.stdout.write(
-    json
-      ? `${JSON.stringify({ version, commit: commit ?? null }, null, 2)}\n`
-      : `capyctl ${version}${commit ? ` (commit ${commit.slice(0, 12)})` : ''}\n`,
-  );
+  if (json) printJson({ version, commit: commit ?? null });
+  else process.stdout.write(`capyctl ${version}${commit ? ` (commit ${commit.slice(0, 12)})` : ''}\n`);
   return exitCodes.ok;
 }
 

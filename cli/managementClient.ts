@@ -88,35 +88,37 @@ function found(status: number, type: string | undefined, body: string): string {
   return `${status} ${type ?? 'without a content type'}${shown ? `: ${JSON.stringify(shown)}` : ', empty'}`;
 }
 
-const isJson = (type: string | undefined) => type !== undefined && /^application\/json\b/i.test(type);
-const parsedOrUndefined = (text: string): unknown => {
+/**
+ * The body, if the management API could have written it: everything it answers is a JSON object,
+ * and every refusal its `{code, message, retryable}`.
+ */
+function capyctlBody(status: number, type: string | undefined, body: string): Record<string, unknown> | undefined {
+  let parsed: unknown;
   try {
-    return JSON.parse(text);
+    parsed = type !== undefined && /^application\/json\b/i.test(type) ? JSON.parse(body) : undefined;
   } catch {
     return undefined;
   }
-};
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const { code, message } = parsed as Record<string, unknown>;
+  return status < 400 || (typeof code === 'string' && typeof message === 'string')
+    ? (parsed as Record<string, unknown>)
+    : undefined;
+}
 
-/**
- * The API's answer, or its refusal. Everything the management API answers is JSON, and every
- * refusal its `{code, message, retryable}`: anything else came from something that is not
- * capyctl's management API, which the line says, naming what answered.
- */
+/** The API's answer, or its refusal; any other body came from something else, which the line names. */
 async function answerOf(url: string, request: string, reply: IncomingMessage, body: string): Promise<unknown> {
   const status = reply.statusCode ?? 0;
   const type = reply.headers['content-type'];
-  const parsed = isJson(type) ? parsedOrUndefined(body) : undefined;
-  if (typeof parsed !== 'object' || parsed === null)
-    throw await failure('notCapyctl', url, request, found(status, type, body));
+  const parsed = capyctlBody(status, type, body);
+  if (parsed === undefined) throw await failure('notCapyctl', url, request, found(status, type, body));
   if (status < 400) return parsed;
-  const error = parsed as { code?: unknown; message?: unknown; retryable?: unknown };
-  if (typeof error.code !== 'string' || typeof error.message !== 'string')
-    throw await failure('notCapyctl', url, request, found(status, type, body));
+  const { code, message, retryable } = parsed as { code: string; message: string; retryable?: unknown };
   const { apiErrors } = await import('../domain/catalogue.js');
   // capyctl's inference listener, or a host's ingress: a capyctl listener, not the management one.
-  if (status === 404 && error.message === apiErrors.notFound('route', request).message)
+  if (status === 404 && message === apiErrors.notFound('route', request).message)
     throw await failure('notManagementListener', url, request);
-  throw new ApiRefusal(status, error.code, error.message, error.retryable === true);
+  throw new ApiRefusal(status, code, message, retryable === true);
 }
 
 export async function managementClient(

@@ -35,9 +35,6 @@ export interface OperatorCommandSpec {
 /** The flags of a command that reaches the management API, as its usage line shows them. */
 export const CONNECTION_USAGE = '[--json] [--server URL] [--admin-token TOKEN | --admin-token-file FILE]';
 
-/** Writes `value` as `--json` prints it. */
-export const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-
 export function operatorCommand(spec: OperatorCommandSpec): Command {
   const usage = ['capyctl', ...spec.words, ...spec.positionals, spec.flagsUsage, CONNECTION_USAGE]
     .filter(Boolean)

@@ -4,14 +4,9 @@
  */
 import { parseArgs } from 'node:util';
 import { type LogFormat, logFormats } from '../logging/logger.js';
-import {
-  type BaseDocument,
-  type DocumentKind,
-  loadSettingsFile,
-  SettingsError,
-  type SettingsOf,
-} from '../settings/load.js';
+import { type BaseDocument, type DocumentKind, loadSettingsFile, type SettingsOf } from '../settings/load.js';
 import { embeddedStandaloneDocument } from '../standalone/embeddedDocument.js';
+import { failure } from './failure.js';
 
 /**
  * What a kind's `--file` overrides field by field, and what runs without one: a standalone's embedded
@@ -20,35 +15,30 @@ import { embeddedStandaloneDocument } from '../standalone/embeddedDocument.js';
 export const baseDocument = (kind: DocumentKind): BaseDocument | undefined =>
   kind === 'standalone' ? embeddedStandaloneDocument() : undefined;
 
+/** The flags every start takes besides its `--file`, as its usage line shows them. */
+export const START_FLAGS_USAGE = `[--set path=value …] [--log-format ${logFormats.options.join('|')}]`;
+
 export interface ProcessOptions<K extends DocumentKind> {
   settings: SettingsOf<K>;
   /** Left out when not asked for: then CAPYCTL_LOG_FORMAT, or the terminal, decides. */
   logFormat?: LogFormat;
 }
 
-/** The settings and the log format, or undefined once the reason they are invalid has been printed. */
-export function processSettings<K extends DocumentKind>(
+/** The settings and the log format; a flag or a document that is wrong is thrown, for main to print (failure.ts). */
+export async function processSettings<K extends DocumentKind>(
   kind: K,
   args: readonly string[],
-): ProcessOptions<K> | undefined {
+): Promise<ProcessOptions<K>> {
   const { values } = parseArgs({
     args: [...args],
     options: { file: { type: 'string' }, set: { type: 'string', multiple: true }, 'log-format': { type: 'string' } },
   });
   const asked = values['log-format'];
   const logFormat = asked === undefined ? undefined : logFormats.safeParse(asked).data;
-  if (asked !== undefined && logFormat === undefined) {
-    process.stderr.write(`capyctl: --log-format is ${logFormats.options.join(' or ')}, not "${asked}"\n`);
-    return undefined;
-  }
-  try {
-    const settings = loadSettingsFile(kind, values.file, { sets: values.set ?? [], base: baseDocument(kind) });
-    return logFormat === undefined ? { settings } : { settings, logFormat };
-  } catch (e) {
-    if (!(e instanceof SettingsError)) throw e;
-    process.stderr.write(`${e.message}\n`);
-    return undefined;
-  }
+  if (asked !== undefined && logFormat === undefined)
+    throw await failure('notAChoice', '--log-format', logFormats.options, asked);
+  const settings = loadSettingsFile(kind, values.file, { sets: values.set ?? [], base: baseDocument(kind) });
+  return logFormat === undefined ? { settings } : { settings, logFormat };
 }
 
 /** Resolves on SIGTERM or SIGINT: a started process runs until then. */

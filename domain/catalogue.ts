@@ -420,6 +420,11 @@ export const cliErrors = {
   usage: (usage: string, detail?: string) =>
     cliError('usage', 'usage', detail === undefined ? `usage: ${usage}` : `${detail}; usage: ${usage}`),
   deployNeedsFile: () => cliError('usage', 'usage', 'deploy model needs --file with the deployment document'),
+  /** A flag given none of the values it takes (`--log-format yaml`). */
+  notAChoice: (flag: string, choices: readonly string[], given: string) =>
+    cliError('usage', 'usage', `${flag} is ${choices.join(' or ')}, not "${given}"`),
+  /** `capyctl start server` without what it cannot run without: its database, the admin token. */
+  serverNeeds: (missing: readonly string[]) => cliError('usage', 'usage', `the server needs ${missing.join(' and ')}`),
   /** `text`: every problem as the settings loader words it, each with its field. */
   invalidSettings: (text: string) => cliError('invalid_settings', 'usage', text),
   noAdminToken: (file: string) =>

@@ -1,10 +1,8 @@
 /** Which capyctl this is: package.json's version, and the commit of the git checkout it runs from. */
 import { execFileSync } from 'node:child_process';
 import { readFileSync, realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-
-/** The checkout's root: every source sits one folder below it, the CLI's bundle (.cli/) too. */
-const ROOT = new URL('..', import.meta.url);
+import { join } from 'node:path';
+import { PROJECT_ROOT } from '../bin/sourceKey.js';
 
 export interface BuildInfo {
   version: string;
@@ -13,12 +11,12 @@ export interface BuildInfo {
 }
 
 export function buildInfo(): BuildInfo {
-  const { version } = JSON.parse(readFileSync(new URL('package.json', ROOT), 'utf8')) as { version: string };
+  const { version } = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string };
   return { version, commit: checkoutCommit() };
 }
 
 function checkoutCommit(): string | undefined {
-  const root = realpathSync(fileURLToPath(ROOT));
+  const root = realpathSync(PROJECT_ROOT);
   try {
     const [top, commit] = execFileSync('git', ['-C', root, 'rev-parse', '--show-toplevel', 'HEAD'], {
       encoding: 'utf8',

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { activations, memoryKinds } from '../domain/vocabulary.js';
 import { address, bytes, durationMs, label, portRange } from './fields.js';
 import { queueSettings, REQUEST_DEADLINE_DEFAULT_MS } from './queue.js';
-import { temporalSettings } from './temporal.js';
+import { TEMPORAL_DEV_ADDRESS, temporalSettings } from './temporal.js';
 
 const GiB = 2 ** 30;
 
@@ -57,7 +57,7 @@ export const hostDocument = hostSection(REQUEST_DEADLINE_DEFAULT_MS.server).exte
     url: z.url().default('http://127.0.0.1:7443'),
     token: z.string().min(1, 'is required: the host token the server issued'),
   }),
-  temporal: temporalSettings('127.0.0.1:7233').prefault({}),
+  temporal: temporalSettings(TEMPORAL_DEV_ADDRESS).prefault({}),
   /**
    * Where the server's requests come in, forwarded to the local engines. Loopback unless set: a
    * server on another machine needs an address it can reach (and `url`, when it reaches it by another name).

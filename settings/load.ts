@@ -4,7 +4,7 @@
  * path, the value and what is allowed, or the unknown key by name.
  */
 import { readFileSync } from 'node:fs';
-import YAML, { Lexer, Parser } from 'yaml';
+import YAML, { Lexer, LineCounter, Parser } from 'yaml';
 import { z } from 'zod';
 import { MAX_NESTING } from '../domain/limits.js';
 import { deploymentDocument } from './deploymentDocument.js';
@@ -75,7 +75,7 @@ function nestsTooDeep(text: string): boolean {
 }
 
 /** Where a mapping of the document says a key again (`line L, column C`), if one does. */
-function firstRepeatedKey(parsed: YAML.Document, text: string): string | undefined {
+function firstRepeatedKey(parsed: YAML.Document, lines: LineCounter): string | undefined {
   let found: string | undefined;
   YAML.visit(parsed, {
     Map(_, map) {
@@ -86,9 +86,8 @@ function firstRepeatedKey(parsed: YAML.Document, text: string): string | undefin
           seen.add(key);
           continue;
         }
-        const offset = (YAML.isNode(pair.key) ? pair.key.range?.[0] : undefined) ?? 0;
-        const before = text.slice(0, offset).split('\n');
-        found = `line ${before.length}, column ${before.at(-1)!.length + 1}`;
+        const { line, col } = lines.linePos((YAML.isNode(pair.key) ? pair.key.range?.[0] : undefined) ?? 0);
+        found = `line ${line}, column ${col}`;
         return YAML.visit.BREAK;
       }
       return undefined;
@@ -104,11 +103,13 @@ function parseYaml(text: string, problems: string[]): Document {
     return {};
   }
   // The library's own check of unique keys compares every key with every other (a document of
-  // 100,000 keys took minutes); one pass with a set says the same.
-  const parsed = YAML.parseDocument(text, { uniqueKeys: false });
+  // 100,000 keys took minutes); one pass with a set says the same, and where by the line counter
+  // the library fills anyway to place its own errors.
+  const lines = new LineCounter();
+  const parsed = YAML.parseDocument(text, { uniqueKeys: false, lineCounter: lines });
   for (const e of parsed.errors) problems.push(`malformed YAML: ${e.message.split('\n')[0]!.replace(/:$/, '')}`);
   if (parsed.errors.length > 0) return {};
-  const repeated = firstRepeatedKey(parsed, text);
+  const repeated = firstRepeatedKey(parsed, lines);
   if (repeated) {
     problems.push(`malformed YAML: Map keys must be unique at ${repeated}`);
     return {};

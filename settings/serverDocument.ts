@@ -1,7 +1,7 @@
 /** server.yaml (`capyctl start server`), and the `server:` section of a standalone document. */
 import { z } from 'zod';
 import { address, durationMs, timerMs } from './fields.js';
-import { temporalSettings } from './temporal.js';
+import { TEMPORAL_DEV_ADDRESS, TEMPORAL_DEV_PORTS, temporalSettings } from './temporal.js';
 
 const SECOND = 1_000;
 /** A metrics token short enough to guess, or with a space (never sent as a bearer token), is refused. */
@@ -32,7 +32,7 @@ export const serverSection = (temporalAddress?: string) =>
     temporal: temporalSettings(temporalAddress)
       .extend({
         /** The Temporal Web UI the status page links each switch to: the Temporal CLI dev server's by default. */
-        web_ui: z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8233'),
+        web_ui: z.url({ protocol: /^https?$/ }).default(`http://127.0.0.1:${TEMPORAL_DEV_PORTS.ui_port}`),
       })
       .prefault({}),
     database_url: z.string().min(1).optional(),
@@ -64,5 +64,5 @@ export const serverSection = (temporalAddress?: string) =>
       .prefault({}),
   });
 
-export const serverDocument = serverSection('127.0.0.1:7233');
+export const serverDocument = serverSection(TEMPORAL_DEV_ADDRESS);
 export type ServerSettings = z.output<typeof serverDocument>;

@@ -5,6 +5,7 @@ import { port } from './fields.js';
 import { hostSection } from './hostDocument.js';
 import { REQUEST_DEADLINE_DEFAULT_MS } from './queue.js';
 import { serverSection } from './serverDocument.js';
+import { TEMPORAL_DEV_PORTS } from './temporal.js';
 
 export const standaloneDocument = z.strictObject({
   /** Where the standalone keeps its embedded database, Temporal file and admin token. */
@@ -16,7 +17,10 @@ export const standaloneDocument = z.strictObject({
    * frontend and its Web UI, on the Temporal CLI's own ports unless set.
    */
   temporal_dev_server: z
-    .strictObject({ port: port().default(7233), ui_port: port().default(8233) })
+    .strictObject({
+      port: port().default(TEMPORAL_DEV_PORTS.port),
+      ui_port: port().default(TEMPORAL_DEV_PORTS.ui_port),
+    })
     .refine((p) => p.port !== p.ui_port, { path: ['ui_port'], message: 'is the same as port: each needs its own' })
     .prefault({}),
   server: serverSection().prefault({}),

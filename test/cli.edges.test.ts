@@ -41,6 +41,14 @@ describe('a mistyped command', () => {
       [['deploy', 'modle', '--file', 'x.yaml'], 'unknown command "deploy modle"; did you mean "capyctl deploy model"?'],
       [['engine', 'lsit'], 'unknown command "engine lsit"; did you mean "capyctl engine list"?'],
       [['list'], 'unknown command "list"; did you mean "capyctl list deployments" or "capyctl list hosts"?'],
+      // Two letters swapped are one typo: two edits otherwise, too many for a word of four.
+      [['lsit'], 'unknown command "lsit"; did you mean "capyctl list deployments" or "capyctl list hosts"?'],
+      // The closest (start, one edit) and those one edit further (stop, status).
+      [
+        ['stat', 'deployment'],
+        'unknown command "stat deployment"; did you mean "capyctl start deployment" or "capyctl stop deployment" ' +
+          'or "capyctl status deployment"?',
+      ],
       [['frobnicate'], 'unknown command "frobnicate"; `capyctl --help` lists every command'],
     ] as const;
     const results = await Promise.all(cases.map(([args]) => capyctl(args)));

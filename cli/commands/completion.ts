@@ -4,7 +4,7 @@
  * and the choices its usage names first (`settings check standalone|server|host|deployment`).
  */
 import { type Command, exitCodes } from '../command.js';
-import { commandIndex } from '../commandIndex.js';
+import { allCommands } from '../commandIndex.js';
 import { failure } from '../failure.js';
 
 /** A `case` pattern for `typed`; a trailing `*` (any words after) stays outside the quotes, a glob. */
@@ -64,7 +64,7 @@ export const completionBash: Command = {
   example: 'source <(capyctl completion bash)',
   async run(args) {
     if (args.length > 0) throw await failure('usage', this.usage);
-    process.stdout.write(bashCompletion(await Promise.all(commandIndex.map((entry) => entry.load()))));
+    process.stdout.write(bashCompletion(await allCommands()));
     return exitCodes.ok;
   },
 };

@@ -4,10 +4,10 @@
  * is then measured; `capyctl start deployment NAME --wait` waits for that.
  */
 import type { DeployReply } from '../../api/deployments.js';
-import { loadSettingsFile, SettingsError } from '../../settings/load.js';
-import { exitCodes } from '../command.js';
-import { failure, settingsFailure } from '../failure.js';
-import { operatorCommand, printJson } from '../operatorCommand.js';
+import { loadSettingsFile } from '../../settings/load.js';
+import { exitCodes, printJson } from '../command.js';
+import { failure } from '../failure.js';
+import { operatorCommand } from '../operatorCommand.js';
 
 export const deployModel = operatorCommand({
   words: ['deploy', 'model'],
@@ -18,12 +18,7 @@ export const deployModel = operatorCommand({
   example: 'capyctl deploy model --file my-model.yaml',
   async run({ api, flags, json }) {
     if (typeof flags.file !== 'string') throw await failure('deployNeedsFile');
-    let spec;
-    try {
-      spec = loadSettingsFile('deployment', flags.file);
-    } catch (e) {
-      throw e instanceof SettingsError ? await settingsFailure(e) : e;
-    }
+    const spec = loadSettingsFile('deployment', flags.file);
     const reply = await api.call<DeployReply>('POST', '/deployments', spec);
     const d = reply.deployment;
     if (json) printJson(reply);

@@ -4,8 +4,8 @@
  */
 import type { ReceiptBody } from '../../api/deployments.js';
 import type { Command } from '../command.js';
-import { exitCodes } from '../command.js';
-import { operatorCommand, printJson } from '../operatorCommand.js';
+import { exitCodes, printJson } from '../command.js';
+import { operatorCommand } from '../operatorCommand.js';
 import { receiptText } from '../receipt.js';
 import { whenMemoryFree } from '../waiting.js';
 

@@ -3,8 +3,8 @@
  * `capyctl undrain host ID` ends the drain: models may be placed there again.
  */
 import type { DrainReply, UndrainReply } from '../../api/hostAdmin.js';
-import { exitCodes } from '../command.js';
-import { operatorCommand, printJson } from '../operatorCommand.js';
+import { exitCodes, printJson } from '../command.js';
+import { operatorCommand } from '../operatorCommand.js';
 import { receiptText } from '../receipt.js';
 
 export const drainHost = operatorCommand({

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { engineContracts } from '../../engines/contracts.js';
 import { engineTraits } from '../../engines/traits.js';
 import { engineNames } from '../../domain/vocabulary.js';
-import { type Command, exitCodes } from '../command.js';
+import { type Command, exitCodes, printJson } from '../command.js';
 import { connectionOptions } from '../managementClient.js';
 import { CONNECTION_USAGE } from '../operatorCommand.js';
 import { table } from '../table.js';
@@ -38,7 +38,7 @@ export const engineList: Command = {
     const { values } = parseArgs({ args: [...args], options: { ...connectionOptions, json: { type: 'boolean' } } });
     const engines = engineNames.options.map(engineRow);
     if (values.json) {
-      process.stdout.write(`${JSON.stringify(engines, null, 2)}\n`);
+      printJson(engines);
       return exitCodes.ok;
     }
     const rows = engines.map((e) => [

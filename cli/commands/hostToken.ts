@@ -4,8 +4,8 @@
  * that host ID (a host ID is bound to the token it first registered with).
  */
 import type { RevokeTokenReply } from '../../api/hostAdmin.js';
-import { exitCodes } from '../command.js';
-import { operatorCommand, printJson } from '../operatorCommand.js';
+import { exitCodes, printJson } from '../command.js';
+import { operatorCommand } from '../operatorCommand.js';
 
 export const createHostToken = operatorCommand({
   words: ['create', 'host-token'],

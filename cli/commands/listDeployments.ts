@@ -1,7 +1,7 @@
 /** `capyctl list deployments [--json]`: each model's state, laid out as in the spec. */
 import type { DeploymentBody } from '../../api/deployments.js';
-import { exitCodes } from '../command.js';
-import { operatorCommand, printJson } from '../operatorCommand.js';
+import { exitCodes, printJson } from '../command.js';
+import { operatorCommand } from '../operatorCommand.js';
 import { table } from '../table.js';
 
 /** The list's row of one deployment: `NAME STATE READY REVISION HOSTS`. */

@@ -1,7 +1,7 @@
 /** `capyctl list hosts [--json]`: the registered hosts, their GPUs, their state and their last report. */
 import type { HostBody } from '../../api/hostAdmin.js';
-import { exitCodes } from '../command.js';
-import { operatorCommand, printJson } from '../operatorCommand.js';
+import { exitCodes, printJson } from '../command.js';
+import { operatorCommand } from '../operatorCommand.js';
 import { readableAge, readableBytes } from '../readable.js';
 import { table } from '../table.js';
 

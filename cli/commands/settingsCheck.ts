@@ -11,8 +11,8 @@ import {
 } from '../../settings/load.js';
 import { overridesFromEnv } from '../../settings/overrides.js';
 import { baseDocument } from '../processSettings.js';
-import { type Command, exitCodes } from '../command.js';
-import { failure, settingsFailure } from '../failure.js';
+import { type Command, exitCodes, printJson } from '../command.js';
+import { failure } from '../failure.js';
 
 const kinds = Object.keys(documentSchemas) as DocumentKind[];
 
@@ -46,23 +46,18 @@ export const settingsCheck: Command = {
     });
     const kind = positionals[0] as DocumentKind | undefined;
     if (!kind || !kinds.includes(kind) || positionals.length > 1) throw await failure('usage', this.usage);
-    try {
-      const sets = values.set ?? [];
-      // The document the start would run: a standalone's file over its embedded defaults.
-      const base = baseDocument(kind);
-      const settings = loadSettingsFile(kind, values.file, { sets, base });
-      // Refused here as a deploy would refuse it, before its first park would.
-      const refusal = kind === 'deployment' ? documentRefusal(settings as DeploymentSpec) : null;
-      if (refusal) {
-        const { field, error } = refusal;
-        throw new SettingsError(kind, values.file, [`${field}: ${error.code}: ${error.message}`]);
-      }
-      process.stdout.write(
-        values.json ? `${JSON.stringify(settings, null, 2)}\n` : `${checked(kind, values.file, base, sets)}: valid\n`,
-      );
-      return exitCodes.ok;
-    } catch (e) {
-      throw e instanceof SettingsError ? await settingsFailure(e) : e;
+    const sets = values.set ?? [];
+    // The document the start would run: a standalone's file over its embedded defaults.
+    const base = baseDocument(kind);
+    const settings = loadSettingsFile(kind, values.file, { sets, base });
+    // Refused here as a deploy would refuse it, before its first park would.
+    const refusal = kind === 'deployment' ? documentRefusal(settings as DeploymentSpec) : null;
+    if (refusal) {
+      const { field, error } = refusal;
+      throw new SettingsError(kind, values.file, [`${field}: ${error.code}: ${error.message}`]);
     }
+    if (values.json) printJson(settings);
+    else process.stdout.write(`${checked(kind, values.file, base, sets)}: valid\n`);
+    return exitCodes.ok;
   },
 };

@@ -11,10 +11,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { DeploymentBody, ReceiptBody } from '../../api/deployments.js';
 import type { SwitchBody } from '../../api/switches.js';
 import { awaitsMeasurement } from '../../domain/measurement.js';
-import { exitCodes } from '../command.js';
+import { exitCodes, printJson } from '../command.js';
 import { ApiRefusal } from '../failure.js';
 import type { ManagementClient } from '../managementClient.js';
-import { operatorCommand, printJson } from '../operatorCommand.js';
+import { operatorCommand } from '../operatorCommand.js';
 import { receiptText } from '../receipt.js';
 import { takenWhenMemoryFree, waitingFor, whenMemoryFree } from '../waiting.js';
 

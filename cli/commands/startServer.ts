@@ -5,29 +5,23 @@
  */
 import { createLogger } from '../../logging/logger.js';
 import { type Command, exitCodes } from '../command.js';
-import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
+import { failure } from '../failure.js';
+import { processSettings, START_FLAGS_USAGE, startedOrRefused, untilStopSignal } from '../processSettings.js';
 
 export const startServer: Command = {
   words: ['start', 'server'],
   summary: 'run the server: the gateway, the management API and the lifecycle’s workflows',
-  usage:
-    'capyctl start server [--file server.yaml] [--set path=value …] [--log-format json|pretty]   (needs ' +
-    'DATABASE_URL and CAPYCTL_ADMIN_TOKEN)',
+  usage: `capyctl start server [--file server.yaml] ${START_FLAGS_USAGE}   (needs DATABASE_URL and CAPYCTL_ADMIN_TOKEN)`,
   example: 'DATABASE_URL=postgres://127.0.0.1/capyctl CAPYCTL_ADMIN_TOKEN=… capyctl start server --file server.yaml',
   async run(args) {
-    const options = processSettings('server', args);
-    if (!options) return exitCodes.usage;
-    const { settings, logFormat } = options;
+    const { settings, logFormat } = await processSettings('server', args);
     const databaseUrl = settings.database_url ?? process.env.DATABASE_URL;
     const adminToken = process.env.CAPYCTL_ADMIN_TOKEN;
     const missing = [
-      databaseUrl ? undefined : 'database_url (or DATABASE_URL)',
-      adminToken ? undefined : 'CAPYCTL_ADMIN_TOKEN',
-    ].filter(Boolean);
-    if (missing.length > 0) {
-      process.stderr.write(`capyctl: the server needs ${missing.join(' and ')}\n`);
-      return exitCodes.usage;
-    }
+      ...(databaseUrl ? [] : ['database_url (or DATABASE_URL)']),
+      ...(adminToken ? [] : ['CAPYCTL_ADMIN_TOKEN']),
+    ];
+    if (missing.length > 0) throw await failure('serverNeeds', missing);
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const [{ startServer: start, ListenRefused }, { postgresDb }] = await Promise.all([
       import('../../server/server.js'),

@@ -7,7 +7,7 @@
 import { resolve } from 'node:path';
 import { createLogger } from '../../logging/logger.js';
 import { type Command, exitCodes } from '../command.js';
-import { processSettings, startedOrRefused, untilStopSignal } from '../processSettings.js';
+import { processSettings, START_FLAGS_USAGE, startedOrRefused, untilStopSignal } from '../processSettings.js';
 
 /** In the data folder: the whole JSON log while the terminal shows it pretty. */
 export const STANDALONE_LOG_FILE = 'capyctl.log';
@@ -15,12 +15,10 @@ export const STANDALONE_LOG_FILE = 'capyctl.log';
 export const startStandalone: Command = {
   words: ['start', 'standalone'],
   summary: 'run everything on this machine: server, host, Temporal dev server and an embedded database',
-  usage: 'capyctl start standalone [--file standalone.yaml] [--set path=value …] [--log-format json|pretty]',
+  usage: `capyctl start standalone [--file standalone.yaml] ${START_FLAGS_USAGE}`,
   example: 'capyctl start standalone --set host.resource_policy.queue.max_pending_per_deployment=0',
   async run(args) {
-    const options = processSettings('standalone', args);
-    if (!options) return exitCodes.usage;
-    const { settings, logFormat } = options;
+    const { settings, logFormat } = await processSettings('standalone', args);
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
     const [{ startStandalone: start }, { ListenRefused }, { RegistrationRefused }] = await Promise.all([
       import('../../standalone/standalone.js'),

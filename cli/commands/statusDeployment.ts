@@ -4,8 +4,8 @@
  */
 import { parkTierWords } from '../../domain/catalogue.js';
 import type { DeploymentBody } from '../../api/deployments.js';
-import { exitCodes } from '../command.js';
-import { operatorCommand, printJson } from '../operatorCommand.js';
+import { exitCodes, printJson } from '../command.js';
+import { operatorCommand } from '../operatorCommand.js';
 import { table } from '../table.js';
 import { deploymentRow } from './listDeployments.js';
 
