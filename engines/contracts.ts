@@ -83,6 +83,11 @@ export interface EngineContract<Route extends string = string> {
   alwaysFlags: string[];
   maxRunning: { option: string; engineDefault: number | 'computed' };
   memoryBound: MemoryBoundContract | null;
+  /**
+   * The options whose values multiply into the GPUs one instance runs on (parallelism.ts), each with
+   * its spellings; empty for an engine that runs on one GPU.
+   */
+  parallelism: ReadonlyArray<{ options: readonly string[] }>;
   routes: Record<Route, RouteContract>;
   /** The requests of a park and a wake at each tier the engine parks at, in order. */
   park: Partial<Record<ParkTier, Step[]>>;
@@ -149,6 +154,7 @@ const vllm: EngineContract<keyof typeof vllmRoutes> = {
   missingRouteHint: 'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
   alwaysFlags: [],
   maxRunning: { option: '--max-num-seqs', engineDefault: 256 },
+  parallelism: [{ options: ['--tensor-parallel-size'] }, { options: ['--pipeline-parallel-size'] }],
   memoryBound: {
     option: '--gpu-memory-utilization',
     rule: 'share_of_total',
@@ -269,6 +275,7 @@ const sglang: EngineContract<keyof typeof sglangRoutes> = {
   // Metrics are off by default, and without them the host has no load to report.
   alwaysFlags: ['--enable-metrics'],
   maxRunning: { option: '--max-running-requests', engineDefault: 'computed' },
+  parallelism: [{ options: ['--tp-size'] }],
   memoryBound: {
     option: '--mem-fraction-static',
     rule: 'static_share_of_total',
@@ -293,6 +300,7 @@ const tensorfold: EngineContract<'health' | 'version'> = {
   parkEnv: {},
   alwaysFlags: [],
   maxRunning: { option: '--max-running', engineDefault: 8 },
+  parallelism: [],
   memoryBound: null,
   routes: {
     health: { method: 'GET', path: '/health', answer: empty },
