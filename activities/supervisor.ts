@@ -43,7 +43,7 @@ export interface LaunchRequest {
   command: readonly string[];
   plan: LaunchPlan;
   endpoint: EngineEndpoint;
-  gpuIndex: number;
+  gpuIndexes: number[];
   /** The tier it parks at, chosen at launch; null when it stops instead. */
   parkTier: ParkTier | null;
   /** The GPU memory it was bounded to: a launch again (its port was taken) gets the same bound. */

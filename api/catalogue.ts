@@ -76,6 +76,8 @@ export interface Victim {
   instanceIndex: number;
   /** The receipt line, from `releasedLines` in the catalogue. */
   released: string;
+  /** The GPUs it gave back; absent in a receipt written before instances could span GPUs. */
+  gpuIndexes?: number[];
 }
 
 export interface SwitchReceipt {

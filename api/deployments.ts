@@ -53,7 +53,14 @@ export const receiptBody = z.object({
   /** The switch that carried the command out: workflow `switch/<switch_id>` in the Temporal Web UI. */
   switch_id: z.string().optional(),
   victims: z.array(
-    z.object({ deployment_id: z.string(), name: z.string(), instance_index: z.number().int(), released: z.string() }),
+    z.object({
+      deployment_id: z.string(),
+      name: z.string(),
+      instance_index: z.number().int(),
+      released: z.string(),
+      /** Every GPU it gave back (an instance may span several). */
+      gpu_indexes: z.array(z.number().int()),
+    }),
   ),
   state: instanceStates,
 });

@@ -62,6 +62,8 @@ export interface SwitchVictim {
   name: string;
   instance: InstanceRef;
   plan: VictimPlan;
+  /** The GPUs it gives back (absent in a switch begun before instances could span GPUs). */
+  gpuIndexes?: number[];
 }
 
 export interface SwitchTarget {
@@ -72,7 +74,8 @@ export interface SwitchTarget {
   /** `wake` a parked instance (at `tier`), or `start` a new generation (that will park at `tier`). */
   action: 'wake' | 'start';
   tier: ParkTier | null;
-  gpuIndex: number;
+  /** The GPUs it runs on: a start's chosen ones, a wake's own (`CUDA_VISIBLE_DEVICES`). */
+  gpuIndexes: number[];
   /** What the engine's memory bound is computed from (a start passes it; a wake keeps its own). */
   memory: LaunchMemory;
 }
@@ -131,6 +134,8 @@ export interface SwitchResult {
     released: string;
     state: InstanceState;
     tier: ParkTier | null;
+    /** The GPUs it gave back. */
+    gpuIndexes: number[];
   }>;
   /** Where the target stands after the switch; absent for a release only. */
   target?: { instance: InstanceRef; state: InstanceState; tier: ParkTier | null };
@@ -167,8 +172,8 @@ export interface CommandReceipt {
   deploymentId: string;
   /** The switch that carried it out, to open in the Web UI; absent when nothing had to change. */
   switchId?: string;
-  /** Instances released to make room (start with evict), with their receipt lines. */
-  victims: Array<{ deploymentId: string; instanceIndex: number; released: string }>;
+  /** Instances released to make room (start with evict), with their receipt lines and the GPUs each freed. */
+  victims: Array<{ deploymentId: string; instanceIndex: number; released: string; gpuIndexes: number[] }>;
   state: InstanceState;
 }
 
@@ -179,8 +184,9 @@ export interface LedgerEntry {
   instance: InstanceRef;
   state: InstanceState;
   tier: ParkTier | null;
-  gpuIndex: number;
-  /** GPU memory it holds now. */
+  /** The GPUs it runs on; what it holds is split evenly over them (ledger.ts, `heldOnEach`). */
+  gpuIndexes: number[];
+  /** GPU memory it holds now, on all its GPUs together. */
   gpuBytes: number;
   /** Host RAM its parked copy holds now. */
   hostRamBytes: number;

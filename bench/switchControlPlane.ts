@@ -63,7 +63,7 @@ async function simulatorOwnTimes(dir: string, rounds: number) {
     spec,
     command: [process.execPath, CAPYCTL, 'sim', 'vllm'],
     port,
-    gpuIndex: 0,
+    gpuIndexes: [0],
     parkTier: 'host_ram',
     memory: { gpuBytes: 6 * GiB, reservedBytes: 6 * GiB, othersBytes: 0 },
   });

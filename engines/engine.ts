@@ -19,8 +19,8 @@ export interface LaunchContext {
   command: readonly string[];
   /** Where the engine listens (always 127.0.0.1: the host's ingress forwards to it). */
   port: number;
-  /** The GPU it runs on (`CUDA_VISIBLE_DEVICES`). */
-  gpuIndex: number;
+  /** The GPUs it runs on (`CUDA_VISIBLE_DEVICES`). */
+  gpuIndexes: number[];
   /** The tier it will park at, or null when it will never park (it stops instead). */
   parkTier: ParkTier | null;
   /** The GPU's size and what the ledger counts on it, for the engine's memory bound. */

@@ -11,7 +11,7 @@ import { maxRunningToPass } from './rules.js';
  * name, the name clients ask for, so requests and answers pass through unchanged.
  */
 export function buildLaunchPlan(ctx: LaunchContext): LaunchPlan {
-  const { spec, command, port, gpuIndex, parkTier, memory } = ctx;
+  const { spec, command, port, gpuIndexes, parkTier, memory } = ctx;
   const contract = engineContracts[spec.engine];
   const maxRunning = maxRunningToPass({ spec, command });
   const bound = maxRunning === undefined ? [] : [contract.maxRunning.option, String(maxRunning)];
@@ -33,6 +33,6 @@ export function buildLaunchPlan(ctx: LaunchContext): LaunchPlan {
       ...(parks ? contract.parkFlags(parkTier) : []),
       ...spec.extra_args,
     ],
-    env: { CUDA_VISIBLE_DEVICES: String(gpuIndex), ...(parks ? contract.parkEnv : {}) },
+    env: { CUDA_VISIBLE_DEVICES: gpuIndexes.join(','), ...(parks ? contract.parkEnv : {}) },
   };
 }

@@ -15,3 +15,6 @@ export function gpusPerInstance(spec: Pick<DeploymentSpec, 'engine' | 'extra_arg
     return gpus * (counts.find((c) => c !== undefined) ?? 1);
   }, 1);
 }
+
+/** What an instance on `gpus` GPUs holds on each: its bytes split evenly, rounded up so the parts never hold less than the whole. */
+export const perGpuBytes = (totalBytes: number, gpus: number): number => Math.ceil(totalBytes / gpus);

@@ -167,7 +167,7 @@ describe('capyctl over the management API', () => {
     expect(r.code).toBe(0);
     const myId = await idOf('my-model');
     const match = new RegExp(
-      `^other-model: ready\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\nvictim: my-model \\(deployment ${myId}, instance 0\\) released: parked \\(host RAM\\)\\n$`,
+      `^other-model: ready\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\nvictim: my-model \\(deployment ${myId}, instance 0, GPU 0\\) released: parked \\(host RAM\\)\\n$`,
     ).exec(r.stdout);
     expect(match).not.toBeNull();
     // The switch is there to open in the Web UI, finished.

@@ -100,7 +100,7 @@ describe('start, with a server and a host agent as processes', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(
       new RegExp(
-        `^quick-model: ready\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\nvictim: slow-model \\(deployment ${slow.deployment_id}, instance 0\\) released: parked \\(host RAM\\)\\n$`,
+        `^quick-model: ready\\nswitch_id: (${UUID}) \\(workflow switch/\\1 in the Temporal Web UI\\)\\nvictim: slow-model \\(deployment ${slow.deployment_id}, instance 0, GPU 0\\) released: parked \\(host RAM\\)\\n$`,
       ),
     );
     expect(r.stderr).toMatch(/^waiting for quick-model to be ready\nwaited \d+\.\ds for quick-model to be ready\n$/);
@@ -113,7 +113,7 @@ describe('start, with a server and a host agent as processes', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(
       new RegExp(
-        `^slow-model: waking\\nswitch_id: ${UUID} \\(.*\\)\\nvictim: quick-model \\(deployment ${quick.deployment_id}, instance 0\\) releasing: parking \\(host RAM\\)\\nthe wake runs in the background; run \`capyctl list deployments\` until it shows ready\\n$`,
+        `^slow-model: waking\\nswitch_id: ${UUID} \\(.*\\)\\nvictim: quick-model \\(deployment ${quick.deployment_id}, instance 0, GPU 0\\) releasing: parking \\(host RAM\\)\\nthe wake runs in the background; run \`capyctl list deployments\` until it shows ready\\n$`,
       ),
     );
     await until(

@@ -82,7 +82,7 @@ async function launch(
     reservedBytes: WEIGHTS + KV,
     othersBytes: options.othersBytes ?? 0,
   };
-  const plan = adapter.launch({ spec, command: HOST_COMMAND, port: 0, gpuIndex: GPU, parkTier, memory });
+  const plan = adapter.launch({ spec, command: HOST_COMMAND, port: 0, gpuIndexes: [GPU], parkTier, memory });
   expect(plan.argv.slice(0, HOST_COMMAND.length)).toEqual(HOST_COMMAND);
   const args = plan.argv.slice(HOST_COMMAND.length).filter((a) => !options.dropArgs?.includes(a));
   const sim = await startSimulator(engine, [...args, ...SIM_FLAGS, ...(options.simFlags ?? [])], {

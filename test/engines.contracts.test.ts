@@ -165,7 +165,7 @@ describe('the simulator serves the table', () => {
         spec,
         command: [],
         port: 0,
-        gpuIndex: 0,
+        gpuIndexes: [0],
         parkTier: tier,
         memory: { gpuBytes: 24 * 2 ** 30, reservedBytes: 6 * 2 ** 30, othersBytes: 0 },
       });

@@ -9,7 +9,7 @@ const MEMORY = { gpuBytes: 24 * GiB, reservedBytes: 6 * GiB, othersBytes: 9 * Gi
 
 const context = (fields: Record<string, unknown>, more: Partial<LaunchContext> = {}): LaunchContext => {
   const spec = deploymentDocument.parse({ name: 'my-model', model: 'Qwen3-4B', ...fields });
-  return { spec, command: ['engine'], port: 8100, gpuIndex: 1, parkTier: 'host_ram', memory: MEMORY, ...more };
+  return { spec, command: ['engine'], port: 8100, gpuIndexes: [1], parkTier: 'host_ram', memory: MEMORY, ...more };
 };
 
 describe('vLLM launch', () => {

@@ -69,7 +69,7 @@ describe('the host agent, a real process on the real dev server', () => {
   const input: LaunchInput = {
     key: { deploymentId: '01M3R7A6YJW402N962HH17A66W', instanceIndex: 0, generation: 1 },
     spec,
-    gpuIndex: 0,
+    gpuIndexes: [0],
     parkTier: 'host_ram',
     memory: { gpuBytes: 16 * 2 ** 30, reservedBytes: 5 * 2 ** 30, othersBytes: 0 },
   };

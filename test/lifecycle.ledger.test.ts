@@ -27,7 +27,7 @@ const entry = (deploymentId: string, fields: Partial<LedgerEntry> = {}): LedgerE
   instance: { deploymentId, instanceIndex: 0, generation: 1 },
   state: 'ready',
   tier: 'host_ram',
-  gpuIndex: 0,
+  gpuIndexes: [0],
   gpuBytes: gpuNeed(checkpoint),
   hostRamBytes: 0,
   ...fields,
@@ -56,7 +56,7 @@ const holder = (e: LedgerEntry, fields: Partial<Holder> = {}): Holder => ({
 describe('what a host holds', () => {
   it('needs weights and KV cache on one GPU', () => {
     expect(gpuNeed(checkpoint)).toBe(5 * GiB);
-    expect(gpuFree(ledger([entry('a'), entry('b', { gpuIndex: 1 })]), 0)).toBe(7 * GiB);
+    expect(gpuFree(ledger([entry('a'), entry('b', { gpuIndexes: [1] })]), 0)).toBe(7 * GiB);
   });
 
   it('counts a parked copy in host RAM only at the host_ram tier, and kv_only weights on the GPU', () => {
@@ -85,18 +85,18 @@ describe('room for a model', () => {
     gpus: [{ index: 0, memoryBytes: 10 * GiB, memoryKind: 'discrete' }],
   });
   const plan = (holders: Holder[], evict = true, l = full) =>
-    planRoom({ ledger: l, gpuIndexes: [0], need: 5 * GiB, holders, evict });
+    planRoom({ ledger: l, gpuIndexes: [0], count: 1, need: 5 * GiB, holders, evict });
 
   it('fits without touching anything when the GPU has room', () => {
     expect(
-      planRoom({ ledger: ledger([entry('a')]), gpuIndexes: [0], need: 5 * GiB, holders: [], evict: false }),
-    ).toEqual({ kind: 'fits', gpuIndex: 0 });
+      planRoom({ ledger: ledger([entry('a')]), gpuIndexes: [0], count: 1, need: 5 * GiB, holders: [], evict: false }),
+    ).toEqual({ kind: 'fits', gpuIndexes: [0] });
   });
 
   it('evicts the least recently used idle model, and only as many as it needs', () => {
     const [a, b] = full.entries as [LedgerEntry, LedgerEntry];
     const room = plan([holder(a, { lastUsedMs: 200 }), holder(b, { lastUsedMs: 100 })]);
-    expect(room).toMatchObject({ kind: 'evict', gpuIndex: 0 });
+    expect(room).toMatchObject({ kind: 'evict', gpuIndexes: [0] });
     expect(room.kind === 'evict' && room.victims.map((v) => v.name)).toEqual(['b']);
   });
 
@@ -126,7 +126,7 @@ describe('room for a model', () => {
 
   it('never evicts a parked instance or one on another GPU', () => {
     const l = ledger(
-      [entry('a', { gpuIndex: 1 }), entry('b', { state: 'parked', gpuBytes: 4 * GiB, tier: 'kv_only' })],
+      [entry('a', { gpuIndexes: [1] }), entry('b', { state: 'parked', gpuBytes: 4 * GiB, tier: 'kv_only' })],
       {
         gpus: [
           { index: 0, memoryBytes: 6 * GiB, memoryKind: 'discrete' },
@@ -141,6 +141,79 @@ describe('room for a model', () => {
         l,
       ),
     ).toEqual({ kind: 'wait' });
+  });
+});
+
+describe('room on several GPUs', () => {
+  const gpus = (count: number, memoryBytes: number) =>
+    Array.from({ length: count }, (_, index) => ({ index, memoryBytes, memoryKind: 'discrete' as const }));
+  const eight = (entries: LedgerEntry[]) => ledger(entries, { gpus: gpus(8, 80 * GiB) });
+  const fortyGib = (id: string, gpu: number) => entry(id, { gpuIndexes: [gpu], gpuBytes: 40 * GiB });
+
+  it('counts an instance on several GPUs as its even share on each of them', () => {
+    const wide = entry('wide', { gpuIndexes: [2, 5], gpuBytes: 60 * GiB });
+    const l = eight([wide]);
+    expect([0, 2, 5].map((g) => gpuFree(l, g))).toEqual([80 * GiB, 50 * GiB, 50 * GiB]);
+  });
+
+  it('holds eight 40 GiB models on eight 80 GiB GPUs with no park: each takes the next free GPU', () => {
+    const placed: LedgerEntry[] = [];
+    for (let i = 0; i < 8; i++) {
+      const room = planRoom({
+        ledger: eight(placed),
+        gpuIndexes: [0, 1, 2, 3, 4, 5, 6, 7],
+        count: 1,
+        need: 60 * GiB,
+        holders: placed.map((e) => holder(e)),
+        evict: true,
+      });
+      expect(room).toEqual({ kind: 'fits', gpuIndexes: [i] });
+      placed.push(entry(`m${i}`, { gpuIndexes: [i], gpuBytes: 60 * GiB }));
+    }
+  });
+
+  it('parks the four single-GPU models a four-GPU model needs, not four times its bytes on one GPU', () => {
+    const singles = [0, 1, 2, 3].map((g) => fortyGib(`s${g}`, g));
+    const room = planRoom({
+      ledger: ledger(singles, { gpus: gpus(4, 48 * GiB) }),
+      gpuIndexes: [0, 1, 2, 3],
+      count: 4,
+      need: 30 * GiB,
+      holders: singles.map((e, i) => holder(e, { lastUsedMs: i })),
+      evict: true,
+    });
+    expect(room.kind === 'evict' && [room.gpuIndexes, room.victims.map((v) => v.name)]).toEqual([
+      [0, 1, 2, 3],
+      ['s0', 's1', 's2', 's3'],
+    ]);
+  });
+
+  it("parks one model on two GPUs rather than two on one each, and the GPUs it frees are the target's", () => {
+    const wide = entry('wide', { gpuIndexes: [0, 1], gpuBytes: 80 * GiB });
+    const singles = [fortyGib('s2', 2), fortyGib('s3', 3)];
+    const room = planRoom({
+      ledger: ledger([wide, ...singles], { gpus: gpus(4, 48 * GiB) }),
+      gpuIndexes: [0, 1, 2, 3],
+      count: 2,
+      need: 30 * GiB,
+      // The single-GPU ones were used longer ago: by age alone they would go first.
+      holders: [holder(wide, { lastUsedMs: 500 }), ...singles.map((e) => holder(e, { lastUsedMs: 1 }))],
+      evict: true,
+    });
+    expect(room.kind === 'evict' && [room.gpuIndexes, room.victims.map((v) => v.name)]).toEqual([[0, 1], ['wide']]);
+  });
+
+  it('waits, not refuses, when a model with waiting requests holds one of the GPUs it needs', () => {
+    const singles = [fortyGib('s0', 0), fortyGib('s1', 1)];
+    const room = planRoom({
+      ledger: ledger(singles, { gpus: gpus(2, 48 * GiB) }),
+      gpuIndexes: [0, 1],
+      count: 2,
+      need: 30 * GiB,
+      holders: [holder(singles[0]!), holder(singles[1]!, { waiting: true })],
+      evict: true,
+    });
+    expect(room).toEqual({ kind: 'wait' });
   });
 });
 

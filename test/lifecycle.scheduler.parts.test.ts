@@ -82,7 +82,7 @@ describe('the idle timers', () => {
     instance: { deploymentId, instanceIndex: 0, generation },
     state,
     tier: 'host_ram',
-    gpuIndex: 0,
+    gpuIndexes: [0],
     gpuBytes: 0,
     hostRamBytes: 0,
   });

@@ -65,7 +65,7 @@ function switchInput(plan: Plan): SwitchInput {
           instance: ref(t.model, t.generation),
           action: t.action,
           tier: t.tier,
-          gpuIndex: 0,
+          gpuIndexes: [0],
           memory: MODEL_MEMORY,
         }
       : null,

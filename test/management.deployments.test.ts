@@ -193,7 +193,7 @@ describe('the operator routes for deployments and hosts', () => {
     lifecycle.next = () => ({
       deploymentId: b.id,
       switchId: 'sw-1',
-      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam }],
+      victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam, gpuIndexes: [0] }],
       state: 'ready',
     });
     const start = await call('POST', '/deployments/chat-b/start', { evict: true });
@@ -202,7 +202,15 @@ describe('the operator routes for deployments and hosts', () => {
       deployment_id: b.id,
       name: 'chat-b',
       switch_id: 'sw-1',
-      victims: [{ deployment_id: a.id, name: 'chat-a', instance_index: 0, released: 'released: parked (host RAM)' }],
+      victims: [
+        {
+          deployment_id: a.id,
+          name: 'chat-a',
+          instance_index: 0,
+          released: 'released: parked (host RAM)',
+          gpu_indexes: [0],
+        },
+      ],
       state: 'ready',
     });
     lifecycle.next = undefined;
@@ -245,7 +253,7 @@ describe('the operator routes for deployments and hosts', () => {
       {
         deploymentId: pair.id,
         switchId: 'sw-2',
-        victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam }],
+        victims: [{ deploymentId: a.id, instanceIndex: 0, released: releasedLines.parkedHostRam, gpuIndexes: [0] }],
         state: 'starting',
       },
     ];
@@ -257,7 +265,15 @@ describe('the operator routes for deployments and hosts', () => {
         deployment_id: pair.id,
         name: 'pair',
         switch_id: 'sw-2',
-        victims: [{ deployment_id: a.id, name: 'chat-a', instance_index: 0, released: 'released: parked (host RAM)' }],
+        victims: [
+          {
+            deployment_id: a.id,
+            name: 'chat-a',
+            instance_index: 0,
+            released: 'released: parked (host RAM)',
+            gpu_indexes: [0],
+          },
+        ],
         state: 'starting',
       },
     ]);
@@ -386,6 +402,7 @@ describe('the operator routes for deployments and hosts', () => {
           released: releasedLines.parkedHostRam,
           state: 'parked',
           tier: 'host_ram',
+          gpuIndexes: [0],
         },
       ],
       target: { instance, state: 'ready', tier: null },
@@ -408,7 +425,15 @@ describe('the operator routes for deployments and hosts', () => {
       switch_id: ended,
       outcome: 'released',
       target: { deployment_id: b.id, name: 'chat-b', state: 'ready' },
-      victims: [{ deployment_id: a.id, name: 'chat-a', instance_index: 0, released: 'released: parked (host RAM)' }],
+      victims: [
+        {
+          deployment_id: a.id,
+          name: 'chat-a',
+          instance_index: 0,
+          released: 'released: parked (host RAM)',
+          gpu_indexes: [0],
+        },
+      ],
     });
     expect((await call('GET', `/switches/${failed}`)).json()).toEqual({
       switch_id: failed,

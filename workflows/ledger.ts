@@ -4,6 +4,7 @@
  * waiting model goes next and how each victim gives its memory back.
  */
 import { parkPlan } from '../engines/rules.js';
+import { perGpuBytes } from '../engines/parallelism.js';
 import { type ApiError, apiErrors, type KeptHolder } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier } from '../domain/vocabulary.js';
 import type { Demand, DeploymentView, HostLedger, InstanceRef, LedgerEntry, VictimPlan } from '../api/lifecycle.js';
@@ -12,7 +13,7 @@ import type { StoreActivities } from '../activities/storeActivities.js';
 /** A measured checkpoint: what a deployment brings to a GPU. */
 export type Checkpoint = NonNullable<DeploymentView['checkpoint']>;
 
-/** GPU memory a ready instance holds: its weights and its KV cache, on one GPU. */
+/** GPU memory a ready instance holds: its weights and its KV cache, across all its GPUs (`heldOnEach` on each). */
 export const gpuNeed = (c: Checkpoint): number => c.weightBytes + c.kvBytes;
 
 /** GPU memory an instance holds parked at `tier`: only `kv_only` keeps its weights there. */
@@ -66,11 +67,22 @@ export function instanceRow(
   return { deploymentId, index, generation, hostId, observedState: state, parkTier: tier, ...holdings(c, state, tier) };
 }
 
+/** What `entry` holds on each of its GPUs. */
+export const heldOnEach = (entry: Pick<LedgerEntry, 'gpuBytes' | 'gpuIndexes'>): number =>
+  perGpuBytes(entry.gpuBytes, entry.gpuIndexes.length);
+
 export function gpuFree(ledger: HostLedger, gpuIndex: number): number {
   const gpu = ledger.gpus.find((g) => g.index === gpuIndex);
-  const held = ledger.entries.filter((e) => e.gpuIndex === gpuIndex).reduce((sum, e) => sum + e.gpuBytes, 0);
+  const held = ledger.entries.filter((e) => e.gpuIndexes.includes(gpuIndex)).reduce((sum, e) => sum + heldOnEach(e), 0);
   return (gpu?.memoryBytes ?? 0) - held;
 }
+
+/**
+ * A ledger entry written before instances could span GPUs names one `gpuIndex`: read as a list of
+ * one, so a scheduler state or a switch input from before it goes on where it was.
+ */
+export const gpuIndexesOf = (x: { gpuIndexes?: number[]; gpuIndex?: number }): number[] =>
+  x.gpuIndexes ?? [x.gpuIndex ?? 0];
 
 export function hostRamFree(ledger: HostLedger): number {
   return ledger.hostRamBytes - ledger.entries.reduce((sum, e) => sum + e.hostRamBytes, 0);
@@ -91,8 +103,8 @@ export interface Holder {
 }
 
 export type RoomPlan =
-  | { kind: 'fits'; gpuIndex: number }
-  | { kind: 'evict'; gpuIndex: number; victims: Holder[] }
+  | { kind: 'fits'; gpuIndexes: number[] }
+  | { kind: 'evict'; gpuIndexes: number[]; victims: Holder[] }
   /** Room can be made only by parking a model with waiting requests, or `evict` was not allowed: wait for memory. */
   | { kind: 'wait' }
   /** Only models kept loaded by explicit activation or `warm` hold the memory: refused for capacity. */
@@ -103,43 +115,77 @@ const kept = (h: Holder) => h.explicit || h.warm;
 /** Explicit activation says more than `warm` (it also keeps requests from starting it), so it is the one named. */
 const keptHolder = (h: Holder): KeptHolder => ({ name: h.name, keptBy: h.explicit ? 'explicit' : 'warm' });
 
+/** Every way to choose `count` of `indexes`, in order: [0,1], [0,2], … [1,2] … so every replay agrees. */
+export function gpuSets(indexes: readonly number[], count: number): number[][] {
+  if (count === 0) return [[]];
+  return indexes.flatMap((first, i) =>
+    indexes.length - i < count ? [] : gpuSets(indexes.slice(i + 1), count - 1).map((rest) => [first, ...rest]),
+  );
+}
+
 /**
- * How to find `need` bytes on one of `gpuIndexes` (a parked `kv_only` instance wakes where its
- * weights are: one GPU). A GPU that fits wins; else the GPU that needs the fewest victims, least
- * recently used first. Victims are only ready instances that may yield; `evict` false never parks.
+ * What room one set of GPUs can give: it fits, or the victims that free it (least recently used
+ * first; a victim on several GPUs frees each), or what stands in the way: models with waiting
+ * requests (a wait) or models kept loaded (named in a refusal).
+ */
+function roomOn(
+  ledger: HostLedger,
+  gpuIndexes: number[],
+  need: number,
+  holders: Holder[],
+): { victims: Holder[] } | { blockedByWaiting: boolean; kept: Holder[] } {
+  const free = new Map(gpuIndexes.map((g) => [g, gpuFree(ledger, g)]));
+  const short = () => gpuIndexes.filter((g) => free.get(g)! < need);
+  if (short().length === 0) return { victims: [] };
+  const onSet = holders.filter(
+    (h) => h.entry.state === 'ready' && h.entry.gpuBytes > 0 && h.entry.gpuIndexes.some((g) => free.has(g)),
+  );
+  const yields = (h: Holder, into: Map<number, number>) => {
+    for (const g of h.entry.gpuIndexes) if (into.has(g)) into.set(g, into.get(g)! + heldOnEach(h.entry));
+  };
+  const victims: Holder[] = [];
+  for (const h of onSet.filter(mayYield).sort((a, b) => a.lastUsedMs - b.lastUsedMs)) {
+    const stillShort = short();
+    if (stillShort.length === 0) break;
+    if (!h.entry.gpuIndexes.some((g) => stillShort.includes(g))) continue;
+    victims.push(h);
+    yields(h, free);
+  }
+  if (short().length === 0) return { victims };
+  // Would the memory come free if the models with waiting requests yielded too? Then it is a wait.
+  const withWaiting = new Map(free);
+  for (const h of onSet.filter((h) => h.waiting && !kept(h))) yields(h, withWaiting);
+  const blockedByWaiting = gpuIndexes.every((g) => withWaiting.get(g)! >= need);
+  return { blockedByWaiting, kept: onSet.filter(kept) };
+}
+
+/**
+ * How to find `need` bytes on each of `count` GPUs, chosen among `gpuIndexes` (a parked instance
+ * wakes where it is: its own GPUs). A set of GPUs that fits wins, the first in index order; else the
+ * set that needs the fewest victims. Victims are only ready instances that may yield; `evict` false
+ * never parks.
  */
 export function planRoom(input: {
   ledger: HostLedger;
   gpuIndexes: number[];
+  count: number;
   need: number;
   holders: Holder[];
   evict: boolean;
 }): RoomPlan {
-  const { ledger, gpuIndexes, need, holders, evict } = input;
-  let best: { gpuIndex: number; victims: Holder[] } | undefined;
+  const { ledger, need, holders, evict } = input;
+  let best: { gpuIndexes: number[]; victims: Holder[] } | undefined;
   let blockedByWaiting = false;
   const keptHolders = new Map<string, KeptHolder>();
-  for (const gpuIndex of gpuIndexes) {
-    let free = gpuFree(ledger, gpuIndex);
-    if (free >= need) return { kind: 'fits', gpuIndex };
-    const onGpu = holders.filter(
-      (h) => h.entry.gpuIndex === gpuIndex && h.entry.state === 'ready' && h.entry.gpuBytes > 0,
-    );
-    const candidates = onGpu.filter(mayYield).sort((a, b) => a.lastUsedMs - b.lastUsedMs);
-    const victims: Holder[] = [];
-    for (const h of candidates) {
-      if (free >= need) break;
-      victims.push(h);
-      free += h.entry.gpuBytes;
-    }
-    if (free >= need) {
-      if (!best || victims.length < best.victims.length) best = { gpuIndex, victims };
+  for (const gpuIndexes of gpuSets(input.gpuIndexes, input.count)) {
+    const room = roomOn(ledger, gpuIndexes, need, holders);
+    if ('victims' in room) {
+      if (room.victims.length === 0) return { kind: 'fits', gpuIndexes };
+      if (!best || room.victims.length < best.victims.length) best = { gpuIndexes, victims: room.victims };
       continue;
     }
-    // Would the memory come free if the models with waiting requests yielded too? Then it is a wait.
-    const waitingBytes = onGpu.filter((h) => h.waiting && !kept(h)).reduce((sum, h) => sum + h.entry.gpuBytes, 0);
-    if (free + waitingBytes >= need) blockedByWaiting = true;
-    else for (const h of onGpu.filter(kept)) keptHolders.set(h.name, keptHolder(h));
+    if (room.blockedByWaiting) blockedByWaiting = true;
+    else for (const h of room.kept) keptHolders.set(h.name, keptHolder(h));
   }
   if (best) return evict ? { kind: 'evict', ...best } : { kind: 'wait' };
   if (blockedByWaiting || keptHolders.size === 0) return { kind: 'wait' };
@@ -180,7 +226,7 @@ export type VictimPlanOrRefusal = VictimPlan | { kind: 'refused'; error: ApiErro
  */
 export function planVictims(input: {
   victims: VictimFacts[];
-  memoryKind: (gpuIndex: number) => MemoryKind;
+  memoryKind: (gpuIndexes: number[]) => MemoryKind;
   hostRamFreeBytes: number;
   /** An operator's command: it hears a refusal instead of a stop. */
   operator: boolean;
@@ -189,7 +235,7 @@ export function planVictims(input: {
   const plans = input.victims.map(({ entry, deployment }): VictimPlanOrRefusal => {
     const plan = parkPlan({
       spec: deployment.spec,
-      memoryKind: input.memoryKind(entry.gpuIndex),
+      memoryKind: input.memoryKind(entry.gpuIndexes),
       weightsBytes: deployment.checkpoint.weightBytes,
       hostRamFreeBytes: ramFree,
       launchedTier: entry.tier,

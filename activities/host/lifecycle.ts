@@ -38,7 +38,8 @@ const PORT_RACE_LAUNCHES = 3;
 export interface LaunchInput {
   key: InstanceKey;
   spec: DeploymentSpec;
-  gpuIndex: number;
+  /** The GPUs it runs on (`CUDA_VISIBLE_DEVICES`). */
+  gpuIndexes: number[];
   parkTier: ParkTier | null;
   memory: LaunchMemory;
 }
@@ -131,7 +132,7 @@ async function launchOn(deps: LifecycleDeps, input: LaunchInput): Promise<Superv
     spec: input.spec,
     command,
     port,
-    gpuIndex: input.gpuIndex,
+    gpuIndexes: input.gpuIndexes,
     parkTier: input.parkTier,
     memory: input.memory,
   });
@@ -143,7 +144,7 @@ async function launchOn(deps: LifecycleDeps, input: LaunchInput): Promise<Superv
     command,
     plan,
     endpoint: { baseUrl: `http://127.0.0.1:${port}`, model: input.spec.name },
-    gpuIndex: input.gpuIndex,
+    gpuIndexes: input.gpuIndexes,
     parkTier: input.parkTier,
     memory: input.memory,
   });

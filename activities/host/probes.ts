@@ -20,10 +20,10 @@ const IDLE_POLL_MS = 50;
 export interface RunningEngine {
   instance: InstanceKey;
   stage: EngineStage;
-  gpuIndex: number;
+  gpuIndexes: number[];
   /** Parked: the tier it parked at; otherwise the tier it was launched to park at. */
   tier: ParkTier | null;
-  /** The GPU memory the ledger reserved for it at launch: its weights and KV budget. */
+  /** The GPU memory the ledger reserved for it at launch on each of its GPUs: its weights and KV budget. */
   reservedBytes: number;
 }
 
@@ -76,7 +76,7 @@ export function probeActivities(deps: Pick<HostActivityDeps, 'supervisor' | 'eng
         .map((e) => ({
           instance: e.key,
           stage: e.stage,
-          gpuIndex: e.gpuIndex,
+          gpuIndexes: e.gpuIndexes,
           tier: e.stage === 'parked' ? e.parkedTier : e.parkTier,
           reservedBytes: e.memory.reservedBytes,
         }));

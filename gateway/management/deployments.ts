@@ -46,6 +46,7 @@ export function renderReceipt(r: CommandReceipt, name: string, table: RoutingTab
       name: nameOf(v.deploymentId),
       instance_index: v.instanceIndex,
       released: v.released,
+      gpu_indexes: v.gpuIndexes,
     })),
     state: r.state,
   };

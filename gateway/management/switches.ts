@@ -64,6 +64,7 @@ export function switchRoutes(deps: SwitchRouteDeps) {
       name: nameOf(v.deploymentId),
       instance_index: v.instanceIndex,
       released: v.released,
+      gpu_indexes: v.gpuIndexes ?? [],
     })),
     outcome: r.outcome,
     summary: r.summary,
@@ -107,6 +108,7 @@ export function switchRoutes(deps: SwitchRouteDeps) {
             name: nameOf(v.deploymentId),
             instance_index: v.instanceIndex,
             released: v.released,
+            gpu_indexes: v.gpuIndexes,
           })),
           ...(error ? { error: { code: error.code, message: error.message, retryable: error.retryable } } : {}),
         };

@@ -89,8 +89,10 @@ export class CapyProcess {
 const TEARDOWN_STOP_MS = 45_000;
 
 export interface ClusterHostOptions {
-  /** One simulated card; "8GiB" holds one 5 GiB simulator model at a time. */
+  /** Each simulated card's memory; "8GiB" holds one 5 GiB simulator model at a time. */
   gpuMemory?: string;
+  /** How many such cards; one unless said. */
+  gpuCount?: number;
   /** The card's kind of memory; discrete unless said. */
   memoryKind?: 'discrete' | 'unified';
   /** The host RAM it offers parked models; 64 GiB unless said. */
@@ -246,6 +248,7 @@ export class Cluster {
         temporalAddress: this.services.temporalAddress,
         dataDir,
         gpuMemory: options.gpuMemory ?? '8GiB',
+        gpuCount: options.gpuCount,
         memoryKind: options.memoryKind,
         hostRam: options.hostRam,
         extra: options.yaml,

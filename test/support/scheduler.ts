@@ -74,7 +74,12 @@ export async function startSchedulerBench(
     if (result.error && result.target?.state !== 'ready') throw new CapyError(result.error);
     const victims = result.victims
       .filter((v) => v.deploymentId !== receipt.deploymentId)
-      .map(({ deploymentId, instanceIndex, released }) => ({ deploymentId, instanceIndex, released }));
+      .map(({ deploymentId, instanceIndex, released, gpuIndexes }) => ({
+        deploymentId,
+        instanceIndex,
+        released,
+        gpuIndexes,
+      }));
     return { ...receipt, victims, state: result.target?.state ?? receipt.state };
   }
 

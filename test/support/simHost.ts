@@ -7,8 +7,10 @@ export interface SimHost {
   token: string;
   temporalAddress: string;
   dataDir: string;
-  /** One simulated card, e.g. "8GiB". */
+  /** Each simulated card's memory, e.g. "8GiB". */
   gpuMemory: string;
+  /** How many such cards; one unless said. */
+  gpuCount?: number;
   memoryKind?: 'discrete' | 'unified';
   hostRam?: string;
   /** More lines of the document (YAML), e.g. `lifecycle: { activation: explicit }`. */
@@ -24,7 +26,9 @@ export function simHostYaml(h: SimHost): string {
     `temporal: { address: "${h.temporalAddress}" }`,
     'ingress: { listen: "127.0.0.1:0" }',
     `data_dir: "${h.dataDir}"`,
-    `gpus: [{ memory: ${h.gpuMemory}, memory_kind: ${h.memoryKind ?? 'discrete'} }]`,
+    `gpus: [${Array(h.gpuCount ?? 1)
+      .fill(`{ memory: ${h.gpuMemory}, memory_kind: ${h.memoryKind ?? 'discrete'} }`)
+      .join(', ')}]`,
     `host_ram: ${h.hostRam ?? '64GiB'}`,
     'shutdown_grace: 5s',
     'engine_stop_grace: 5s',

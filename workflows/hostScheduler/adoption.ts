@@ -50,8 +50,11 @@ export async function adoptEngines(scheduler: HostScheduler): Promise<void> {
 }
 
 function adopt(scheduler: HostScheduler, engine: RunningEngine, state: 'ready' | 'parked', deployment: DeploymentView) {
-  const checkpoint = deployment.checkpoint ?? { weightBytes: engine.reservedBytes, kvBytes: 0 };
-  const entry = scheduler.addEntry(deployment, engine.instance, engine.gpuIndex);
+  const checkpoint = deployment.checkpoint ?? {
+    weightBytes: engine.reservedBytes * engine.gpuIndexes.length,
+    kvBytes: 0,
+  };
+  const entry = scheduler.addEntry(deployment, engine.instance, engine.gpuIndexes);
   scheduler.setEntry(entry, state, engine.tier, holdings(checkpoint, state, engine.tier));
   log.info('the host scheduler adopted an engine its host runs', { hostId: scheduler.hostId, ...engine });
 }

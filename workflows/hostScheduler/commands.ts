@@ -61,10 +61,11 @@ async function start(
         {
           deploymentId: deployment.id,
           switchId,
-          victims: victims.map(({ instance, plan }) => ({
+          victims: victims.map(({ instance, plan, gpuIndexes = [] }) => ({
             deploymentId: instance.deploymentId,
             instanceIndex: instance.instanceIndex,
             released: releasingLine(plan),
+            gpuIndexes,
           })),
           state: target.action === 'wake' ? 'waking' : 'starting',
         },

@@ -38,9 +38,12 @@ import type {
 import { HEARTBEAT_TIMEOUT_MS } from '../../api/heartbeat.js';
 import { adoptEngines } from './adoption.js';
 import { serverStepOptions, taskQueues, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } from '../definitions.js';
+import { gpusPerInstance, perGpuBytes } from '../../engines/parallelism.js';
 import {
   type Checkpoint,
+  gpuIndexesOf,
   gpuNeed,
+  heldOnEach,
   type Holder,
   holdings,
   hostRamFree,
@@ -70,6 +73,18 @@ export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
 /** An instance holding GPU memory, with its deployment as the store describes it. */
 export type GpuHolder = Holder & { deployment: MeasuredView };
 
+/** An instance released in a switch: its model, its instance, how it gives its memory back and every GPU it frees. */
+const switchVictim = (
+  entry: LedgerEntry,
+  deployment: Pick<DeploymentView, 'name'>,
+  plan: VictimPlan,
+): SwitchVictim => ({
+  name: deployment.name,
+  instance: entry.instance,
+  plan,
+  gpuIndexes: entry.gpuIndexes,
+});
+
 /** What bringing a model up came to: it waits for memory, it was ready already, or a switch ran. */
 export type BringUp = { kind: 'waits' } | { kind: 'ready' } | { kind: 'switched'; result: SwitchResult };
 
@@ -97,6 +112,7 @@ export class HostScheduler {
     this.settings = input.settings;
     this.state = input.state ?? { ledger: null, demands: [], lastUsedMs: {}, sinceMs: {} };
     this.exitedGeneration = this.state.exitedGeneration ??= {};
+    for (const entry of this.state.ledger?.entries ?? []) entry.gpuIndexes = gpuIndexesOf(entry);
   }
 
   // ─── What the handlers call ───────────────────────────────────────────────────────────────────
@@ -166,15 +182,15 @@ export class HostScheduler {
     return this.ledger.entries.find((e) => e.deploymentId === deploymentId);
   }
 
-  /** A new entry for `instance` on `gpuIndex`, holding nothing until `setEntry` says what it holds. */
-  addEntry(deployment: Pick<DeploymentView, 'id' | 'name'>, instance: InstanceRef, gpuIndex: number): LedgerEntry {
+  /** A new entry for `instance` on `gpuIndexes`, holding nothing until `setEntry` says what it holds. */
+  addEntry(deployment: Pick<DeploymentView, 'id' | 'name'>, instance: InstanceRef, gpuIndexes: number[]): LedgerEntry {
     const entry: LedgerEntry = {
       deploymentId: deployment.id,
       name: deployment.name,
       instance,
       state: 'stopped',
       tier: null,
-      gpuIndex,
+      gpuIndexes,
       gpuBytes: 0,
       hostRamBytes: 0,
     };
@@ -187,8 +203,9 @@ export class HostScheduler {
     this.ledger.entries = this.ledger.entries.filter((e) => e.deploymentId !== deploymentId);
   }
 
-  private memoryKind(gpuIndex: number) {
-    return this.ledger.gpus.find((g) => g.index === gpuIndex)?.memoryKind ?? 'discrete';
+  /** The memory kind of an instance's GPUs: those of one host are alike, so its first GPU's. */
+  private memoryKind(gpuIndexes: number[]) {
+    return this.ledger.gpus.find((g) => g.index === gpuIndexes[0])?.memoryKind ?? 'discrete';
   }
 
   setEntry(
@@ -384,7 +401,7 @@ export class HostScheduler {
   ): { releases: VictimPlan[]; hostRamFreeBytes: number } {
     const { plans, hostRamFreeBytes } = planVictims({
       victims,
-      memoryKind: (gpuIndex) => this.memoryKind(gpuIndex),
+      memoryKind: (gpuIndexes) => this.memoryKind(gpuIndexes),
       hostRamFreeBytes: hostRamFree(this.ledger),
       operator,
     });
@@ -428,23 +445,22 @@ export class HostScheduler {
     const existing = this.entryOf(deployment.id);
     if (existing?.state === 'ready') return { kind: 'ready' };
     const wake = existing?.state === 'parked';
+    // A parked engine's process keeps its CUDA devices (CUDA_VISIBLE_DEVICES is read at its start): it wakes on them.
+    const gpus = wake ? existing!.gpuIndexes.length : gpusPerInstance(deployment.spec);
     const room = planRoom({
       ledger: this.ledger,
-      gpuIndexes: wake ? [existing!.gpuIndex] : this.ledger.gpus.map((g) => g.index),
-      need: gpuNeed(deployment.checkpoint) - (existing?.gpuBytes ?? 0),
+      gpuIndexes: wake ? existing!.gpuIndexes : this.ledger.gpus.map((g) => g.index),
+      count: gpus,
+      need: perGpuBytes(gpuNeed(deployment.checkpoint), gpus) - (existing ? heldOnEach(existing) : 0),
       holders: holders.filter((h) => h.entry.deploymentId !== deployment.id),
       evict: opts.evict,
     });
     if (room.kind === 'wait') return { kind: 'waits' };
     if (room.kind === 'refused') throw refusal(apiErrors.insufficientCapacity(deployment.id, room.holders));
     const victims = room.kind === 'evict' ? holders.filter((h) => room.victims.some((r) => r.entry === h.entry)) : [];
-    const gpuIndex = room.gpuIndex;
+    const { gpuIndexes } = room;
     const { releases, hostRamFreeBytes } = this.howToReleaseTogether(victims, false);
-    const released: SwitchVictim[] = victims.map(({ entry, deployment: victim }, i) => ({
-      name: victim.name,
-      instance: entry.instance,
-      plan: releases[i]!,
-    }));
+    const released = victims.map(({ entry, deployment: victim }, i) => switchVictim(entry, victim, releases[i]!));
     const instance: InstanceRef = wake
       ? existing!.instance
       : {
@@ -452,21 +468,23 @@ export class HostScheduler {
           instanceIndex: opts.instanceIndex,
           generation: Math.max(existing?.instance.generation ?? 0, deployment.generation) + 1,
         };
-    const memory = this.launchMemory(deployment, gpuIndex, victims);
+    const memory = this.launchMemory(deployment, gpuIndexes, victims);
     const target: SwitchTarget = {
       name: deployment.name,
       revision: deployment.revision,
       spec: deployment.spec,
       instance,
       action: wake ? 'wake' : 'start',
-      tier: wake ? existing!.tier : launchTier({ deployment, memoryKind: this.memoryKind(gpuIndex), hostRamFreeBytes }),
-      gpuIndex,
+      tier: wake
+        ? existing!.tier
+        : launchTier({ deployment, memoryKind: this.memoryKind(gpuIndexes), hostRamFreeBytes }),
+      gpuIndexes,
       memory,
     };
     if (!existing) {
-      this.addEntry(deployment, target.instance, gpuIndex);
+      this.addEntry(deployment, target.instance, gpuIndexes);
     } else if (!wake) {
-      existing.gpuIndex = gpuIndex;
+      existing.gpuIndexes = gpuIndexes;
     }
     const checkpoints = Object.fromEntries([
       [deployment.id, deployment.checkpoint],
@@ -485,17 +503,22 @@ export class HostScheduler {
   }
 
   /**
-   * The GPU's size, the model's reservation and what the others on that GPU hold once the victims
-   * are released (a victim parked `kv_only` keeps its weights, so SGLang finds less free and sizes a
+   * One of the instance's GPUs as its engine's memory bound is computed: the smallest of them, the
+   * model's reservation on each, and the most the others hold on any of them once the victims are
+   * released (a victim parked `kv_only` keeps its weights, so SGLang finds less free and sizes a
    * smaller KV cache, never a larger one).
    */
-  private launchMemory(deployment: MeasuredView, gpuIndex: number, victims: Holder[]): LaunchMemory {
+  private launchMemory(deployment: MeasuredView, gpuIndexes: number[], victims: Holder[]): LaunchMemory {
     const leaving = new Set(victims.map((h) => h.entry.deploymentId));
-    const othersBytes = this.ledger.entries
-      .filter((e) => e.gpuIndex === gpuIndex && e.deploymentId !== deployment.id && !leaving.has(e.deploymentId))
-      .reduce((sum, e) => sum + e.gpuBytes, 0);
-    const gpuBytes = this.ledger.gpus.find((g) => g.index === gpuIndex)?.memoryBytes ?? 0;
-    return { gpuBytes, reservedBytes: gpuNeed(deployment.checkpoint), othersBytes };
+    const others = this.ledger.entries.filter((e) => e.deploymentId !== deployment.id && !leaving.has(e.deploymentId));
+    const othersOn = (gpuIndex: number) =>
+      others.filter((e) => e.gpuIndexes.includes(gpuIndex)).reduce((sum, e) => sum + heldOnEach(e), 0);
+    const sizeOf = (gpuIndex: number) => this.ledger.gpus.find((g) => g.index === gpuIndex)?.memoryBytes ?? 0;
+    return {
+      gpuBytes: Math.min(...gpuIndexes.map(sizeOf)),
+      reservedBytes: perGpuBytes(gpuNeed(deployment.checkpoint), gpuIndexes.length),
+      othersBytes: Math.max(...gpuIndexes.map(othersOn)),
+    };
   }
 
   /** Takes `deployment`'s ready or parked instance away, with no target: an operator's park or stop, an idle timer. */
@@ -503,7 +526,7 @@ export class HostScheduler {
     const entry = this.entryOf(deployment.id)!;
     return this.runSwitch(
       null,
-      [{ name: deployment.name, instance: entry.instance, plan }],
+      [switchVictim(entry, deployment, plan)],
       null,
       { [deployment.id]: deployment.checkpoint },
       { begun },
@@ -512,7 +535,7 @@ export class HostScheduler {
 
   /** Stops every instance in `entries` in one switch: a host drain. */
   stopAll(entries: LedgerEntry[], views: MeasuredView[], plan: VictimPlan): Promise<SwitchResult> {
-    const victims = entries.map((entry, i) => ({ name: views[i]!.name, instance: entry.instance, plan }));
+    const victims = entries.map((entry, i) => switchVictim(entry, views[i]!, plan));
     return this.runSwitch(null, victims, null, Object.fromEntries(views.map((v) => [v.id, v.checkpoint])));
   }
 
@@ -522,7 +545,12 @@ export class HostScheduler {
       ...(result ? { switchId: result.switchId } : {}),
       victims: (result?.victims ?? [])
         .filter((x) => x.deploymentId !== deploymentId)
-        .map(({ deploymentId: d, instanceIndex, released }) => ({ deploymentId: d, instanceIndex, released })),
+        .map(({ deploymentId: d, instanceIndex, released, gpuIndexes }) => ({
+          deploymentId: d,
+          instanceIndex,
+          released,
+          gpuIndexes,
+        })),
       state: this.entryOf(deploymentId)?.state ?? 'stopped',
     };
   }

@@ -11,6 +11,7 @@ import { hostFailureTypes } from '../../api/hostFailures.js';
 import type { SwitchTarget, WakeReference } from '../../api/lifecycle.js';
 import { type ApiError, apiErrors } from '../../domain/catalogue.js';
 import type { SwitchOutcome } from '../../domain/vocabulary.js';
+import { gpuIndexesOf } from '../ledger.js';
 import { compareAnswers, probeFor, wakeQuestion } from '../wakeCheck.js';
 import { failureOf, startError, wakeError } from './failures.js';
 import type { SwitchRun } from './run.js';
@@ -83,7 +84,7 @@ async function startAndRecord(run: SwitchRun, t: SwitchTarget): Promise<void> {
   await run.host(startMs).launchEngine({
     key: t.instance,
     spec: t.spec,
-    gpuIndex: t.gpuIndex,
+    gpuIndexes: gpuIndexesOf(t),
     parkTier: t.tier,
     memory: t.memory,
   });

@@ -69,6 +69,7 @@ async function parkOrStopVictim(
       released: line,
       state,
       tier,
+      gpuIndexes: v.gpuIndexes ?? [],
     },
     parkFailed,
     requestsStillRunning,

@@ -185,10 +185,11 @@ export class SwitchRun {
       switchId: input.switchId,
       hostId: input.hostId,
       targetDeploymentId: input.target?.instance.deploymentId ?? null,
-      victims: victimResults.map(({ deploymentId, instanceIndex, released: line }) => ({
+      victims: victimResults.map(({ deploymentId, instanceIndex, released: line, gpuIndexes }) => ({
         deploymentId,
         instanceIndex,
         released: line,
+        gpuIndexes,
       })),
       outcome,
       summary: switchSummary(input),
