@@ -73,6 +73,7 @@ function switchInput(plan: Plan): SwitchInput {
       name: v.model.name,
       instance: ref(v.model, v.generation),
       plan: v.plan,
+      gpuIndexes: [0],
     })),
     admissionWindowMs: plan.windowMs ?? null,
     // These models are not measured: their rows say they hold nothing, as the scheduler would read them.
@@ -486,7 +487,7 @@ describe('a victim that does not park', () => {
       victims: [{ released: 'released: stopped (no room to park)', state: 'stopped', tier: null }],
     });
     expect((await findSwitchReceipt(lc.db, r.input.switchId))?.victims).toEqual([
-      { deploymentId: a.id, instanceIndex: 0, released: releasedLines.stoppedNoRoom },
+      { deploymentId: a.id, instanceIndex: 0, released: releasedLines.stoppedNoRoom, gpuIndexes: [0] },
     ]);
     expect(await lc.gpuUsedBytes()).toBe(5 * GiB);
     await stop([b]);
