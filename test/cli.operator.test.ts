@@ -276,6 +276,7 @@ describe('capyctl over the management API', () => {
           deployment_id: await idOf('my-model'),
           name: 'my-model',
           instance_index: 0,
+          gpu_indexes: [0],
           released: 'released: parked (host RAM)',
         },
       ],

@@ -345,7 +345,7 @@ describe('where a released model parks: one decision for an operator park, a swi
     for (const d of [ja, ib, jb]) await bench.command('stop', d.id);
     await start(ja);
     expect((await start(ib)).victims).toEqual([
-      { deploymentId: ja.id, instanceIndex: 0, released: 'releasing: parking (host RAM)' },
+      { deploymentId: ja.id, instanceIndex: 0, gpuIndexes: [0], released: 'releasing: parking (host RAM)' },
     ]);
   }
   /** ib parks deep: it is listed parked, its engine is up and holds no copy in host RAM. */
@@ -368,7 +368,7 @@ describe('where a released model parks: one decision for an operator park, a swi
   it('a switch: start jb --evict parks it deep', async () => {
     await position();
     expect((await start(jb)).victims).toEqual([
-      { deploymentId: ib.id, instanceIndex: 0, released: 'releasing: parking (deep)' },
+      { deploymentId: ib.id, instanceIndex: 0, gpuIndexes: [0], released: 'releasing: parking (deep)' },
     ]);
     await parksDeep();
   });
