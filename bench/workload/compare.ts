@@ -7,9 +7,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { watchCpu } from '../cpuSteal.js';
-import type { Strategy } from './fleet.js';
-import { FLEET, profileOf } from './fleet.js';
-import { profiles } from './profiles.js';
+import { type Fleet, fleetModel, perGpuNeed, type Strategy } from './fleet.js';
 import type { LoadName } from './loads.js';
 import { lowerBoundTtfts } from './lowerBound.js';
 import { SwitchWatch } from './management.js';
@@ -20,6 +18,7 @@ import { placement, startTarget, type Target } from './targets.js';
 import { type Trace, writeTrace } from './trace.js';
 
 export interface CompareOptions {
+  fleet: Fleet;
   traces: ReadonlyMap<LoadName, Trace>;
   strategies: readonly Strategy[];
   speed: number;
@@ -62,13 +61,17 @@ async function runOne(target: Target, load: LoadName, trace: Trace, o: CompareOp
   });
   const switches = await watch.stop(QUIET_TIMEOUT_MS);
   const run = { results: played.results, switches, startedAtMs: played.startedAtMs, speed: o.speed };
-  const summary = summarize(target.strategy, run, (m) => profileOf(m) === profiles['8b']);
+  const need = (model: string) => {
+    const m = fleetModel(o.fleet, model);
+    return perGpuNeed(m) * m.gpus;
+  };
+  const summary = summarize(target.strategy, run, need);
   const durationMs = (trace.generator?.duration_s ?? 0) * 1000;
   writeFileSync(
     join(o.out, `${load}-${target.strategy}.svg`),
     plotSvg({
       title: `${target.strategy}, ${load} load: ${(100 * summary.within[1]!).toFixed(1)}% of requests with a first token within 5 s`,
-      models: FLEET.map((m) => m.name),
+      models: o.fleet.models.map((m) => m.name),
       results: played.results,
       switches,
       startedAtMs: played.startedAtMs,
@@ -112,7 +115,7 @@ export async function compare(o: CompareOptions): Promise<LoadResult[]> {
     results.get(load)!.rows.push(
       lowerBoundSummary(
         trace.requests.map((r) => r.model),
-        lowerBoundTtfts(trace.requests),
+        lowerBoundTtfts(o.fleet, trace.requests),
       ),
     );
   return [...results.values()];

@@ -2,51 +2,49 @@
  * The lower bound a trace is compared against: each request pays its own prefill (and, when it does
  * not stream, its whole answer, since its first token arrives with its last) plus at most one wake
  * of its model — one when its model is not on a GPU as it arrives. What is on the GPUs is an ideal
- * cache: a miss evicts the least recently used models of the GPU that needs the fewest evictions,
- * instantly; no admission window, drain, park, queue or control plane, and nothing waits for
- * another model's switch.
+ * cache: a miss evicts the least recently used models of the GPUs that need the fewest evictions
+ * (a model on several GPUs leaves all of them), instantly; no admission window, drain, park, queue
+ * or control plane, and nothing waits for another model's switch.
  */
-import { GPU_BYTES, GPU_COUNT, profileOf } from './fleet.js';
-import { decodeMs, gpuBytes, prefillMs } from './profiles.js';
+import { cheapestGpus, type Fleet, fleetModel, perGpuNeed } from './fleet.js';
+import { decodeMs, prefillMs, profiles } from './profiles.js';
 import type { TraceRequest } from './trace.js';
 
 interface Resident {
   model: string;
+  /** What it holds on each of its GPUs. */
   bytes: number;
+  gpus: number[];
   lastUsedMs: number;
 }
 
-/** The GPU to put `bytes` on and the models to evict there: fewest evictions, then the lower index. */
-function placeOn(gpus: Resident[][], bytes: number): { gpu: number; evict: Resident[] } {
-  let best: { gpu: number; evict: Resident[] } | undefined;
-  gpus.forEach((held, gpu) => {
-    let free = GPU_BYTES - held.reduce((s, r) => s + r.bytes, 0);
-    const evict: Resident[] = [];
-    for (const r of [...held].sort((a, b) => a.lastUsedMs - b.lastUsedMs)) {
-      if (free >= bytes) break;
-      evict.push(r);
-      free += r.bytes;
-    }
-    if (free >= bytes && (!best || evict.length < best.evict.length)) best = { gpu, evict };
-  });
-  if (!best) throw new Error(`a model of ${bytes} bytes fits on no GPU of ${GPU_BYTES} bytes`);
-  return best;
-}
-
 /** Each request's lowest first-token time, in real ms, in trace order. */
-export function lowerBoundTtfts(requests: readonly TraceRequest[]): number[] {
-  const gpus: Resident[][] = Array.from({ length: GPU_COUNT }, () => []);
+export function lowerBoundTtfts(fleet: Fleet, requests: readonly TraceRequest[]): number[] {
+  let residents: Resident[] = [];
+  const on = (gpu: number) => residents.filter((x) => x.gpus.includes(gpu));
   return requests.map((r) => {
-    const p = profileOf(r.model);
+    const m = fleetModel(fleet, r.model);
+    const p = profiles[m.profile];
     const own = prefillMs(p, r.prompt_tokens) + (r.stream ? 0 : decodeMs(p, r.output_tokens));
-    const hit = gpus.flat().find((x) => x.model === r.model);
+    const hit = residents.find((x) => x.model === r.model);
     if (hit) {
       hit.lastUsedMs = r.at_ms;
       return own;
     }
-    const { gpu, evict } = placeOn(gpus, gpuBytes(p));
-    gpus[gpu] = gpus[gpu]!.filter((x) => !evict.includes(x));
-    gpus[gpu]!.push({ model: r.model, bytes: gpuBytes(p), lastUsedMs: r.at_ms });
+    const gpus = Array.from({ length: fleet.gpuCount }, (_, gpu) => on(gpu));
+    const evictable = gpus.map((held) => [...held].sort((a, b) => a.lastUsedMs - b.lastUsedMs));
+    const used = gpus.map((held) => held.reduce((s, x) => s + x.bytes, 0));
+    const place = cheapestGpus(fleet, m, evictable, used);
+    if (!place) throw new Error(`${m.name} fits on no ${m.gpus} GPUs of ${fleet.gpuBytes} bytes`);
+    const need = perGpuNeed(m);
+    // Evict, per chosen GPU, the least recently used until the model fits there.
+    for (const gpu of place.gpus) {
+      for (const x of [...on(gpu)].sort((a, b) => a.lastUsedMs - b.lastUsedMs)) {
+        if (fleet.gpuBytes - on(gpu).reduce((s, y) => s + y.bytes, 0) >= need) break;
+        residents = residents.filter((y) => y !== x);
+      }
+    }
+    residents.push({ model: m.name, bytes: need, gpus: place.gpus, lastUsedMs: r.at_ms });
     return own + p.wakeHostRamMs;
   });
 }

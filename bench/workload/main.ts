@@ -8,6 +8,8 @@
  *             --token to count its switches), its table row and --svg FILE;
  *   sustain   the replayer's own pace: a no-switch trace at --rate requests/s against a standalone.
  *
+ * --fleet two_cards (the default: six models on two 24 GiB cards) or eight_gpus (seven models with
+ * tensor parallelism 1, 2 and 4 on an 8-GPU box of 80 GiB cards) chooses what is served.
  * It starts its own Temporal dev server unless given --temporal-address, and uses the machine's
  * Postgres for the two-host server, as the tests do.
  */
@@ -18,8 +20,8 @@ import { parseArgs } from 'node:util';
 import { startDevServer } from '../../standalone/temporalDevServer.js';
 import { ensurePostgres, POSTGRES_ADMIN_URL } from '../../test/support/postgres.js';
 import { compare, comparisonReport } from './compare.js';
-import { strategies, type Strategy, variants } from './fleet.js';
-import { DEFAULT_SHAPE, generatorFor, LOAD_RATES, type LoadName, loadNames, type TraceShape } from './loads.js';
+import { type Fleet, fleetNames, fleets, type Strategy, variants } from './fleet.js';
+import { DEFAULT_SHAPE, generatorFor, type LoadName, type LoadRates, loadNames, type TraceShape } from './loads.js';
 import { Management, SwitchWatch } from './management.js';
 import { plotSvg } from './plot.js';
 import { replay } from './replay.js';
@@ -29,6 +31,7 @@ import { sustain } from './sustain.js';
 import { generateTrace, modelCounts, readTrace, type Trace, writeTrace } from './trace.js';
 
 const options = {
+  fleet: { type: 'string' },
   out: { type: 'string' },
   loads: { type: 'string' },
   rates: { type: 'string' },
@@ -86,9 +89,12 @@ function shapeOf(v: Record<string, string | undefined>): TraceShape {
   };
 }
 
-/** `light=0.5,knee=2`: the mean rate of each load named, the others as LOAD_RATES has them. */
-function ratesOf(value: string | undefined): Record<LoadName, number> {
-  const rates = { ...LOAD_RATES };
+const fleetOf = (v: Record<string, string | undefined>): Fleet =>
+  fleets[listOf(v.fleet ?? 'two_cards', fleetNames, 'fleet')[0]!];
+
+/** `light=0.5,knee=2`: the mean rate of each load named, the others as the fleet has them. */
+function ratesOf(value: string | undefined, fleet: Fleet): LoadRates {
+  const rates = { ...fleet.loadRates };
   for (const pair of value?.split(',') ?? []) {
     const [load, rate] = pair.split('=');
     rates[listOf(load, loadNames, 'rates')[0]!] = number(rate, `rates ${load}`, 0);
@@ -104,15 +110,18 @@ async function temporalAddress(given: string | undefined): Promise<{ address: st
 }
 
 async function runCompare(v: Record<string, string | undefined>): Promise<void> {
+  const fleet = fleetOf(v);
   const loads = listOf(v.loads, loadNames, 'loads');
   const shape = shapeOf(v);
-  const rates = ratesOf(v.rates);
+  const rates = ratesOf(v.rates, fleet);
   const traces = new Map<LoadName, Trace>(
-    v.trace ? [[loads[0]!, readTrace(v.trace)]] : loads.map((l) => [l, generateTrace(generatorFor(rates[l], shape))]),
+    v.trace
+      ? [[loads[0]!, readTrace(v.trace)]]
+      : loads.map((l) => [l, generateTrace(generatorFor(fleet, rates[l], shape))]),
   );
   const chosen: Strategy[] = v.strategies
-    ? listOf(v.strategies, [...strategies, ...variants], 'strategies')
-    : [...strategies];
+    ? listOf(v.strategies, fleet.strategies, 'strategies')
+    : fleet.strategies.filter((s) => !variants.includes(s as never));
   const speed = number(v.speed, 'speed', 5);
   console.log(`$ npx tsx bench/workload/main.ts ${process.argv.slice(2).join(' ')}`.trimEnd());
   console.log(`engine and trace played ${speed}× faster than real; every time below is in real seconds`);
@@ -122,6 +131,7 @@ async function runCompare(v: Record<string, string | undefined>): Promise<void> 
     const processStartMs = await simulatorStartMs();
     console.log(`the simulator's own process start: ${processStartMs.toFixed(0)} ms, taken off each cold start`);
     const results = await compare({
+      fleet,
       traces,
       strategies: chosen,
       speed,
@@ -142,7 +152,8 @@ async function runCompare(v: Record<string, string | undefined>): Promise<void> 
 
 function runGenerate(v: Record<string, string | undefined>): void {
   if (!v.out) throw new UsageError('generate needs --out FILE');
-  const trace = generateTrace(generatorFor(number(v.rate, 'rate', LOAD_RATES.knee), shapeOf(v)));
+  const fleet = fleetOf(v);
+  const trace = generateTrace(generatorFor(fleet, number(v.rate, 'rate', fleet.loadRates.knee), shapeOf(v)));
   writeTrace(v.out, trace);
   const counts = [...modelCounts(trace.requests)].map(([m, c]) => `${m} ${c}`).join(', ');
   console.log(`${v.out}: ${trace.requests.length} requests (${counts})`);

@@ -1,7 +1,8 @@
 /**
  * Engine profiles for the simulator, from published measurements of vLLM on discrete cards: how long
  * a cold start, a park (sleep level 1), a wake from host RAM (level 1) and from disk (level 2) take,
- * and how fast the prompt is read and the answer written, for a small model and an 8B-class one.
+ * and how fast the prompt is read and the answer written, for a small model, an 8B-class one, and the
+ * 30B and 235B MoE models of the 8-GPU fleet (the 235B one on four cards).
  * Every figure names where it comes from; README.md ("A workload, not a switch") has the table.
  *
  * The benchmark plays them `speed` times faster (engine and trace alike) so three loads fit in
@@ -79,6 +80,52 @@ export const profiles = {
       decode:
         'johnmusgrave.com, "vLLM throughput-latency sweep on NVIDIA A100": Llama-3.1-8B, A100 40 GB, vLLM 0.23, about 75 tokens/s at concurrency 1',
       memory: 'Qwen3-8B in bf16: 16.4 GB of weights; a 4 GiB KV cache (our choice)',
+    },
+  },
+  '30b': {
+    name: '30B MoE class (Qwen3-Coder-30B-A3B)',
+    measuredOn: 'A100 80 GB, one card',
+    weightsBytes: 57 * GiB,
+    kvBytes: 8 * GiB,
+    coldStartMs: 50_050,
+    parkMs: 2_780,
+    wakeHostRamMs: 2_870,
+    wakeDeepMs: 18_330,
+    prefillTokensPerS: 4_668,
+    decodeTokensPerS: 110,
+    sources: {
+      coldStartMs: `${VLLM_SLEEP_BLOG}, plotly-sleep-mode.js: Qwen3-Coder-30B-A3B (TP=1) load 47.63 s + warm-up 2.42 s`,
+      parkMs: `${VLLM_SLEEP_BLOG}, plotly-sleep-mode.js: the same model's level-1 sleeps, 2.78 s`,
+      wakeHostRamMs: `${VLLM_SLEEP_BLOG}, plotly-switching-comparison.js: level-1 wakes 2.85–2.89 s`,
+      wakeDeepMs:
+        "not published for this model: the level-1 wake plus a reload from disk at the 8B profile's pace (6.53 − 2.19 s for 16 GiB), scaled to 57 GiB (2.87 + 15.46 s)",
+      prefill:
+        "not published for this model: the 8B profile's rate (3B parameters are active, so it is no faster than that)",
+      decode: `${VLLM_SLEEP_BLOG}, plotly-sleep-mode.js: prompts of at most 100 output tokens answered in 0.54–1.0 s after a wake (≈ 110 tokens/s)`,
+      memory: 'Qwen3-Coder-30B-A3B in bf16: 30.5 B parameters, 57 GiB of weights; an 8 GiB KV cache (our choice)',
+    },
+  },
+  '235b': {
+    name: '235B MoE class (Qwen3-235B-A22B, FP8)',
+    measuredOn: 'A100 80 GB ×4 (tensor parallelism 4)',
+    weightsBytes: 219 * GiB,
+    kvBytes: 40 * GiB,
+    coldStartMs: 99_990,
+    parkMs: 5_890,
+    wakeHostRamMs: 5_410,
+    wakeDeepMs: 20_330,
+    prefillTokensPerS: 4_668,
+    decodeTokensPerS: 75,
+    sources: {
+      coldStartMs: `${VLLM_SLEEP_BLOG}, plotly-sleep-mode.js: Qwen3-235B-A22B-Instruct-2507-FP8 (TP=4) load 97.61 s + warm-up 2.38 s`,
+      parkMs: `${VLLM_SLEEP_BLOG}, plotly-sleep-mode.js: the same model's level-1 sleeps, 5.78–6.01 s`,
+      wakeHostRamMs: `${VLLM_SLEEP_BLOG}, plotly-switching-comparison.js: level-1 wakes 5.27–5.66 s`,
+      wakeDeepMs:
+        "not published for this model: the level-1 wake plus a reload from disk at the 8B profile's pace per card (55 GiB a card, the four read at once: 5.41 + 14.92 s)",
+      prefill: "not published for this model: the 8B profile's rate (22B parameters are active, split over four cards)",
+      decode: `${VLLM_SLEEP_BLOG}, plotly-sleep-mode.js: prompts of at most 100 output tokens answered in 0.92–1.8 s after a wake (≈ 75 tokens/s at the slower end)`,
+      memory:
+        'Qwen3-235B-A22B in FP8: 235 B parameters, 219 GiB of weights, 55 GiB on each of four cards; a 40 GiB KV cache (our choice)',
     },
   },
 } as const satisfies Record<string, EngineProfile>;

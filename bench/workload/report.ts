@@ -59,9 +59,10 @@ function perModelShares(models: readonly string[], ttftsMs: readonly (number | n
 
 /**
  * The median of each step of the switches that brought a model up, in real s, and how many woke or
- * started a small model by releasing an 8B-class one (more than it needed: which idle model to park).
+ * started a model by releasing a larger one (more than it needed: which idle model to park);
+ * `needOf` is a model's GPU bytes.
  */
-export function switchAnatomy(run: SwitchedRun, isLarge: (model: string) => boolean) {
+export function switchAnatomy(run: SwitchedRun, needOf: (model: string) => number) {
   const { switches, speed } = run;
   const up = switches.filter(broughtUp);
   if (up.length === 0) return 'no switches';
@@ -75,13 +76,13 @@ export function switchAnatomy(run: SwitchedRun, isLarge: (model: string) => bool
       speed) /
     1000;
   const parts = [...steps].map(([phase, ms]) => `${phase} ${median(ms).toFixed(2)} s (×${ms.length})`);
-  const overReach = up.filter((s) => !isLarge(s.target!.name) && s.victims.some((v) => isLarge(v.name))).length;
+  const overReach = up.filter((s) => s.victims.some((v) => needOf(v.name) > needOf(s.target!.name))).length;
   const deep = up.flatMap((s) => s.phases).filter((p) => p.phase === 'wake' && p.park_tier === 'deep').length;
   const waits = waitsBeforeSwitch(run).sort((a, b) => a - b);
   const waited = waits.length
     ? `its oldest request had waited ${(percentile(waits, 50) / 1000).toFixed(2)} s (p90 ${(percentile(waits, 90) / 1000).toFixed(2)} s) when it began`
     : 'none waited';
-  return `${up.length} switches, median step: ${parts.join(', ')}; ${waited}; ${overReach} brought a small model up by releasing an 8B one; ${deep} deep wakes`;
+  return `${up.length} switches, median step: ${parts.join(', ')}; ${waited}; ${overReach} brought a model up by releasing a larger one; ${deep} deep wakes`;
 }
 
 /** A run's requests and switches, with what places the switches on the trace's clock. */
@@ -131,11 +132,7 @@ export function loadAverage(): string {
   }
 }
 
-export function summarize(
-  label: string,
-  run: SwitchedRun,
-  isLarge: (model: string) => boolean = () => false,
-): RunSummary {
+export function summarize(label: string, run: SwitchedRun, needOf: (model: string) => number = () => 0): RunSummary {
   const { results, switches, speed } = run;
   const errors = new Map<string, number>();
   for (const r of results) {
@@ -164,7 +161,7 @@ export function summarize(
       results.map((r) => r.model),
       ok,
     ),
-    anatomy: switchAnatomy(run, isLarge),
+    anatomy: switchAnatomy(run, needOf),
   };
 }
 

@@ -8,17 +8,18 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { watchCpu } from '../cpuSteal.js';
-import { deploymentDocument, FLEET } from './fleet.js';
+import { deploymentDocument, fleets } from './fleet.js';
 import { replay } from './replay.js';
 import { loadAverage, percentile, summarize, table } from './report.js';
 import { startStandalone } from './targets.js';
 import { generateTrace } from './trace.js';
 
 export async function sustain(temporalAddress: string, rate: number, durationS: number): Promise<string> {
-  const model = FLEET.find((m) => m.profile === 'small')!;
+  const fleet = fleets.two_cards;
+  const model = fleet.models.find((m) => m.profile === 'small')!;
   const dir = mkdtempSync(join(tmpdir(), 'capyctl-workload-sustain-'));
   const pace = { speed: 1, processStartMs: 0 };
-  const target = await startStandalone('capyctl', { temporalAddress, postgresAdminUrl: '', dir, ...pace });
+  const target = await startStandalone('capyctl', { fleet, temporalAddress, postgresAdminUrl: '', dir, ...pace });
   try {
     await target.management.deploy(deploymentDocument(model, 'capyctl', pace));
     await target.management.command(model.name, 'start', 120_000);

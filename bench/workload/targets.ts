@@ -17,17 +17,7 @@ import { join } from 'node:path';
 import YAML from 'yaml';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from '../../test/support/cluster.js';
 import { startStandaloneProcess } from '../../test/support/standalone.js';
-import {
-  deploymentDocument,
-  FLEET,
-  fixedAssignment,
-  GPU_BYTES,
-  GPU_COUNT,
-  HOST_RAM_BYTES,
-  LOW_HOST_RAM_BYTES,
-  scaledSettings,
-  type Strategy,
-} from './fleet.js';
+import { deploymentDocument, type Fleet, fixedAssignment, scaledSettings, type Strategy } from './fleet.js';
 import { Management } from './management.js';
 
 export interface Target {
@@ -38,6 +28,7 @@ export interface Target {
 }
 
 export interface TargetOptions {
+  fleet: Fleet;
   temporalAddress: string;
   postgresAdminUrl: string;
   /** A folder of its own for this target's data. */
@@ -51,7 +42,7 @@ const GiB = 2 ** 30;
 /** A command waits at most this long for memory (a switch under way), in bench time. */
 const COMMAND_TIMEOUT_MS = 120_000;
 
-/** A standalone on the fleet's two cards, nothing deployed yet. */
+/** A standalone on the fleet's cards, nothing deployed yet. */
 export async function startStandalone(strategy: Strategy, o: TargetOptions): Promise<Target> {
   const { admissionWindow, drainTimeout } = scaledSettings(o.speed);
   const file = join(o.dir, 'standalone.yaml');
@@ -61,8 +52,8 @@ export async function startStandalone(strategy: Strategy, o: TargetOptions): Pro
       examples: false,
       server: { switching: { drain_timeout: drainTimeout } },
       host: {
-        gpus: Array.from({ length: GPU_COUNT }, () => ({ memory: `${GPU_BYTES / GiB}GiB` })),
-        host_ram: `${(strategy === 'low_host_ram' ? LOW_HOST_RAM_BYTES : HOST_RAM_BYTES) / GiB}GiB`,
+        gpus: Array.from({ length: o.fleet.gpuCount }, () => ({ memory: `${o.fleet.gpuBytes / GiB}GiB` })),
+        host_ram: `${(strategy === 'low_host_ram' ? o.fleet.lowHostRamBytes : o.fleet.hostRamBytes) / GiB}GiB`,
         resource_policy: { queue: { admission_window: admissionWindow } },
       },
     }),
@@ -84,8 +75,8 @@ export async function startStandalone(strategy: Strategy, o: TargetOptions): Pro
 async function twoHosts(o: TargetOptions): Promise<Target> {
   const { admissionWindow, drainTimeout } = scaledSettings(o.speed);
   const host = {
-    gpuMemory: `${GPU_BYTES / GiB}GiB`,
-    hostRam: `${HOST_RAM_BYTES / GiB}GiB`,
+    gpuMemory: `${o.fleet.gpuBytes / GiB}GiB`,
+    hostRam: `${o.fleet.hostRamBytes / GiB}GiB`,
     yaml: `resource_policy: { queue: { admission_window: ${admissionWindow} } }`,
   };
   const cluster = await Cluster.start({
@@ -108,15 +99,16 @@ async function twoHosts(o: TargetOptions): Promise<Target> {
 const BY_POPULARITY = ['m5-8b', 'm6-small', 'm1-8b', 'm2-small', 'm3-8b', 'm4-small'];
 
 /** Brings the fleet to where the strategy starts its traffic from. */
-async function warmUp(target: Target): Promise<void> {
+async function warmUp(target: Target, fleet: Fleet): Promise<void> {
   const m = target.management;
   if (target.strategy === 'preinitialized') {
-    for (const f of FLEET) await m.command(f.name, 'preinitialize', COMMAND_TIMEOUT_MS);
+    for (const f of fleet.models) await m.command(f.name, 'preinitialize', COMMAND_TIMEOUT_MS);
     return;
   }
-  const kept = new Set(fixedAssignment().flat());
+  const kept = new Set(fixedAssignment(fleet).flat());
   const parks = target.strategy !== 'fixed' && target.strategy !== 'restart_only';
-  const models = FLEET.map((f) => f.name)
+  const models = fleet.models
+    .map((f) => f.name)
     .filter((name) => parks || kept.has(name))
     .reverse();
   for (const name of target.strategy === 'gpu_by_popularity' ? BY_POPULARITY : models) {
@@ -134,10 +126,12 @@ export async function placement(m: Management): Promise<string> {
 }
 
 export async function startTarget(strategy: Strategy, o: TargetOptions): Promise<Target> {
+  if (!o.fleet.strategies.includes(strategy))
+    throw new Error(`${strategy} is not run on the ${o.fleet.name} fleet (${o.fleet.strategies.join(', ')})`);
   const target = strategy === 'two_hosts' ? await twoHosts(o) : await startStandalone(strategy, o);
   try {
-    for (const model of FLEET) await target.management.deploy(deploymentDocument(model, strategy, o));
-    await warmUp(target);
+    for (const model of o.fleet.models) await target.management.deploy(deploymentDocument(model, strategy, o));
+    await warmUp(target, o.fleet);
     return target;
   } catch (e) {
     await target.close();
