@@ -43,7 +43,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'in process',
-          include: ['test/**/*.test.ts'],
+          include: ['test/**/*.test.ts', 'bench/**/*.test.ts'],
           exclude: [...WHOLE_PROCESSES, ...REAL_TEMPORAL],
           sequence: { groupOrder: 0 },
         },

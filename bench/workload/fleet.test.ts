@@ -4,9 +4,9 @@
  * two and four cards.
  */
 import { describe, expect, it } from 'vitest';
-import { deploymentDocument, fixedAssignment, fleets } from '../bench/workload/fleet.js';
-import { lowerBoundTtfts } from '../bench/workload/lowerBound.js';
-import { prefillMs, profiles } from '../bench/workload/profiles.js';
+import { deploymentDocument, fixedAssignment, fleets } from './fleet.js';
+import { lowerBoundTtfts } from './lowerBound.js';
+import { prefillMs, profiles } from './profiles.js';
 
 const ask = (at_ms: number, model: string) => ({ at_ms, model, prompt_tokens: 512, output_tokens: 64, stream: true });
 
