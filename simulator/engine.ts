@@ -50,7 +50,8 @@ export interface SimState {
   parked_level: 1 | 2 | null;
   parked_tier: ParkTier | null;
   paused: boolean;
-  gpu_index: number | null;
+  /** The devices its ranks hold, one a rank; null without a simulated GPU. */
+  gpu_indexes: number[] | null;
   gpu_bytes: number;
   host_ram_bytes: number;
   running: number;
@@ -74,6 +75,10 @@ function startSizing(config: SimConfig): StartSizing {
 export class SimEngine {
   state: EngineState = 'loading';
   readonly memory: EngineMemory;
+  /** One a device: the product of the parallelism options the engine was given. */
+  private readonly ranks: number;
+  /** The devices CUDA_VISIBLE_DEVICES shows it; undefined without a simulated GPU. */
+  private readonly visibleDevices: number | undefined;
   readonly slots: Slots;
   readonly violations: string[] = [];
   readonly faults: Faults = {
@@ -104,10 +109,12 @@ export class SimEngine {
     readonly config: SimConfig,
     placement: GpuPlacement | undefined,
   ) {
+    this.ranks = config.parallelSizes.reduce((a, b) => a * b, 1);
+    this.visibleDevices = placement?.indexes.length;
     this.memory = new EngineMemory(
-      config.weightsBytes,
-      config.kvBytes,
-      placement,
+      config,
+      placement && { dir: placement.dir, indexes: placement.indexes.slice(0, this.ranks) },
+      this.ranks,
       `${config.dialect} ${config.model}`,
       startSizing(config),
     );
@@ -141,7 +148,14 @@ export class SimEngine {
   }
 
   /** The start's first step: takes weights and KV cache, or says why not in the engine's words (the caller exits). */
-  allocate(): Promise<StartOutcome> {
+  async allocate(): Promise<StartOutcome> {
+    if (this.visibleDevices !== undefined && this.visibleDevices < this.ranks) {
+      const line = engineContracts[this.config.dialect].tooFewDevicesLine(
+        this.config.parallelSizes,
+        this.visibleDevices,
+      );
+      return { ok: false, line };
+    }
     return this.memory.load();
   }
 
@@ -219,7 +233,7 @@ export class SimEngine {
       parked_level: this.parkedLevel,
       parked_tier: this.parkedTier,
       paused: this.paused,
-      gpu_index: this.memory.placement?.index ?? null,
+      gpu_indexes: this.memory.placement?.indexes ?? null,
       gpu_bytes: this.memory.gpuBytes,
       host_ram_bytes: this.memory.hostRamBytes,
       running: this.slots.running,

@@ -139,6 +139,14 @@ export interface ApiReply<T = any> {
 export const gpuUsed = async (host: ClusterHost): Promise<number> =>
   (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).usedBytes;
 
+/** Who holds each of the host's first `count` simulated cards: the engines' labels ("vllm sim/m1"). */
+export const gpuHolders = (host: ClusterHost, count: number): Promise<string[][]> =>
+  Promise.all(
+    Array.from({ length: count }, async (_, index) =>
+      (await gpuUsage(join(host.dataDir, 'sim-gpus'), index)).owners.map((o) => o.label),
+    ),
+  );
+
 export class Cluster {
   server!: CapyProcess;
   managementUrl = '';
