@@ -67,6 +67,8 @@ export interface Instance {
   observedState: InstanceState;
   parkTier: ParkTier | null;
   gpuBytes: number;
+  /** The GPUs it holds `gpuBytes` on, split evenly; empty when it holds none or was written before this was known. */
+  gpuIndexes: number[];
   hostRamBytes: number;
   updatedAt: Date;
 }
