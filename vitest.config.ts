@@ -21,6 +21,7 @@ const WHOLE_PROCESSES = [
   'test/faults.e2e.test.ts',
   'test/statusPage.e2e.test.ts',
   'test/workload.e2e.test.ts',
+  'test/multiGpu.e2e.test.ts',
 ];
 
 /**

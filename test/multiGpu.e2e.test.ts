@@ -12,9 +12,9 @@ import { simDeployment } from './support/lifecycle.js';
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
 const SINGLES = ['s1', 's2', 's3', 's4', 's5', 's6', 's7', 's8'];
-/** 16 GiB of weights and 4 GiB of KV cache over `gpus` cards. */
+/** 5 GiB on each of `gpus` cards, as a single model holds on one. */
 const parallel = (name: string, flag: string, gpus: number) =>
-  simDeployment(name, 'vllm', ['--sim-weights', '16GiB', '--sim-kv', '4GiB', flag, String(gpus)]);
+  simDeployment(name, 'vllm', ['--sim-weights', `${4 * gpus}GiB`, '--sim-kv', `${gpus}GiB`, flag, String(gpus)]);
 
 describe('models on several GPUs of a host', () => {
   let cluster: Cluster;
@@ -53,7 +53,7 @@ describe('models on several GPUs of a host', () => {
 
   it('a TP=4 model parks four of them to start on their four cards; one of them wakes back by parking it whole, and so do the rest; then it wakes on its own four cards', async () => {
     const started = await cluster.capyctl(['start', 'deployment', 'tp4', '--evict', '--wait']);
-    expect(started.stderr).toBe('');
+    expect(started.code, started.stderr).toBe(0);
     const victims = [...started.stdout.matchAll(/^victim: (s\d) \(deployment [^,]+, instance 0, GPU (\d)\) released: parked \(host RAM\)$/gm)];
     expect(started.stdout).toMatch(new RegExp(`^tp4: ready\\nswitch_id: ${UUID} .*\\n(victim: .*\\n){4}$`));
     expect(victims).toHaveLength(4);
@@ -84,7 +84,8 @@ describe('models on several GPUs of a host', () => {
   }, 240_000);
 
   it('a TP=2 model goes to the host with two cards for it, not to the one with more free memory on one card; more GPUs than any host has is refused at deploy', async () => {
-    expect((await cluster.chat('tp2')).status).toBe(200);
+    const reply = await cluster.chat('tp2');
+    expect(reply.status, JSON.stringify(reply.body)).toBe(200);
     expect((await cluster.status('tp2')).hosts).toEqual([eight.hostId]);
     expect(cardsOf(await cards(), 'tp2')).toHaveLength(2);
     expect(await gpuHolders(one, 1)).toEqual([[]]);

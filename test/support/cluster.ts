@@ -139,11 +139,13 @@ export interface ApiReply<T = any> {
 export const gpuUsed = async (host: ClusterHost): Promise<number> =>
   (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).usedBytes;
 
-/** Who holds each of the host's first `count` simulated cards: the engines' labels ("vllm sim/m1"). */
+/** Who holds memory on each of the host's first `count` simulated cards: the engines' labels ("vllm sim/m1"). */
 export const gpuHolders = (host: ClusterHost, count: number): Promise<string[][]> =>
   Promise.all(
     Array.from({ length: count }, async (_, index) =>
-      (await gpuUsage(join(host.dataDir, 'sim-gpus'), index)).owners.map((o) => o.label),
+      (await gpuUsage(join(host.dataDir, 'sim-gpus'), index)).owners
+        .filter((o) => o.gpuBytes > 0)
+        .map((o) => o.label),
     ),
   );
 
