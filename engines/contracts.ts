@@ -67,13 +67,6 @@ export interface MemoryBoundContract {
   noRoomLine: string;
 }
 
-/** One option whose value multiplies the GPUs of an instance. */
-export interface ParallelismFactor {
-  options: readonly string[];
-  /** A flag that makes this factor share the others' GPUs instead (SGLang's DP attention). */
-  notWith?: string;
-}
-
 export interface EngineContract<Route extends string = string> {
   /** How messages name the engine. */
   label: string;
@@ -92,12 +85,9 @@ export interface EngineContract<Route extends string = string> {
   memoryBound: MemoryBoundContract | null;
   /**
    * The options whose values multiply into the GPUs one instance runs on (parallelism.ts), each with
-   * its spellings (CONTRACTS.md, "Parallelism"), and the flag under which a factor does not multiply;
-   * empty for an engine that runs on one GPU.
+   * its spellings; empty for an engine that runs on one GPU.
    */
-  parallelism: ReadonlyArray<ParallelismFactor>;
-  /** What the engine dies with when it sees fewer devices than its ranks (`sizes` in `parallelism`'s order). */
-  tooFewDevicesLine: (sizes: readonly number[], devices: number) => string;
+  parallelism: ReadonlyArray<{ options: readonly string[] }>;
   routes: Record<Route, RouteContract>;
   /** The requests of a park and a wake at each tier the engine parks at, in order. */
   park: Partial<Record<ParkTier, Step[]>>;
@@ -164,19 +154,7 @@ const vllm: EngineContract<keyof typeof vllmRoutes> = {
   missingRouteHint: 'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
   alwaysFlags: [],
   maxRunning: { option: '--max-num-seqs', engineDefault: 256 },
-  parallelism: [
-    { options: ['--tensor-parallel-size', '-tp'] },
-    { options: ['--pipeline-parallel-size', '-pp'] },
-    { options: ['--data-parallel-size', '-dp'] },
-  ],
-  // The multiprocessing executor's check (v1/executor/multiproc_executor.py), as its assertion prints.
-  tooFewDevicesLine: (sizes, devices) => {
-    const [tp = 1] = sizes;
-    const world = sizes.reduce((a, b) => a * b, 1);
-    return tp > devices
-      ? `AssertionError: please set tensor_parallel_size (${tp}) to less than max local gpu count (${devices})`
-      : `AssertionError: please ensure that world_size (${world}) is less than than max local gpu count (${devices})`;
-  },
+  parallelism: [{ options: ['--tensor-parallel-size'] }, { options: ['--pipeline-parallel-size'] }],
   memoryBound: {
     option: '--gpu-memory-utilization',
     rule: 'share_of_total',
@@ -297,14 +275,7 @@ const sglang: EngineContract<keyof typeof sglangRoutes> = {
   // Metrics are off by default, and without them the host has no load to report.
   alwaysFlags: ['--enable-metrics'],
   maxRunning: { option: '--max-running-requests', engineDefault: 'computed' },
-  parallelism: [
-    // `--tp`, `--pp` and `--dp` are argparse's abbreviations of the `-size` spellings, which SGLang's docs use.
-    { options: ['--tensor-parallel-size', '--tp-size', '--tp'] },
-    { options: ['--pipeline-parallel-size', '--pp-size', '--pp'] },
-    { options: ['--data-parallel-size', '--dp-size', '--dp'], notWith: '--enable-dp-attention' },
-  ],
-  // A rank's torch.cuda.set_device(base_gpu_id + rank) on a device that is not there.
-  tooFewDevicesLine: () => 'RuntimeError: CUDA error: invalid device ordinal',
+  parallelism: [{ options: ['--tp-size'] }],
   memoryBound: {
     option: '--mem-fraction-static',
     rule: 'static_share_of_total',
@@ -330,7 +301,6 @@ const tensorfold: EngineContract<'health' | 'version'> = {
   alwaysFlags: [],
   maxRunning: { option: '--max-running', engineDefault: 8 },
   parallelism: [],
-  tooFewDevicesLine: () => 'RuntimeError: CUDA error: invalid device ordinal',
   memoryBound: null,
   routes: {
     health: { method: 'GET', path: '/health', answer: empty },

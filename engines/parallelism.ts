@@ -6,33 +6,14 @@
  */
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { engineContracts } from './contracts.js';
-import { findCount, findOption } from './launchOptions.js';
-import type { EngineName } from '../domain/vocabulary.js';
+import { findCount } from './launchOptions.js';
 
 /** The GPUs one instance takes: the product of the engine's parallelism options, 1 when none is given. */
 export function gpusPerInstance(spec: Pick<DeploymentSpec, 'engine' | 'extra_args'>): number {
-  return parallelSizes(spec.engine, spec.extra_args).reduce((gpus, size) => gpus * size, 1);
-}
-
-/**
- * Each of the engine's parallelism factors as `args` set it, in the contract's order: 1 where none
- * is given, or where a flag makes the factor share the others' GPUs. Several spellings of one
- * option name one destination to argparse, so the last one written wins.
- */
-export function parallelSizes(engine: EngineName, args: readonly string[]): number[] {
-  return engineContracts[engine].parallelism.map((factor) => {
-    if (factor.notWith !== undefined && findOption(args, factor.notWith) !== undefined) return 1;
-    return lastCount(args, factor.options) ?? 1;
-  });
-}
-
-/** The value of whichever of `spellings` comes last in `args`. */
-function lastCount(args: readonly string[], spellings: readonly string[]): number | undefined {
-  for (let i = args.length - 1; i >= 0; i--) {
-    const option = spellings.find((s) => findOption([args[i]!], s) !== undefined);
-    if (option !== undefined) return findCount(args.slice(i), option);
-  }
-  return undefined;
+  return engineContracts[spec.engine].parallelism.reduce((gpus, factor) => {
+    const counts = factor.options.map((option) => findCount(spec.extra_args, option));
+    return gpus * (counts.find((c) => c !== undefined) ?? 1);
+  }, 1);
 }
 
 /** What an instance on `gpus` GPUs holds on each: its bytes split evenly, rounded up so the parts never hold less than the whole. */

@@ -7,7 +7,6 @@
  * from its `--sim-weights` and `--sim-kv` (activities/checkpoint.ts).
  */
 import { engineContracts } from './contracts.js';
-import { parallelSizes } from './parallelism.js';
 import { parseBytes, parseDuration } from '../settings/units.js';
 
 export const dialectNames = ['vllm', 'sglang', 'tensorfold'] as const;
@@ -57,8 +56,6 @@ export interface SimConfig {
   enableWeightsCpuBackup: boolean;
   enableMetrics: boolean;
   speculativeAlgorithm: string | undefined;
-  /** The parallelism options' sizes, in the contract's order (engines/parallelism.ts): one rank a GPU. */
-  parallelSizes: number[];
 }
 
 export class SimArgsError extends Error {
@@ -281,6 +278,5 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
     enableWeightsCpuBackup: values.has('enable-weights-cpu-backup'),
     enableMetrics: values.has('enable-metrics'),
     speculativeAlgorithm: text(values, 'speculative-algorithm'),
-    parallelSizes: parallelSizes(name, rest),
   };
 }

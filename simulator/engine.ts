@@ -50,8 +50,7 @@ export interface SimState {
   parked_level: 1 | 2 | null;
   parked_tier: ParkTier | null;
   paused: boolean;
-  /** The devices its ranks hold, one a rank; null without a simulated GPU. */
-  gpu_indexes: number[] | null;
+  gpu_index: number | null;
   gpu_bytes: number;
   host_ram_bytes: number;
   running: number;
@@ -75,10 +74,6 @@ function startSizing(config: SimConfig): StartSizing {
 export class SimEngine {
   state: EngineState = 'loading';
   readonly memory: EngineMemory;
-  /** One a device: the product of the parallelism options the engine was given. */
-  private readonly ranks: number;
-  /** The devices CUDA_VISIBLE_DEVICES shows it; undefined without a simulated GPU. */
-  private readonly visibleDevices: number | undefined;
   readonly slots: Slots;
   readonly violations: string[] = [];
   readonly faults: Faults = {
@@ -109,12 +104,10 @@ export class SimEngine {
     readonly config: SimConfig,
     placement: GpuPlacement | undefined,
   ) {
-    this.ranks = config.parallelSizes.reduce((a, b) => a * b, 1);
-    this.visibleDevices = placement?.indexes.length;
     this.memory = new EngineMemory(
-      config,
-      placement && { dir: placement.dir, indexes: placement.indexes.slice(0, this.ranks) },
-      this.ranks,
+      config.weightsBytes,
+      config.kvBytes,
+      placement,
       `${config.dialect} ${config.model}`,
       startSizing(config),
     );
@@ -148,14 +141,7 @@ export class SimEngine {
   }
 
   /** The start's first step: takes weights and KV cache, or says why not in the engine's words (the caller exits). */
-  async allocate(): Promise<StartOutcome> {
-    if (this.visibleDevices !== undefined && this.visibleDevices < this.ranks) {
-      const line = engineContracts[this.config.dialect].tooFewDevicesLine(
-        this.config.parallelSizes,
-        this.visibleDevices,
-      );
-      return { ok: false, line };
-    }
+  allocate(): Promise<StartOutcome> {
     return this.memory.load();
   }
 
@@ -233,7 +219,7 @@ export class SimEngine {
       parked_level: this.parkedLevel,
       parked_tier: this.parkedTier,
       paused: this.paused,
-      gpu_indexes: this.memory.placement?.indexes ?? null,
+      gpu_index: this.memory.placement?.index ?? null,
       gpu_bytes: this.memory.gpuBytes,
       host_ram_bytes: this.memory.hostRamBytes,
       running: this.slots.running,

@@ -16,10 +16,9 @@ export interface MemoryParts {
   kv: boolean;
 }
 
-/** The simulated devices the engine sees, in CUDA_VISIBLE_DEVICES order. */
 export interface GpuPlacement {
   dir: string;
-  indexes: number[];
+  index: number;
 }
 
 /**
@@ -31,55 +30,18 @@ export type StartSizing = { rule: MemoryBoundContract['rule']; share: number } |
 /** The start's outcome: the line an engine that cannot start dies with. */
 export type StartOutcome = { ok: true } | { ok: false; line: string };
 
-/** Reads the devices from the environment, as a real engine reads CUDA_VISIBLE_DEVICES. */
+/** Reads the device from the environment, as a real engine reads CUDA_VISIBLE_DEVICES. */
 export function gpuPlacementFromEnv(env: NodeJS.ProcessEnv): GpuPlacement | undefined {
   const dir = env.CAPYCTL_SIM_GPU_DIR;
   if (!dir) return undefined;
-  const indexes = (env.CUDA_VISIBLE_DEVICES ?? '0').split(',').map((d) => Number(d.trim()));
-  if (indexes.some((index) => !Number.isInteger(index) || index < 0))
-    throw new SimArgsError(`CUDA_VISIBLE_DEVICES=${env.CUDA_VISIBLE_DEVICES}: expected device indexes`);
-  return { dir, indexes };
+  // An engine uses the first visible device; tensor parallelism is not simulated.
+  const first = (env.CUDA_VISIBLE_DEVICES ?? '0').split(',')[0]!.trim();
+  const index = Number(first);
+  if (!Number.isInteger(index) || index < 0)
+    throw new SimArgsError(`CUDA_VISIBLE_DEVICES=${env.CUDA_VISIBLE_DEVICES}: expected a device index`);
+  return { dir, index };
 }
 
-/**
- * One engine's ranks, one on each device it uses: every change is made on each, an allocation on
- * all of them or on none, as a tensor-parallel engine's ranks each allocate their share and the
- * engine dies when one cannot.
- */
-class RankHoldings {
-  constructor(private readonly ranks: GpuHolding[]) {}
-
-  async allocate(want: number | Sizing): Promise<Allocation & { bytes?: number; refusal?: string }> {
-    const taken: { rank: GpuHolding; bytes: number }[] = [];
-    for (const rank of this.ranks) {
-      const allocation = await rank.allocate(want);
-      if (!allocation.ok) {
-        for (const t of taken) await t.rank.release(t.bytes);
-        return allocation;
-      }
-      taken.push({ rank, bytes: allocation.bytes! });
-    }
-    // The engine sizes its KV cache by the rank with the least room.
-    return { ok: true, bytes: Math.min(...taken.map((t) => t.bytes)) };
-  }
-
-  async release(bytes: number): Promise<void> {
-    await Promise.all(this.ranks.map((r) => r.release(bytes)));
-  }
-
-  async setHostRam(bytes: number): Promise<void> {
-    await Promise.all(this.ranks.map((r) => r.setHostRam(bytes)));
-  }
-
-  dropSync(): void {
-    for (const r of this.ranks) r.dropSync();
-  }
-}
-
-/**
- * One rank's memory, which every rank of the engine mirrors on its own device: the bytes here are a
- * rank's share of the model; `gpuBytes` and `hostRamBytes` are the whole engine's.
- */
 export class EngineMemory {
   weights: WeightsPlace = 'dropped';
   kvOnGpu = false;
@@ -89,31 +51,25 @@ export class EngineMemory {
    * without a CPU backup).
    */
   weightsGarbage = false;
-  private readonly holding: RankHoldings | undefined;
-  /** A rank's share of the weights and, until a bounded engine sizes its own, of the declared KV cache. */
-  readonly weightsBytes: number;
-  kvBytes: number;
+  private readonly holding: GpuHolding | undefined;
 
   constructor(
-    model: { weightsBytes: number; kvBytes: number },
-    /** The devices the ranks run on: the first of those the engine sees, one a rank. */
-    readonly placement: { dir: string; indexes: number[] } | undefined,
-    private readonly ranks: number,
+    readonly weightsBytes: number,
+    /** The declared KV cache; a bounded engine on a simulated GPU sizes its own at start. */
+    public kvBytes: number,
+    readonly placement: GpuPlacement | undefined,
     label: string,
     private readonly sizing: StartSizing = { rule: 'declared' },
   ) {
-    this.weightsBytes = Math.ceil(model.weightsBytes / ranks);
-    this.kvBytes = Math.ceil(model.kvBytes / ranks);
-    this.holding =
-      placement && new RankHoldings(placement.indexes.map((index) => new GpuHolding(placement.dir, index, label)));
+    this.holding = placement && new GpuHolding(placement.dir, placement.index, label);
   }
 
   get gpuBytes(): number {
-    return this.ranks * ((this.weights === 'gpu' ? this.weightsBytes : 0) + (this.kvOnGpu ? this.kvBytes : 0));
+    return (this.weights === 'gpu' ? this.weightsBytes : 0) + (this.kvOnGpu ? this.kvBytes : 0);
   }
 
   get hostRamBytes(): number {
-    return this.ranks * (this.weights === 'host' ? this.weightsBytes : 0);
+    return this.weights === 'host' ? this.weightsBytes : 0;
   }
 
   get resident(): boolean {
@@ -239,7 +195,7 @@ export class EngineMemory {
   /** PyTorch's wording, so logs and error bodies read like the real thing. */
   outOfMemoryMessage(triedBytes: number, refusal: Extract<Allocation, { ok: false }>): string {
     return (
-      `CUDA out of memory. Tried to allocate ${gibibytes(triedBytes)} GiB. GPU ${this.placement?.indexes[0] ?? 0} has a ` +
+      `CUDA out of memory. Tried to allocate ${gibibytes(triedBytes)} GiB. GPU ${this.placement?.index ?? 0} has a ` +
       `total capacity of ` +
       `${gibibytes(refusal.capacityBytes)} GiB of which ${gibibytes(refusal.freeBytes)} GiB is free.`
     );

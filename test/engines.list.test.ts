@@ -8,10 +8,10 @@ describe('capyctl engine list', () => {
       code: 0,
       stderr: '',
       stdout:
-        'NAME         DEEP PARK   HOST RAM PARK   DEFAULT MAX RUNNING   MAX RUNNING OPTION       MEMORY BOUND OPTION        GPUS: THE PRODUCT OF\n' +
-        'vllm         enabled     enabled         32                    --max-num-seqs           --gpu-memory-utilization   --tensor-parallel-size × --pipeline-parallel-size × --data-parallel-size\n' +
-        'sglang       enabled     enabled         chosen by engine      --max-running-requests   --mem-fraction-static      --tensor-parallel-size × --pipeline-parallel-size × --data-parallel-size\n' +
-        'tensorfold   disabled    disabled        8                     --max-running            none                       none\n',
+        'NAME         DEEP PARK   HOST RAM PARK   DEFAULT MAX RUNNING   MAX RUNNING OPTION       MEMORY BOUND OPTION\n' +
+        'vllm         enabled     enabled         32                    --max-num-seqs           --gpu-memory-utilization\n' +
+        'sglang       enabled     enabled         chosen by engine      --max-running-requests   --mem-fraction-static\n' +
+        'tensorfold   disabled    disabled        8                     --max-running            none\n',
     });
   });
 
@@ -26,11 +26,6 @@ describe('capyctl engine list', () => {
         default_max_running: 32,
         max_running_option: '--max-num-seqs',
         memory_bound_option: '--gpu-memory-utilization',
-        parallelism_options: [
-          ['--tensor-parallel-size', '-tp'],
-          ['--pipeline-parallel-size', '-pp'],
-          ['--data-parallel-size', '-dp'],
-        ],
       },
       {
         name: 'sglang',
@@ -39,11 +34,6 @@ describe('capyctl engine list', () => {
         default_max_running: null,
         max_running_option: '--max-running-requests',
         memory_bound_option: '--mem-fraction-static',
-        parallelism_options: [
-          ['--tensor-parallel-size', '--tp-size', '--tp'],
-          ['--pipeline-parallel-size', '--pp-size', '--pp'],
-          ['--data-parallel-size', '--dp-size', '--dp'],
-        ],
       },
       {
         name: 'tensorfold',
@@ -52,7 +42,6 @@ describe('capyctl engine list', () => {
         default_max_running: 8,
         max_running_option: '--max-running',
         memory_bound_option: null,
-        parallelism_options: [],
       },
     ]);
   });

@@ -26,8 +26,6 @@ function engineRow(name: (typeof engineNames.options)[number]) {
     max_running_option: engineContracts[name].maxRunning.option,
     /** The option CapyCTL bounds the engine's GPU memory with; null when the engine has none. */
     memory_bound_option: engineContracts[name].memoryBound?.option ?? null,
-    /** The options whose values multiply into the GPUs an instance runs on, each with its spellings; empty: one GPU. */
-    parallelism_options: engineContracts[name].parallelism.map((f) => [...f.options]),
   };
 }
 
@@ -50,19 +48,10 @@ export const engineList: Command = {
       e.default_max_running === null ? 'chosen by engine' : String(e.default_max_running),
       e.max_running_option,
       e.memory_bound_option ?? 'none',
-      e.parallelism_options.length === 0 ? 'none' : e.parallelism_options.map((spellings) => spellings[0]).join(' × '),
     ]);
     process.stdout.write(
       table(
-        [
-          'NAME',
-          'DEEP PARK',
-          'HOST RAM PARK',
-          'DEFAULT MAX RUNNING',
-          'MAX RUNNING OPTION',
-          'MEMORY BOUND OPTION',
-          'GPUS: THE PRODUCT OF',
-        ],
+        ['NAME', 'DEEP PARK', 'HOST RAM PARK', 'DEFAULT MAX RUNNING', 'MAX RUNNING OPTION', 'MEMORY BOUND OPTION'],
         rows,
       ),
     );

@@ -20,8 +20,7 @@ export interface SimulatorOptions {
   /** Added to this process's environment. */
   env?: Record<string, string>;
   /** The simulated GPU: sets CAPYCTL_SIM_GPU_DIR and CUDA_VISIBLE_DEVICES. */
-  /** The simulated devices it sees: one, or several for a tensor-parallel engine. */
-  gpu?: { dir: string; index: number | readonly number[] };
+  gpu?: { dir: string; index: number };
   /** Await `GET /health` 200 (default), or return as soon as the process is spawned. */
   waitReady?: boolean;
   readyTimeoutMs?: number;
@@ -58,7 +57,7 @@ export async function startSimulator(
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   if (options.gpu) {
     env.CAPYCTL_SIM_GPU_DIR = options.gpu.dir;
-    env.CUDA_VISIBLE_DEVICES = [options.gpu.index].flat().join(',');
+    env.CUDA_VISIBLE_DEVICES = String(options.gpu.index);
   }
   const child = spawn(process.execPath, [CAPYCTL, 'sim', dialect, ...args, '--port', String(port)], {
     env,
