@@ -322,7 +322,11 @@ const sglang: EngineContract<keyof typeof sglangRoutes> = {
       // `--tp` and `--dp` are argparse abbreviations, unambiguous in SGLang's parser; `--pp` is not.
       { options: ['--tp-size', '--tensor-parallel-size', '--tp'], splits: 'model' },
       { options: ['--pp-size', '--pipeline-parallel-size'], splits: 'model' },
-      { options: ['--dp-size', '--data-parallel-size', '--dp'], splits: 'requests', notWith: ['--enable-dp-attention'] },
+      {
+        options: ['--dp-size', '--data-parallel-size', '--dp'],
+        splits: 'requests',
+        notWith: ['--enable-dp-attention'],
+      },
     ],
     // A scheduler sets its device, and PyTorch refuses an ordinal past the visible ones.
     tooFewDevicesLine: () =>
