@@ -94,7 +94,7 @@ export interface ParallelLayout {
 
 export interface ParallelismContract {
   factors: readonly ParallelismFactor[];
-  /** What the engine says on stderr when CUDA_VISIBLE_DEVICES lists fewer devices than it has ranks, as its sources word it. */
+  /** What the engine says on stderr when CUDA_VISIBLE_DEVICES lists fewer devices than its ranks, in its sources' words. */
   tooFewDevicesLine: (layout: ParallelLayout, visibleDevices: number) => string;
 }
 

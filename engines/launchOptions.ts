@@ -1,6 +1,6 @@
 /** Reads options out of an engine's argv the way the engines' argument parsers (argparse) do. */
 
-/** `--max_num_seqs` and `--max-num-seqs` are the same option to vLLM's parser; a single-dash name is taken as written. */
+/** `--max_num_seqs` and `--max-num-seqs` are one option to vLLM's parser; a single-dash name is taken as written. */
 const canonical = (name: string): string => (name.startsWith('--') ? `--${name.slice(2).replaceAll('_', '-')}` : name);
 
 /** argparse's test: a word that starts with a dash is an option unless it reads as a negative number. */
