@@ -67,6 +67,37 @@ export interface MemoryBoundContract {
   noRoomLine: string;
 }
 
+/**
+ * One option whose value multiplies the GPUs an instance runs on (parallelism.ts): the engine starts
+ * one rank per GPU, on the first of the devices CUDA_VISIBLE_DEVICES lists.
+ */
+export interface ParallelismFactor {
+  /** Every spelling the engine's parser takes, its own name first. */
+  options: readonly string[];
+  /**
+   * What its ranks share: `model`, each holding a part of the weights (tensor and pipeline
+   * parallelism); `requests`, each group of ranks holding the whole model and serving its own
+   * requests (data parallelism), so the weights are held once per group.
+   */
+  splits: 'model' | 'requests';
+  /** Flags that make it multiply nothing: SGLang's data-parallel attention runs inside the tensor-parallel ranks. */
+  notWith?: readonly string[];
+}
+
+/** How an instance's command line lays it out on GPUs (parallelism.ts reads it). */
+export interface ParallelLayout {
+  /** The GPUs it runs on, one rank each: every factor multiplied. */
+  ranks: number;
+  /** The parts its weights are cut into, each on its own rank: the factors that split the model (vLLM's world size). */
+  modelShards: number;
+}
+
+export interface ParallelismContract {
+  factors: readonly ParallelismFactor[];
+  /** What the engine says on stderr when CUDA_VISIBLE_DEVICES lists fewer devices than its ranks, in its sources' words. */
+  tooFewDevicesLine: (layout: ParallelLayout, visibleDevices: number) => string;
+}
+
 export interface EngineContract<Route extends string = string> {
   /** How messages name the engine. */
   label: string;
@@ -83,11 +114,8 @@ export interface EngineContract<Route extends string = string> {
   alwaysFlags: string[];
   maxRunning: { option: string; engineDefault: number | 'computed' };
   memoryBound: MemoryBoundContract | null;
-  /**
-   * The options whose values multiply into the GPUs one instance runs on (parallelism.ts), each with
-   * its spellings; empty for an engine that runs on one GPU.
-   */
-  parallelism: ReadonlyArray<{ options: readonly string[] }>;
+  /** How an instance runs on several GPUs; null for an engine that runs on one. */
+  parallelism: ParallelismContract | null;
   routes: Record<Route, RouteContract>;
   /** The requests of a park and a wake at each tier the engine parks at, in order. */
   park: Partial<Record<ParkTier, Step[]>>;
@@ -154,7 +182,21 @@ const vllm: EngineContract<keyof typeof vllmRoutes> = {
   missingRouteHint: 'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
   alwaysFlags: [],
   maxRunning: { option: '--max-num-seqs', engineDefault: 256 },
-  parallelism: [{ options: ['--tensor-parallel-size'] }, { options: ['--pipeline-parallel-size'] }],
+  parallelism: {
+    factors: [
+      { options: ['--tensor-parallel-size', '-tp'], splits: 'model' },
+      { options: ['--pipeline-parallel-size', '-pp'], splits: 'model' },
+      // One server's data-parallel engine cores, each on the next tp × pp devices.
+      { options: ['--data-parallel-size', '-dp'], splits: 'requests' },
+    ],
+    // The world size (tp × pp) is checked first; then a data-parallel core past the last device fails.
+    tooFewDevicesLine: ({ modelShards }, visible) =>
+      modelShards > visible
+        ? `ValueError: World size (${modelShards}) is larger than the number of available GPUs (${visible}) in this ` +
+          `node. If this is intentional and you are using:\n- ray, set '--distributed-executor-backend ray'.\n` +
+          `- multiprocessing, set '--nnodes' appropriately.`
+        : `AssertionError: DP adjusted local rank ${visible} is out of bounds. `,
+  },
   memoryBound: {
     option: '--gpu-memory-utilization',
     rule: 'share_of_total',
@@ -275,7 +317,21 @@ const sglang: EngineContract<keyof typeof sglangRoutes> = {
   // Metrics are off by default, and without them the host has no load to report.
   alwaysFlags: ['--enable-metrics'],
   maxRunning: { option: '--max-running-requests', engineDefault: 'computed' },
-  parallelism: [{ options: ['--tp-size'] }],
+  parallelism: {
+    factors: [
+      // `--tp` and `--dp` are argparse abbreviations, unambiguous in SGLang's parser; `--pp` is not.
+      { options: ['--tp-size', '--tensor-parallel-size', '--tp'], splits: 'model' },
+      { options: ['--pp-size', '--pipeline-parallel-size'], splits: 'model' },
+      {
+        options: ['--dp-size', '--data-parallel-size', '--dp'],
+        splits: 'requests',
+        notWith: ['--enable-dp-attention'],
+      },
+    ],
+    // A scheduler sets its device, and PyTorch refuses an ordinal past the visible ones.
+    tooFewDevicesLine: () =>
+      'torch.AcceleratorError: CUDA error: invalid device ordinal\nGPU device may be out of range, do you have enough GPUs?',
+  },
   memoryBound: {
     option: '--mem-fraction-static',
     rule: 'static_share_of_total',
@@ -300,7 +356,7 @@ const tensorfold: EngineContract<'health' | 'version'> = {
   parkEnv: {},
   alwaysFlags: [],
   maxRunning: { option: '--max-running', engineDefault: 8 },
-  parallelism: [],
+  parallelism: null,
   memoryBound: null,
   routes: {
     health: { method: 'GET', path: '/health', answer: empty },

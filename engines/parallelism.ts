@@ -1,19 +1,33 @@
 /**
  * How many GPUs of one host an instance of a deployment runs on: what its engine arguments say, the
- * way users write them (`--tensor-parallel-size 4`), read with the engine's own spellings
+ * way users write them (`--tensor-parallel-size 4`, `-tp 4`), read with the engine's own spellings
  * (contracts.ts, `parallelism`). Every place that counts GPUs for an instance reads it here: the
  * placement, the host's ledger, the launch and the simulator.
  */
+import type { EngineName } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
-import { engineContracts } from './contracts.js';
-import { findCount } from './launchOptions.js';
+import { engineContracts, type ParallelLayout } from './contracts.js';
+import { findCount, findOption } from './launchOptions.js';
+
+/** The layout an engine's arguments give an instance; one rank and one shard when they name no parallelism. */
+export function parallelLayout(engine: EngineName, args: readonly string[]): ParallelLayout {
+  const factors = engineContracts[engine].parallelism?.factors ?? [];
+  return factors.reduce(
+    (layout, factor) => {
+      const off = factor.notWith?.some((flag) => findOption(args, flag) !== undefined) ?? false;
+      const size = off ? 1 : (findCount(args, factor.options) ?? 1);
+      return {
+        ranks: layout.ranks * size,
+        modelShards: factor.splits === 'model' ? layout.modelShards * size : layout.modelShards,
+      };
+    },
+    { ranks: 1, modelShards: 1 },
+  );
+}
 
 /** The GPUs one instance takes: the product of the engine's parallelism options, 1 when none is given. */
 export function gpusPerInstance(spec: Pick<DeploymentSpec, 'engine' | 'extra_args'>): number {
-  return engineContracts[spec.engine].parallelism.reduce((gpus, factor) => {
-    const counts = factor.options.map((option) => findCount(spec.extra_args, option));
-    return gpus * (counts.find((c) => c !== undefined) ?? 1);
-  }, 1);
+  return parallelLayout(spec.engine, spec.extra_args).ranks;
 }
 
 /** What an instance on `gpus` GPUs holds on each: its bytes split evenly, rounded up so the parts never hold less than the whole. */

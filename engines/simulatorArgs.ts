@@ -6,7 +6,9 @@
  * Here, not in simulator/: the product reads it too, to measure a simulated model's checkpoint
  * from its `--sim-weights` and `--sim-kv` (activities/checkpoint.ts).
  */
-import { engineContracts } from './contracts.js';
+import { engineContracts, type ParallelLayout } from './contracts.js';
+import { findCount, findOption } from './launchOptions.js';
+import { parallelLayout } from './parallelism.js';
 import { parseBytes, parseDuration } from '../settings/units.js';
 
 export const dialectNames = ['vllm', 'sglang', 'tensorfold'] as const;
@@ -44,8 +46,13 @@ export interface SimConfig {
   weightsBytes: number;
   /** The KV cache declared (`--sim-kv`): what an engine without a bound takes, and what a checkpoint measures. */
   kvBytes: number;
-  /** The engine's GPU memory bound (`--gpu-memory-utilization`, `--mem-fraction-static`), when given. */
+  /**
+   * The engine's GPU memory bound (`--gpu-memory-utilization`, `--mem-fraction-static`), when given:
+   * a share of each device its ranks run on.
+   */
   memoryShare: number | undefined;
+  /** Its ranks, one per visible device, and the parts the weights are cut into (engines/parallelism.ts). */
+  layout: ParallelLayout;
   timings: SimTimings;
   /** Set for a decision model: it answers one of these. */
   decisionOptions: string[] | undefined;
@@ -214,6 +221,19 @@ function rate(values: Scanned['values'], name: string): number | undefined {
 
 const GiB = 2 ** 30;
 
+/**
+ * The layout the dialect's own parallelism options give (engines/parallelism.ts); a value that is
+ * not a whole number ≥ 1 is refused, as the engine's parser refuses it.
+ */
+function layout(dialect: DialectName, argv: readonly string[]): ParallelLayout {
+  for (const { options } of engineContracts[dialect].parallelism?.factors ?? []) {
+    const raw = findOption(argv, options);
+    if (raw !== undefined && findCount(argv, options) === undefined)
+      throw new SimArgsError(`${options[0]} ${raw}: expected an integer ≥ 1`);
+  }
+  return parallelLayout(dialect, argv);
+}
+
 /** Parses `DIALECT [engine args…]`; throws SimArgsError with a line for the user. */
 export function parseSimArgs(argv: readonly string[]): SimConfig {
   const [dialect, ...rest] = argv;
@@ -262,6 +282,7 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
     weightsBytes: bytes(values, 'sim-weights', 8 * GiB),
     kvBytes: bytes(values, 'sim-kv', 2 * GiB),
     memoryShare: share(values, boundFlag(name)),
+    layout: layout(name, rest),
     timings: {
       loadMs: millis(values, 'sim-load-ms', 2000),
       parkMs: millis(values, 'sim-park-ms', 300),

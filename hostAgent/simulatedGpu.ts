@@ -57,86 +57,119 @@ export async function gpuUsage(dir: string, index: number): Promise<GpuUsage> {
   return { capacityBytes, usedBytes: owners.reduce((sum, o) => sum + o.gpuBytes, 0), owners };
 }
 
-export type Allocation = { ok: true } | { ok: false; capacityBytes: number; freeBytes: number };
-
-/** The device's room as an engine sees it at start. */
-export interface Room {
+/** A device that has no room for what one rank tries to take on it. */
+export interface NoRoom {
+  index: number;
+  triedBytes: number;
   capacityBytes: number;
   freeBytes: number;
 }
 
-/** How much an engine takes given the room it finds, or the line it dies with. */
-export type Sizing = (room: Room) => { bytes: number } | { refusal: string };
+/** All or nothing: what each device took, the sizing's own refusal, or the device that had no room. */
+export type Allocation = { ok: true; bytes: number[] } | { ok: false; refusal: string } | { ok: false; noRoom: NoRoom };
+
+/** A device's room as an engine's rank sees it at start. */
+export interface Room {
+  index: number;
+  capacityBytes: number;
+  freeBytes: number;
+}
+
+/** How much each rank takes given the rooms its devices have, or the line the engine dies with. */
+export type Sizing = (rooms: readonly Room[]) => { bytes: number[] } | { refusal: string };
 
 /**
- * One process's holding on one device. Every change is written to its owner file; an increase is
- * checked under the lock against what the live owners hold.
+ * One process's holding on the devices its ranks run on, in their order. Every change is written to
+ * its owner file on each device; an increase is checked, under every device's lock at once, against
+ * what the live owners hold, so the ranks of one engine take their memory together or not at all.
  */
 export class GpuHolding {
   private readonly pid = process.pid;
-  private gpuBytes = 0;
-  private hostRamBytes = 0;
+  private readonly gpuBytes: number[];
+  private readonly hostRamBytes: number[];
 
   constructor(
     readonly dir: string,
-    readonly index: number,
+    readonly indexes: readonly number[],
     private readonly label: string,
-  ) {}
+  ) {
+    this.gpuBytes = indexes.map(() => 0);
+    this.hostRamBytes = indexes.map(() => 0);
+  }
 
   /**
-   * Takes `bytes` more, or refuses when the device has no room for them. A sizing decides the bytes
-   * from the room under the same lock, as an engine sizes its KV cache from what it finds free.
+   * Takes `want[i]` more on device i, or nothing when one has no room. A sizing decides the bytes from
+   * the rooms under the same locks, as an engine sizes its KV cache from what its ranks find free.
    */
-  async allocate(want: number | Sizing): Promise<Allocation & { bytes?: number; refusal?: string }> {
-    // Outside the lock, whose folder does not exist on a device never created.
-    const capacityBytes = await readCapacity(this.dir, this.index);
-    return withLock(this.dir, this.index, async () => {
-      const owners = await readOwners(this.dir, this.index);
-      let used = 0;
-      for (const owner of owners) {
-        if (owner.pid === this.pid) continue;
-        if (isAlive(owner.pid)) used += owner.gpuBytes;
-        else await unlink(ownerFile(this.dir, this.index, owner.pid)).catch(() => {});
+  async allocate(want: readonly number[] | Sizing): Promise<Allocation> {
+    // Outside the locks, whose folders do not exist on a device never created.
+    const capacities = await Promise.all(this.indexes.map((index) => readCapacity(this.dir, index)));
+    return withLocks(this.dir, this.indexes, async () => {
+      const rooms: Room[] = [];
+      for (const [i, index] of this.indexes.entries()) {
+        const used = await this.othersHold(index);
+        rooms.push({
+          index,
+          capacityBytes: capacities[i]!,
+          freeBytes: Math.max(0, capacities[i]! - used - this.gpuBytes[i]!),
+        });
       }
-      const freeBytes = Math.max(0, capacityBytes - used - this.gpuBytes);
-      const sized = typeof want === 'number' ? { bytes: want } : want({ capacityBytes, freeBytes });
-      if ('refusal' in sized) return { ok: false, capacityBytes, freeBytes, refusal: sized.refusal };
-      if (sized.bytes > freeBytes) return { ok: false, capacityBytes, freeBytes };
-      this.gpuBytes += sized.bytes;
+      const sized = typeof want === 'function' ? want(rooms) : { bytes: [...want] };
+      if ('refusal' in sized) return { ok: false, refusal: sized.refusal };
+      const short = rooms.findIndex((room, i) => sized.bytes[i]! > room.freeBytes);
+      if (short >= 0) return { ok: false, noRoom: { ...rooms[short]!, triedBytes: sized.bytes[short]! } };
+      sized.bytes.forEach((bytes, i) => (this.gpuBytes[i]! += bytes));
       await this.write();
       return { ok: true, bytes: sized.bytes };
     });
   }
 
-  /** Gives back `bytes`; needs no lock, since only a decrease and only this process's file. */
-  async release(bytes: number): Promise<void> {
-    this.gpuBytes = Math.max(0, this.gpuBytes - bytes);
+  /** Gives back `bytes[i]` on device i; needs no lock, since only a decrease and only this process's files. */
+  async release(bytes: readonly number[]): Promise<void> {
+    bytes.forEach((b, i) => (this.gpuBytes[i] = Math.max(0, this.gpuBytes[i]! - b)));
     await this.write();
   }
 
-  /** Records the host-RAM copy this process holds (weights parked in host RAM). */
-  async setHostRam(bytes: number): Promise<void> {
-    this.hostRamBytes = bytes;
+  /** Records the host-RAM copy this process holds for each device's rank (weights parked in host RAM). */
+  async setHostRam(bytes: readonly number[]): Promise<void> {
+    bytes.forEach((b, i) => (this.hostRamBytes[i] = b));
     await this.write();
   }
 
   /** On a clean exit: synchronous, so it completes before the process does. */
   dropSync(): void {
-    try {
-      unlinkSync(ownerFile(this.dir, this.index, this.pid));
-    } catch {
-      // never written, or already gone
+    for (const index of this.indexes) {
+      try {
+        unlinkSync(ownerFile(this.dir, index, this.pid));
+      } catch {
+        // never written, or already gone
+      }
     }
   }
 
+  /** What the other live owners hold on `index`; the files of dead ones are deleted. Under the device's lock. */
+  private async othersHold(index: number): Promise<number> {
+    let used = 0;
+    for (const owner of await readOwners(this.dir, index)) {
+      if (owner.pid === this.pid) continue;
+      if (isAlive(owner.pid)) used += owner.gpuBytes;
+      else await unlink(ownerFile(this.dir, index, owner.pid)).catch(() => {});
+    }
+    return used;
+  }
+
   private async write(): Promise<void> {
-    const owner: GpuOwner = {
-      pid: this.pid,
-      gpuBytes: this.gpuBytes,
-      hostRamBytes: this.hostRamBytes,
-      label: this.label,
-    };
-    await writeAtomically(ownerFile(this.dir, this.index, this.pid), JSON.stringify(owner));
+    await Promise.all(
+      this.indexes.map((index, i) => {
+        const owner: GpuOwner = {
+          pid: this.pid,
+          gpuBytes: this.gpuBytes[i]!,
+          hostRamBytes: this.hostRamBytes[i]!,
+          label: this.label,
+        };
+        return writeAtomically(ownerFile(this.dir, index, this.pid), JSON.stringify(owner));
+      }),
+    );
   }
 }
 
@@ -178,6 +211,13 @@ async function writeAtomically(path: string, content: string): Promise<void> {
   const temporary = `${path}.${process.pid}.${++temporaries}.tmp`;
   await writeFile(temporary, content);
   await rename(temporary, path);
+}
+
+/** Every device's lock, taken in index order: two engines sharing devices never wait on each other in a circle. */
+function withLocks<T>(dir: string, indexes: readonly number[], critical: () => Promise<T>): Promise<T> {
+  return [...new Set(indexes)]
+    .sort((a, b) => b - a)
+    .reduce<() => Promise<T>>((inner, index) => () => withLock(dir, index, inner), critical)();
 }
 
 async function withLock<T>(dir: string, index: number, critical: () => Promise<T>): Promise<T> {

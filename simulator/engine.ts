@@ -7,7 +7,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ParkTier } from '../domain/vocabulary.js';
 import type { SimConfig } from '../engines/simulatorArgs.js';
 import { engineContracts } from '../engines/contracts.js';
-import { EngineMemory, type GpuPlacement, type MemoryParts, type StartOutcome, type StartSizing } from './memory.js';
+import {
+  EngineMemory,
+  type GpuPlacement,
+  type MemoryParts,
+  noCudaGpusLine,
+  type StartOutcome,
+  type StartSizing,
+} from './memory.js';
 import { Slots } from './slots.js';
 
 export type EngineState = 'loading' | 'ready' | 'parking' | 'parked' | 'waking' | 'reloading';
@@ -50,7 +57,8 @@ export interface SimState {
   parked_level: 1 | 2 | null;
   parked_tier: ParkTier | null;
   paused: boolean;
-  gpu_index: number | null;
+  /** The devices its ranks hold memory on, one each; none without a simulated GPU. */
+  gpu_indexes: number[];
   gpu_bytes: number;
   host_ram_bytes: number;
   running: number;
@@ -107,6 +115,7 @@ export class SimEngine {
     this.memory = new EngineMemory(
       config.weightsBytes,
       config.kvBytes,
+      config.layout,
       placement,
       `${config.dialect} ${config.model}`,
       startSizing(config),
@@ -140,8 +149,16 @@ export class SimEngine {
     return aborted;
   }
 
-  /** The start's first step: takes weights and KV cache, or says why not in the engine's words (the caller exits). */
+  /**
+   * The start's first step: one rank on each device its layout needs, taking its weights and KV cache,
+   * or why not in the engine's words (the caller exits).
+   */
   allocate(): Promise<StartOutcome> {
+    const visible = this.memory.placement?.indexes.length;
+    if (visible === 0) return Promise.resolve({ ok: false, line: noCudaGpusLine });
+    const { parallelism } = engineContracts[this.config.dialect];
+    if (visible !== undefined && parallelism && visible < this.config.layout.ranks)
+      return Promise.resolve({ ok: false, line: parallelism.tooFewDevicesLine(this.config.layout, visible) });
     return this.memory.load();
   }
 
@@ -180,9 +197,9 @@ export class SimEngine {
         return new Promise<never>(() => {});
       }
       const before = this.state;
-      const { allocation, triedBytes } = await this.memory.restore(parts);
-      if (!allocation.ok) return { ok: false, message: this.memory.outOfMemoryMessage(triedBytes, allocation) };
-      if (triedBytes === 0) return { ok: true };
+      const restored = await this.memory.restore(parts);
+      if (!restored.ok) return restored;
+      if (!restored.took) return { ok: true };
       this.state = 'waking';
       await sleep(this.config.timings.wakeMs);
       if (this.settle() === 'ready' && before !== 'ready') {
@@ -219,7 +236,7 @@ export class SimEngine {
       parked_level: this.parkedLevel,
       parked_tier: this.parkedTier,
       paused: this.paused,
-      gpu_index: this.memory.placement?.index ?? null,
+      gpu_indexes: [...this.memory.gpuIndexes],
       gpu_bytes: this.memory.gpuBytes,
       host_ram_bytes: this.memory.hostRamBytes,
       running: this.slots.running,

@@ -1,12 +1,14 @@
 /**
- * Where one engine's weights and KV cache are: on the GPU, copied to host RAM, or dropped. Every
- * change goes through the shared GPU ledger when there is one (CAPYCTL_SIM_GPU_DIR), so two engines
- * on one simulated device cannot both hold more than it has.
+ * Where one engine's weights and KV cache are: on the GPU, copied to host RAM, or dropped. The engine
+ * runs one rank per device, on the first of the visible devices its layout needs (engines/contracts.ts,
+ * `parallelism`); each rank holds its part of the weights and its own KV cache. Every change goes
+ * through the shared GPU ledger when there is one (CAPYCTL_SIM_GPU_DIR), so two engines on one
+ * simulated device cannot both hold more than it has.
  */
-import type { MemoryBoundContract } from '../engines/contracts.js';
+import type { MemoryBoundContract, ParallelLayout } from '../engines/contracts.js';
 import { gibibytes } from '../settings/units.js';
 import { SimArgsError } from '../engines/simulatorArgs.js';
-import { type Allocation, GpuHolding, type Room, type Sizing } from '../hostAgent/simulatedGpu.js';
+import { type Allocation, GpuHolding, type NoRoom, type Room, type Sizing } from '../hostAgent/simulatedGpu.js';
 
 export type WeightsPlace = 'gpu' | 'host' | 'dropped';
 
@@ -18,7 +20,8 @@ export interface MemoryParts {
 
 export interface GpuPlacement {
   dir: string;
-  index: number;
+  /** The visible devices, in CUDA_VISIBLE_DEVICES's order. */
+  indexes: number[];
 }
 
 /**
@@ -30,16 +33,30 @@ export type StartSizing = { rule: MemoryBoundContract['rule']; share: number } |
 /** The start's outcome: the line an engine that cannot start dies with. */
 export type StartOutcome = { ok: true } | { ok: false; line: string };
 
-/** Reads the device from the environment, as a real engine reads CUDA_VISIBLE_DEVICES. */
+/** A restore's outcome: whether it took anything, or PyTorch's out-of-memory message. */
+export type RestoreOutcome = { ok: true; took: boolean } | { ok: false; message: string };
+
+/** What PyTorch says when the process sees no device at all. */
+export const noCudaGpusLine = 'RuntimeError: No CUDA GPUs are available';
+
+/** Reads the devices from the environment, as a real engine reads CUDA_VISIBLE_DEVICES. */
 export function gpuPlacementFromEnv(env: NodeJS.ProcessEnv): GpuPlacement | undefined {
   const dir = env.CAPYCTL_SIM_GPU_DIR;
   if (!dir) return undefined;
-  // An engine uses the first visible device; tensor parallelism is not simulated.
-  const first = (env.CUDA_VISIBLE_DEVICES ?? '0').split(',')[0]!.trim();
-  const index = Number(first);
-  if (!Number.isInteger(index) || index < 0)
-    throw new SimArgsError(`CUDA_VISIBLE_DEVICES=${env.CUDA_VISIBLE_DEVICES}: expected a device index`);
-  return { dir, index };
+  const visible = env.CUDA_VISIBLE_DEVICES ?? '0';
+  // Set but empty, it hides every device.
+  const indexes = visible.trim() === '' ? [] : visible.split(',').map((word) => Number(word.trim()));
+  if (indexes.some((index) => !Number.isInteger(index) || index < 0) || new Set(indexes).size !== indexes.length)
+    throw new SimArgsError(`CUDA_VISIBLE_DEVICES=${visible}: expected distinct device indexes`);
+  return { dir, indexes };
+}
+
+/** PyTorch's wording, so logs and error bodies read like the real thing. */
+export function outOfMemoryMessage({ index, triedBytes, capacityBytes, freeBytes }: NoRoom): string {
+  return (
+    `CUDA out of memory. Tried to allocate ${gibibytes(triedBytes)} GiB. GPU ${index} has a total capacity of ` +
+    `${gibibytes(capacityBytes)} GiB of which ${gibibytes(freeBytes)} GiB is free.`
+  );
 }
 
 export class EngineMemory {
@@ -51,25 +68,39 @@ export class EngineMemory {
    * without a CPU backup).
    */
   weightsGarbage = false;
+  /** What each rank holds of the weights: its part of them. */
+  private readonly rankWeights: number;
+  /** Each rank's KV cache: the declared one split across the ranks, until a bounded start sizes its own. */
+  private rankKv: number[];
   private readonly holding: GpuHolding | undefined;
 
   constructor(
-    readonly weightsBytes: number,
+    weightsBytes: number,
     /** The declared KV cache; a bounded engine on a simulated GPU sizes its own at start. */
-    public kvBytes: number,
+    kvBytes: number,
+    readonly layout: ParallelLayout,
+    /** The visible devices; the ranks run on the first `layout.ranks` of them. */
     readonly placement: GpuPlacement | undefined,
     label: string,
     private readonly sizing: StartSizing = { rule: 'declared' },
   ) {
-    this.holding = placement && new GpuHolding(placement.dir, placement.index, label);
+    this.rankWeights = Math.ceil(weightsBytes / layout.modelShards);
+    this.rankKv = Array.from({ length: layout.ranks }, () => Math.ceil(kvBytes / layout.ranks));
+    this.holding = placement && new GpuHolding(placement.dir, placement.indexes.slice(0, layout.ranks), label);
   }
 
+  /** The devices the ranks hold memory on; none without a simulated GPU. */
+  get gpuIndexes(): readonly number[] {
+    return this.holding?.indexes ?? [];
+  }
+
+  /** Every rank's GPU memory, added up. */
   get gpuBytes(): number {
-    return (this.weights === 'gpu' ? this.weightsBytes : 0) + (this.kvOnGpu ? this.kvBytes : 0);
+    return this.onGpu(this.partsHeld).reduce((sum, bytes) => sum + bytes, 0);
   }
 
   get hostRamBytes(): number {
-    return this.weights === 'host' ? this.weightsBytes : 0;
+    return this.weights === 'host' ? this.rankWeights * this.layout.ranks : 0;
   }
 
   get resident(): boolean {
@@ -77,110 +108,116 @@ export class EngineMemory {
   }
 
   /**
-   * The start: weights and KV cache in one allocation, as an engine sizes both before serving. A
-   * bounded engine takes its share of the device by its engine's rule (engines/contracts.ts); without a
-   * simulated device there is nothing to share and the declared KV cache is taken.
+   * The start: weights and KV cache in one allocation on every rank's device, as an engine sizes both
+   * before serving. A bounded engine takes its share of each device by its engine's rule
+   * (engines/contracts.ts); without a simulated device there is nothing to share and the declared KV
+   * cache is taken.
    */
   async load(): Promise<StartOutcome> {
     if (this.holding === undefined || this.sizing.rule === 'declared') {
-      const { allocation, triedBytes } = await this.restore({ weights: true, kv: true });
+      const restored = await this.restore({ weights: true, kv: true });
       this.weightsGarbage = false;
-      return allocation.ok
-        ? { ok: true }
-        : { ok: false, line: `torch.OutOfMemoryError: ${this.outOfMemoryMessage(triedBytes, allocation)}` };
+      return restored.ok ? { ok: true } : { ok: false, line: `torch.OutOfMemoryError: ${restored.message}` };
     }
     const sized = this.sizing;
-    const allocation = await this.holding.allocate((room) => this.startSize(sized, room));
+    const allocation = await this.holding.allocate((rooms) => this.startSize(sized, rooms));
     if (!allocation.ok) {
       return {
         ok: false,
-        line: allocation.refusal ?? `torch.OutOfMemoryError: ${this.outOfMemoryMessage(this.weightsBytes, allocation)}`,
+        line:
+          'refusal' in allocation
+            ? allocation.refusal
+            : `torch.OutOfMemoryError: ${outOfMemoryMessage(allocation.noRoom)}`,
       };
     }
-    this.kvBytes = allocation.bytes! - this.weightsBytes;
+    this.rankKv = allocation.bytes.map((bytes) => bytes - this.rankWeights);
     // Read from disk: good weights, unlike a wake into dropped ones.
     this.weights = 'gpu';
     this.kvOnGpu = true;
     this.weightsGarbage = false;
-    await this.holding.setHostRam(0);
+    await this.holding.setHostRam(this.rankKv.map(() => 0));
     return { ok: true };
   }
 
-  /** What the engine takes of `room` at `share`, in its own words when it cannot start (engines/contracts.ts). */
-  private startSize(sized: Exclude<StartSizing, { rule: 'declared' }>, room: Room): ReturnType<Sizing> {
+  /**
+   * What each rank takes of its device at `share`, in the engine's own words when it cannot start
+   * (engines/contracts.ts): the share applies to each device, as the real engines apply it per GPU.
+   */
+  private startSize(sized: Exclude<StartSizing, { rule: 'declared' }>, rooms: readonly Room[]): ReturnType<Sizing> {
     const { share } = sized;
-    const { capacityBytes, freeBytes } = room;
     if (sized.rule === 'share_of_total') {
-      // vLLM: the share of the whole device, free at start, weights and KV cache within it.
-      const take = Math.floor(share * capacityBytes);
-      if (freeBytes < take) {
+      // vLLM: each worker takes the share of its whole device, free at start, weights and KV cache within it.
+      const takes = rooms.map((room) => Math.floor(share * room.capacityBytes));
+      const short = rooms.findIndex((room, i) => room.freeBytes < takes[i]!);
+      if (short >= 0) {
+        const { freeBytes, capacityBytes } = rooms[short]!;
         return {
           refusal:
             `ValueError: Free memory on device (${gibibytes(freeBytes)}/${gibibytes(capacityBytes)} GiB) on ` +
             `startup is less than desired GPU memory ` +
-            `utilization (${share}, ${gibibytes(take)} GiB). Decrease GPU memory utilization or reduce GPU memory ` +
+            `utilization (${share}, ${gibibytes(takes[short]!)} GiB). Decrease GPU memory utilization or reduce GPU memory ` +
             `used by other processes.`,
         };
       }
-      if (take <= this.weightsBytes) {
+      if (takes.some((take) => take <= this.rankWeights)) {
         return {
           refusal:
             'ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when ' +
             'initializing the engine.',
         };
       }
-      return { bytes: take };
+      return { bytes: takes };
     }
-    // SGLang: weights first, then a KV pool of what is free less (1 − share) of the whole device.
-    if (this.weightsBytes > freeBytes) {
-      return {
-        refusal:
-          `torch.OutOfMemoryError: ` +
-          `${this.outOfMemoryMessage(this.weightsBytes, { ok: false, capacityBytes, freeBytes })}`,
-      };
-    }
-    const kv = Math.floor(freeBytes - this.weightsBytes - (1 - share) * capacityBytes);
+    // SGLang: weights first on every rank, then one KV pool size for all of them, from the least free
+    // of their devices (its free-memory reading is reduced to the minimum across the ranks).
+    const short = rooms.find((room) => this.rankWeights > room.freeBytes);
+    if (short)
+      return { refusal: `torch.OutOfMemoryError: ${outOfMemoryMessage({ ...short, triedBytes: this.rankWeights })}` };
+    const kv = Math.min(
+      ...rooms.map((room) => Math.floor(room.freeBytes - this.rankWeights - (1 - share) * room.capacityBytes)),
+    );
     if (kv <= 0) return { refusal: 'RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.' };
-    return { bytes: this.weightsBytes + kv };
+    return { bytes: rooms.map(() => this.rankWeights + kv) };
   }
 
   /**
-   * Frees the GPU memory of `parts`. The weights keep a copy in host RAM when asked, unless they are
-   * garbage: a copy of garbage is no better than dropping them.
+   * Frees the GPU memory of `parts` on every rank. The weights keep a copy in host RAM when asked,
+   * unless they are garbage: a copy of garbage is no better than dropping them.
    */
   async release(parts: MemoryParts, keepHostCopy: boolean): Promise<void> {
-    let freed = 0;
-    if (parts.weights && this.weights === 'gpu') {
+    const freeing = { weights: parts.weights && this.weights === 'gpu', kv: parts.kv && this.kvOnGpu };
+    const freed = this.onGpu(freeing);
+    if (freeing.weights) {
       this.weights = keepHostCopy && !this.weightsGarbage ? 'host' : 'dropped';
       this.weightsGarbage = false;
-      freed += this.weightsBytes;
     }
-    if (parts.kv && this.kvOnGpu) {
-      this.kvOnGpu = false;
-      freed += this.kvBytes;
-    }
+    if (freeing.kv) this.kvOnGpu = false;
     await this.holding?.release(freed);
-    await this.holding?.setHostRam(this.hostRamBytes);
+    await this.holding?.setHostRam(this.hostRamByRank());
   }
 
   /**
-   * Takes the GPU memory of `parts` back in one allocation, so a wake either fits whole or changes
-   * nothing. Weights come back intact from a host copy and as garbage when they were dropped.
+   * Takes the GPU memory of `parts` back on every rank in one allocation, so a wake either fits whole
+   * or changes nothing. Weights come back intact from a host copy and as garbage when they were dropped.
    */
-  async restore(parts: MemoryParts): Promise<{ allocation: Allocation; triedBytes: number }> {
-    const weights = parts.weights && this.weights !== 'gpu';
-    const kv = parts.kv && !this.kvOnGpu;
-    const triedBytes = (weights ? this.weightsBytes : 0) + (kv ? this.kvBytes : 0);
-    const allocation = triedBytes === 0 ? ({ ok: true } as const) : await this.allocate(triedBytes);
-    if (allocation.ok) {
-      if (weights) {
-        this.weightsGarbage = this.weights === 'dropped';
-        this.weights = 'gpu';
-      }
-      if (kv) this.kvOnGpu = true;
-      await this.holding?.setHostRam(this.hostRamBytes);
+  async restore(parts: MemoryParts): Promise<RestoreOutcome> {
+    const taking = { weights: parts.weights && this.weights !== 'gpu', kv: parts.kv && !this.kvOnGpu };
+    if (!taking.weights && !taking.kv) return { ok: true, took: false };
+    const allocation: Allocation = this.holding
+      ? await this.holding.allocate(this.onGpu(taking))
+      : { ok: true, bytes: this.onGpu(taking) };
+    if (!allocation.ok)
+      return {
+        ok: false,
+        message: 'noRoom' in allocation ? outOfMemoryMessage(allocation.noRoom) : allocation.refusal,
+      };
+    if (taking.weights) {
+      this.weightsGarbage = this.weights === 'dropped';
+      this.weights = 'gpu';
     }
-    return { allocation, triedBytes };
+    if (taking.kv) this.kvOnGpu = true;
+    await this.holding?.setHostRam(this.hostRamByRank());
+    return { ok: true, took: true };
   }
 
   /** On a clean exit: gives everything back at once. */
@@ -188,16 +225,17 @@ export class EngineMemory {
     this.holding?.dropSync();
   }
 
-  private allocate(bytes: number): Promise<Allocation> {
-    return this.holding ? this.holding.allocate(bytes) : Promise.resolve({ ok: true });
+  /** What is on the GPU now. */
+  private get partsHeld(): MemoryParts {
+    return { weights: this.weights === 'gpu', kv: this.kvOnGpu };
   }
 
-  /** PyTorch's wording, so logs and error bodies read like the real thing. */
-  outOfMemoryMessage(triedBytes: number, refusal: Extract<Allocation, { ok: false }>): string {
-    return (
-      `CUDA out of memory. Tried to allocate ${gibibytes(triedBytes)} GiB. GPU ${this.placement?.index ?? 0} has a ` +
-      `total capacity of ` +
-      `${gibibytes(refusal.capacityBytes)} GiB of which ${gibibytes(refusal.freeBytes)} GiB is free.`
-    );
+  /** What `parts` weigh on each rank's device. */
+  private onGpu(parts: MemoryParts): number[] {
+    return this.rankKv.map((kv) => (parts.weights ? this.rankWeights : 0) + (parts.kv ? kv : 0));
+  }
+
+  private hostRamByRank(): number[] {
+    return this.rankKv.map(() => (this.weights === 'host' ? this.rankWeights : 0));
   }
 }

@@ -12,7 +12,7 @@ import { vllmDialect } from './dialects/vllm.js';
 import { SimEngine } from './engine.js';
 import { NoSimulatedGpu } from '../hostAgent/simulatedGpu.js';
 import { readBody, Router, sendEmpty, sendJson } from './http.js';
-import { gpuPlacementFromEnv } from './memory.js';
+import { gpuPlacementFromEnv, noCudaGpusLine } from './memory.js';
 import { addOpenAiRoutes } from './openai.js';
 import { addSimRoutes } from './simRoutes.js';
 
@@ -121,7 +121,7 @@ export async function runSimulator(argv: readonly string[], env: NodeJS.ProcessE
     start = await engine.allocate();
   } catch (e) {
     if (!(e instanceof NoSimulatedGpu)) throw e;
-    process.stderr.write(`RuntimeError: No CUDA GPUs are available (${e.message})\n`);
+    process.stderr.write(`${noCudaGpusLine} (${e.message})\n`);
     return simExitCodes.failed;
   }
   if (!start.ok) {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { LaunchContext } from '../engines/engine.js';
 import { adapters } from '../activities/engines/index.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
+import { gpusPerInstance, parallelLayout } from '../engines/parallelism.js';
 
 const GiB = 2 ** 30;
 /** A 24 GiB card: this model reserved 6 GiB of it, and the others on it hold 9 GiB. */
@@ -149,5 +150,39 @@ describe('adapter facts', () => {
       ['sglang', true, ['host_ram', 'deep', 'kv_only'], undefined],
       ['tensorfold', false, [], 8],
     ]);
+  });
+});
+
+describe('the GPUs an instance runs on', () => {
+  const gpus = (engine: string, extra_args: string[]) =>
+    gpusPerInstance(deploymentDocument.parse({ name: 'm', model: 'M', engine, extra_args }));
+
+  it("multiply vLLM's tensor, pipeline and data parallelism, in any of their spellings", () => {
+    expect(gpus('vllm', [])).toBe(1);
+    expect(gpus('vllm', ['-tp', '4'])).toBe(4);
+    expect(gpus('vllm', ['--tensor-parallel-size=2', '-pp', '2'])).toBe(4);
+    expect(gpus('vllm', ['-tp', '2', '--data-parallel-size', '2'])).toBe(4);
+    expect(gpus('vllm', ['--tensor-parallel-size', '8', '-tp', '2'])).toBe(2);
+  });
+
+  it("multiply SGLang's, its data parallelism only without data-parallel attention, which runs inside the tp ranks", () => {
+    expect(gpus('sglang', ['--tp', '4'])).toBe(4);
+    expect(gpus('sglang', ['--tensor-parallel-size', '2', '--pp-size', '2'])).toBe(4);
+    expect(gpus('sglang', ['--tp-size', '2', '--dp', '2'])).toBe(4);
+    expect(gpus('sglang', ['--tp-size', '4', '--dp-size', '4', '--enable-dp-attention'])).toBe(4);
+    // vLLM's short spellings are not SGLang's.
+    expect(gpus('sglang', ['-tp', '4'])).toBe(1);
+  });
+
+  it('are one for TensorFold, whatever its arguments say', () => {
+    expect(gpus('tensorfold', ['--tensor-parallel-size', '4'])).toBe(1);
+  });
+
+  it('hold the weights in tp × pp parts; each data-parallel group holds all of them', () => {
+    expect(parallelLayout('vllm', ['-tp', '2', '-pp', '2', '-dp', '2'])).toEqual({ ranks: 8, modelShards: 4 });
+    expect(parallelLayout('sglang', ['--tp', '4', '--dp', '4', '--enable-dp-attention'])).toEqual({
+      ranks: 4,
+      modelShards: 4,
+    });
   });
 });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { capyctl } from './support/capyctl.js';
 
 describe('capyctl engine list', () => {
-  it('prints every engine in a table laid out like the spec’s', async () => {
+  it('prints every engine in a table laid out like the spec’s, then the options whose product is its GPUs per instance', async () => {
     const result = await capyctl(['engine', 'list']);
     expect(result).toEqual({
       code: 0,
@@ -11,7 +11,13 @@ describe('capyctl engine list', () => {
         'NAME         DEEP PARK   HOST RAM PARK   DEFAULT MAX RUNNING   MAX RUNNING OPTION       MEMORY BOUND OPTION\n' +
         'vllm         enabled     enabled         32                    --max-num-seqs           --gpu-memory-utilization\n' +
         'sglang       enabled     enabled         chosen by engine      --max-running-requests   --mem-fraction-static\n' +
-        'tensorfold   disabled    disabled        8                     --max-running            none\n',
+        'tensorfold   disabled    disabled        8                     --max-running            none\n' +
+        '\n' +
+        'NAME         GPUS PER INSTANCE\n' +
+        'vllm         --tensor-parallel-size/-tp × --pipeline-parallel-size/-pp × --data-parallel-size/-dp\n' +
+        'sglang       --tp-size/--tensor-parallel-size/--tp × --pp-size/--pipeline-parallel-size × ' +
+        '--dp-size/--data-parallel-size/--dp (1 with --enable-dp-attention)\n' +
+        'tensorfold   1\n',
     });
   });
 
@@ -26,6 +32,11 @@ describe('capyctl engine list', () => {
         default_max_running: 32,
         max_running_option: '--max-num-seqs',
         memory_bound_option: '--gpu-memory-utilization',
+        parallelism: [
+          { options: ['--tensor-parallel-size', '-tp'], splits: 'model', not_with: [] },
+          { options: ['--pipeline-parallel-size', '-pp'], splits: 'model', not_with: [] },
+          { options: ['--data-parallel-size', '-dp'], splits: 'requests', not_with: [] },
+        ],
       },
       {
         name: 'sglang',
@@ -34,6 +45,15 @@ describe('capyctl engine list', () => {
         default_max_running: null,
         max_running_option: '--max-running-requests',
         memory_bound_option: '--mem-fraction-static',
+        parallelism: [
+          { options: ['--tp-size', '--tensor-parallel-size', '--tp'], splits: 'model', not_with: [] },
+          { options: ['--pp-size', '--pipeline-parallel-size'], splits: 'model', not_with: [] },
+          {
+            options: ['--dp-size', '--data-parallel-size', '--dp'],
+            splits: 'requests',
+            not_with: ['--enable-dp-attention'],
+          },
+        ],
       },
       {
         name: 'tensorfold',
@@ -42,6 +62,7 @@ describe('capyctl engine list', () => {
         default_max_running: 8,
         max_running_option: '--max-running',
         memory_bound_option: null,
+        parallelism: [],
       },
     ]);
   });

@@ -429,4 +429,18 @@ describe('reading options out of an argv', () => {
     expect(findCount(argv, '--port')).toBe(1);
     expect(findCount(['--max-running', '0'], '--max-running')).toBeUndefined();
   });
+
+  it('reads every spelling of one option, single-dash ones too, and the last of any of them wins', () => {
+    const tp = ['--tensor-parallel-size', '-tp'];
+    expect(findCount(['serve', 'm', '-tp', '4'], tp)).toBe(4);
+    expect(findCount(['serve', 'm', '-tp=4'], tp)).toBe(4);
+    expect(findCount(['--tensor-parallel-size=2', '-tp', '4'], tp)).toBe(4);
+    expect(findCount(['-tp', '4', '--tensor_parallel_size', '8'], tp)).toBe(8);
+    expect(findCount(['-tp', '4', '--tensor-parallel-size=2'], tp)).toBe(2);
+    // A single-dash option is a flag's next option, not its value; a negative number is a value.
+    expect(findOption(['--enable-sleep-mode', '-tp', '2'], '--enable-sleep-mode')).toBe('');
+    expect(findOption(['--chunked-prefill-size', '-1'], '--chunked-prefill-size')).toBe('-1');
+    // A longer option that starts the same is another option.
+    expect(findCount(['-tpx', '3', '--tensor-parallel-size-x', '3'], tp)).toBeUndefined();
+  });
 });

@@ -139,6 +139,90 @@ describe('simulated GPU', () => {
 
     // Unbounded too: with no device there is nothing to take a share of.
     const unlimited = await startSimulator('vllm', ['huge', '--sim-weights', '4096GiB', '--sim-kv', '2GiB', ...FAST]);
-    expect(await unlimited.state()).toMatchObject({ gpu_index: null, gpu_bytes: 4098 * GiB });
+    expect(await unlimited.state()).toMatchObject({ gpu_indexes: [], gpu_bytes: 4098 * GiB });
+  });
+
+  describe('an engine on several GPUs runs one rank on each, its bound a share of every device', () => {
+    /** A 6 GiB model with a 2 GiB KV cache over two 10 GiB cards: 4 GiB on each, as capyctl bounds it. */
+    const tp2 = ['tp', '--tensor-parallel-size', '2', '--sim-weights', '6GiB', '--sim-kv', '2GiB', ...FAST];
+
+    it('holds its share on both devices and serves', async () => {
+      const sim = await startSimulator('vllm', [...tp2, '--gpu-memory-utilization', '0.4'], {
+        gpu: { dir, indexes: [0, 1] },
+      });
+      for (const index of [0, 1])
+        expect((await gpuUsage(dir, index)).owners).toEqual([
+          { pid: sim.child.pid, gpuBytes: Math.floor(0.4 * 10 * GiB), hostRamBytes: 0, label: 'vllm tp' },
+        ]);
+      expect(await sim.state()).toMatchObject({ state: 'ready', gpu_indexes: [0, 1] });
+      const answer = await post(`${sim.baseUrl}/v1/completions`, { model: 'tp', prompt: 'Once', max_tokens: 2 });
+      expect(answer.status).toBe(200);
+    });
+
+    it('dies with vLLM’s own line when fewer devices are visible than its ranks, holding nothing', async () => {
+      const sim = await startSimulator('vllm', [...tp2, '--gpu-memory-utilization', '0.4'], {
+        gpu: { dir, index: 0 },
+        waitReady: false,
+      });
+      expect((await sim.exited).code).toBe(1);
+      expect(sim.stderr()).toMatch(
+        /^ValueError: World size \(2\) is larger than the number of available GPUs \(1\) in this node\. If this is intentional and you are using:$/m,
+      );
+      expect(sim.stdout()).toBe('');
+      expect((await gpuUsage(dir, 0)).usedBytes).toBe(0);
+
+      // Data parallelism needs its groups' devices too: SGLang's tp 2 × dp 2 on three.
+      await createSimulatedGpu(dir, 2, 10 * GiB);
+      const sglang = await startSimulator(
+        'sglang',
+        ['--model-path', 'dp', '--tp', '2', '--dp-size', '2', '--sim-weights', '2GiB', ...FAST],
+        { gpu: { dir, indexes: [0, 1, 2] }, waitReady: false },
+      );
+      expect((await sglang.exited).code).toBe(1);
+      expect(sglang.stderr()).toContain(
+        'torch.AcceleratorError: CUDA error: invalid device ordinal\nGPU device may be out of range, do you have enough GPUs?\n',
+      );
+    });
+
+    it('dies with the engine’s no-room line when its bound does not fit one of the devices, taking none', async () => {
+      await startSimulator('vllm', model('other', 6), { gpu: { dir, index: 1 } });
+      const sim = await startSimulator('vllm', [...tp2, '--gpu-memory-utilization', '0.4'], {
+        gpu: { dir, indexes: [0, 1] },
+        waitReady: false,
+      });
+      expect((await sim.exited).code).toBe(1);
+      expect(sim.stderr()).toContain(
+        'ValueError: Free memory on device (2.00/10.00 GiB) on startup is less than desired GPU memory utilization (0.4, 4.00 GiB).',
+      );
+      expect((await gpuUsage(dir, 0)).usedBytes).toBe(0);
+    });
+
+    it('SGLang sizes one KV cache for all its ranks, from the fullest of their devices', async () => {
+      await startSimulator('vllm', model('other', 1, 1), { gpu: { dir, index: 1 } });
+      const sim = await startSimulator(
+        'sglang',
+        ['--model-path', 'tp', '--tp', '2', '--sim-weights', '6GiB', '--mem-fraction-static', '0.6', ...FAST],
+        { gpu: { dir, indexes: [0, 1] } },
+      );
+      // Filling device 1 to 0.6 leaves 1 GiB of KV cache after its 3 GiB of weights, and device 0 takes the same.
+      for (const index of [0, 1])
+        expect((await gpuUsage(dir, index)).owners.find((o) => o.pid === sim.child.pid)?.gpuBytes).toBe(4 * GiB);
+    });
+
+    it('a park frees every device and a wake takes every device back', async () => {
+      const sim = await startSimulator('vllm', [...tp2, '--enable-sleep-mode', '--gpu-memory-utilization', '0.4'], {
+        gpu: { dir, indexes: [0, 1] },
+        env: VLLM_DEV_MODE,
+      });
+      expect((await post(`${sim.baseUrl}/sleep?level=1`)).status).toBe(200);
+      for (const index of [0, 1])
+        expect(await gpuUsage(dir, index)).toMatchObject({
+          usedBytes: 0,
+          owners: [{ pid: sim.child.pid, gpuBytes: 0, hostRamBytes: 3 * GiB }],
+        });
+      expect(await sim.state()).toMatchObject({ state: 'parked', gpu_bytes: 0, host_ram_bytes: 6 * GiB });
+      expect((await post(`${sim.baseUrl}/wake_up`)).status).toBe(200);
+      for (const index of [0, 1]) expect((await gpuUsage(dir, index)).usedBytes).toBe(Math.floor(0.4 * 10 * GiB));
+    });
   });
 });

@@ -14,6 +14,8 @@ import { table } from '../table.js';
 
 const enabled = (on: boolean) => (on ? 'enabled' : 'disabled');
 
+type EngineRow = ReturnType<typeof engineRow>;
+
 /** One engine as `--json` prints it; the table shows the same fields. */
 function engineRow(name: (typeof engineNames.options)[number]) {
   const { parkTiers, defaultMaxRunning } = engineTraits[name];
@@ -26,12 +28,29 @@ function engineRow(name: (typeof engineNames.options)[number]) {
     max_running_option: engineContracts[name].maxRunning.option,
     /** The option CapyCTL bounds the engine's GPU memory with; null when the engine has none. */
     memory_bound_option: engineContracts[name].memoryBound?.option ?? null,
+    /**
+     * The options whose values multiply into the GPUs one instance runs on, each with every spelling
+     * the engine takes; none for an engine that runs on one GPU.
+     */
+    parallelism: (engineContracts[name].parallelism?.factors ?? []).map((f) => ({
+      options: [...f.options],
+      splits: f.splits,
+      not_with: [...(f.notWith ?? [])],
+    })),
   };
+}
+
+/** `--tensor-parallel-size/-tp × --pipeline-parallel-size/-pp`: what the GPUs per instance are the product of. */
+function gpusPerInstance(e: EngineRow): string {
+  if (e.parallelism.length === 0) return '1';
+  return e.parallelism
+    .map((f) => f.options.join('/') + (f.not_with.length > 0 ? ` (1 with ${f.not_with.join(', ')})` : ''))
+    .join(' × ');
 }
 
 export const engineList: Command = {
   words: ['engine', 'list'],
-  summary: 'list the engines a deployment can name and how each parks',
+  summary: 'list the engines a deployment can name, how each parks and what runs it on several GPUs',
   usage: `capyctl engine list ${CONNECTION_USAGE}`,
   example: 'capyctl engine list',
   async run(args) {
@@ -54,6 +73,13 @@ export const engineList: Command = {
         ['NAME', 'DEEP PARK', 'HOST RAM PARK', 'DEFAULT MAX RUNNING', 'MAX RUNNING OPTION', 'MEMORY BOUND OPTION'],
         rows,
       ),
+    );
+    // Its own table: the spellings are too long for a column beside the others.
+    process.stdout.write(
+      `\n${table(
+        ['NAME', 'GPUS PER INSTANCE'],
+        engines.map((e) => [e.name, gpusPerInstance(e)]),
+      )}`,
     );
     return exitCodes.ok;
   },

@@ -19,8 +19,8 @@ export const VLLM_DEV_MODE = { VLLM_SERVER_DEV_MODE: '1' };
 export interface SimulatorOptions {
   /** Added to this process's environment. */
   env?: Record<string, string>;
-  /** The simulated GPU: sets CAPYCTL_SIM_GPU_DIR and CUDA_VISIBLE_DEVICES. */
-  gpu?: { dir: string; index: number };
+  /** The simulated GPU: sets CAPYCTL_SIM_GPU_DIR and CUDA_VISIBLE_DEVICES, to one device or to several in order. */
+  gpu?: { dir: string; index: number } | { dir: string; indexes: readonly number[] };
   /** Await `GET /health` 200 (default), or return as soon as the process is spawned. */
   waitReady?: boolean;
   readyTimeoutMs?: number;
@@ -57,7 +57,7 @@ export async function startSimulator(
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   if (options.gpu) {
     env.CAPYCTL_SIM_GPU_DIR = options.gpu.dir;
-    env.CUDA_VISIBLE_DEVICES = String(options.gpu.index);
+    env.CUDA_VISIBLE_DEVICES = ('indexes' in options.gpu ? options.gpu.indexes : [options.gpu.index]).join(',');
   }
   const child = spawn(process.execPath, [CAPYCTL, 'sim', dialect, ...args, '--port', String(port)], {
     env,
