@@ -67,8 +67,6 @@ export interface Instance {
   observedState: InstanceState;
   parkTier: ParkTier | null;
   gpuBytes: number;
-  /** The GPUs it holds `gpuBytes` on, split evenly; empty when it holds none or was written before this was known. */
-  gpuIndexes: number[];
   hostRamBytes: number;
   updatedAt: Date;
 }

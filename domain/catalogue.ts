@@ -227,27 +227,13 @@ export const apiErrors = {
    * A checkpoint larger than every GPU of the hosts it may run on, even empty: no eviction and no
    * wait can make room, so a request and a start are refused alike, naming no holder.
    */
-  fitsNoGpu: (
-    deploymentId: string,
-    needBytes: number,
-    gpus: number,
-    largest: { hostId: string; memoryBytes: number },
-  ) =>
+  fitsNoGpu: (deploymentId: string, needBytes: number, largest: { hostId: string; memoryBytes: number }) =>
     error(
       409,
       'insufficient_capacity',
       false,
-      `deployment ${deploymentId} needs ${gib(needBytes)} GiB of GPU memory${gpus > 1 ? ` on each of ${gpus} GPUs` : ''}, ` +
-        `more than the largest GPU it may run on has (${gib(largest.memoryBytes)} GiB on ${largest.hostId})`,
-    ),
-  /** A deployment whose engine arguments ask for more GPUs than any host it may run on has. */
-  moreGpusThanAnyHost: (name: string, gpus: number, largest: { hostId: string; gpus: number }) =>
-    error(
-      409,
-      'insufficient_capacity',
-      false,
-      `deployment ${name} runs on ${gpus} GPUs (its engine's parallelism options), more than any host it may run ` +
-        `on has (${largest.gpus} on ${largest.hostId}, the largest)`,
+      `deployment ${deploymentId} needs ${gib(needBytes)} GiB of GPU memory, more than the largest GPU it may run ` +
+        `on has (${gib(largest.memoryBytes)} GiB on ${largest.hostId})`,
     ),
   /** A start without --evict while other models hold the memory it needs: nothing was started, nothing waits. */
   memoryHeld: (deploymentId: string, holders: readonly string[]) =>

@@ -10,13 +10,10 @@
  * 4. then the least loaded: the most free GPU memory, then the fewest models holding GPU memory,
  *    then the lower host ID.
  *
- * "Fits" and "room" are per GPU: a model on N GPUs (its engine's parallelism options) needs N GPUs
- * of one host each with its even share free; a host with fewer GPUs never runs it.
- *
- * The load is the store's mirror of the hosts' ledgers: what each instance holds, on which GPUs,
- * written as each step of a switch begins (a starting model counts before its engine is up). The
- * server adds the models whose requests it has sent to a host and that hold nothing yet, each on
- * the GPUs with the most free; their next demands go to the same host.
+ * The load is the store's mirror of the hosts' ledgers: what each instance holds, written as each
+ * step of a switch begins (a starting model counts before its engine is up). The server adds the
+ * models whose requests it has sent to a host and that hold nothing yet; their next demands go to
+ * the same host.
  */
 import type { Deployment, Host } from '../api/catalogue.js';
 import { type ApiError, apiErrors } from '../domain/catalogue.js';
@@ -24,72 +21,43 @@ import type { RoutedDeployment } from './routingTable.js';
 import { checkpointOf } from '../domain/measurement.js';
 import type { StoreReads } from './ports.js';
 import { gpuNeed } from '../workflows/ledger.js';
-import { gpusPerInstance, perGpuBytes } from '../engines/parallelism.js';
 
 type Placed = Pick<RoutedDeployment, 'id' | 'spec' | 'instances'>;
 
-/** What one host's GPUs hold, as placement weighs it: each list by GPU, in the host's order. */
+/** What one host's GPUs hold, as placement weighs it. */
 export interface HostLoad {
   hostId: string;
   /** Each GPU's memory. */
   gpuMemoryBytes: readonly number[];
-  /** GPU memory its instances hold on each GPU, or are being started or woken with. */
-  heldBytes: readonly number[];
+  /** GPU memory its instances hold, or are being started or woken with. */
+  heldBytes: number;
   /** Models holding GPU memory there. */
   models: number;
-  /** GPU memory held on each GPU by models kept loaded (explicit activation, `lifecycle.warm`): nothing evicts them. */
-  keptBytes: readonly number[];
-}
-
-/** One instance's GPU memory, as the store says it: its share on each of its GPUs (all of the host's when not known). */
-export function addHolding(load: { held: number[] }, gpuIndexes: readonly number[], gpuBytes: number): void {
-  const on = gpuIndexes.length > 0 ? gpuIndexes : load.held.map((_, g) => g);
-  const each = gpuIndexes.length > 0 ? perGpuBytes(gpuBytes, gpuIndexes.length) : gpuBytes;
-  for (const g of on) if (g < load.held.length) load.held[g]! += each;
+  /** GPU memory held by models kept loaded (explicit activation, `lifecycle.warm`): nothing evicts them. */
+  keptBytes: number;
 }
 
 export const mayRunOn = (deployment: Pick<Placed, 'spec'>, hostId: string): boolean =>
   deployment.spec.hosts === undefined || deployment.spec.hosts.includes(hostId);
 
 /**
- * The refusal of a deployment that runs on more GPUs than any registered host it may run on has;
- * undefined when one has enough, and while no such host is registered. Down or drained hosts count:
- * they may come back.
- */
-export function fitsNoHost(
-  deployment: Pick<Deployment, 'spec'>,
-  hosts: readonly Pick<Host, 'id' | 'gpus'>[],
-): ApiError | undefined {
-  const gpus = gpusPerInstance(deployment.spec);
-  let largest: { hostId: string; gpus: number } | undefined;
-  for (const host of hosts.filter((h) => mayRunOn(deployment, h.id)))
-    if (!largest || host.gpus.length > largest.gpus) largest = { hostId: host.id, gpus: host.gpus.length };
-  return largest && gpus > largest.gpus
-    ? apiErrors.moreGpusThanAnyHost(deployment.spec.name, gpus, largest)
-    : undefined;
-}
-
-/**
- * The refusal of a deployment that fits no host it may run on: more GPUs than any has
- * (`fitsNoHost`), or a measured checkpoint whose share on each of its GPUs needs more than the
- * largest GPU of those hosts; undefined when one fits it, while it is not measured, and while no such
- * host is registered.
+ * The refusal of a deployment whose measured checkpoint needs more than the largest GPU of the
+ * registered hosts it may run on has, even empty (down or drained ones count: they may come back);
+ * undefined when one fits it, while it is not measured, and while no such host is registered.
  */
 export function fitsNoGpu(
   deployment: Pick<Deployment, 'id' | 'spec' | 'checkpoint'>,
   hosts: readonly Pick<Host, 'id' | 'gpus'>[],
 ): ApiError | undefined {
-  const tooFew = fitsNoHost(deployment, hosts);
   const checkpoint = checkpointOf(deployment);
-  if (tooFew || !checkpoint) return tooFew;
-  const gpus = gpusPerInstance(deployment.spec);
+  if (!checkpoint) return undefined;
   let largest: { hostId: string; memoryBytes: number } | undefined;
-  for (const host of hosts.filter((h) => mayRunOn(deployment, h.id) && h.gpus.length >= gpus))
+  for (const host of hosts.filter((h) => mayRunOn(deployment, h.id)))
     for (const gpu of host.gpus)
       if (!largest || gpu.memoryBytes > largest.memoryBytes)
         largest = { hostId: host.id, memoryBytes: gpu.memoryBytes };
-  const need = perGpuBytes(gpuNeed(checkpoint), gpus);
-  return largest && need > largest.memoryBytes ? apiErrors.fitsNoGpu(deployment.id, need, gpus, largest) : undefined;
+  const need = gpuNeed(checkpoint);
+  return largest && need > largest.memoryBytes ? apiErrors.fitsNoGpu(deployment.id, need, largest) : undefined;
 }
 
 /** The deployment's instances that hold a host: every one but those stopped. */
@@ -123,9 +91,10 @@ export function instanceIndexes(deployment: Placed, hostIds: readonly string[]):
 }
 
 /**
- * The host where `needBytes` (the whole model) fits without evicting, else where evicting can make
- * room, else the least loaded one, among those of `loads` the deployment may run on and with GPUs
- * enough for it; `servableOnly`: only a host where evicting can make room.
+ * The host where `needBytes` fits without evicting, else where evicting can make room, else the
+ * least loaded one, among those of `loads` the deployment may run on; `servableOnly`: only a host
+ * where evicting can make room. The store does not say which of a host's GPUs an instance holds, so
+ * everything the host holds counts against each of its GPUs.
  */
 export function leastLoaded(
   deployment: Placed,
@@ -133,16 +102,11 @@ export function leastLoaded(
   loads: readonly HostLoad[],
   servableOnly = false,
 ): string | undefined {
-  const gpus = gpusPerInstance(deployment.spec);
-  const each = perGpuBytes(needBytes, gpus);
-  const roomy = (l: HostLoad, taken: readonly number[]) =>
-    l.gpuMemoryBytes.filter((m, g) => m - taken[g]! >= each).length >= gpus;
-  const free = (l: HostLoad) => l.gpuMemoryBytes.reduce((sum, m, g) => sum + m - l.heldBytes[g]!, 0);
-  const fits = (l: HostLoad) => roomy(l, l.heldBytes);
-  const servable = (l: HostLoad) => roomy(l, l.keptBytes);
+  const free = (l: HostLoad) => l.gpuMemoryBytes.reduce((sum, m) => sum + m, 0) - l.heldBytes;
+  const fits = (l: HostLoad) => l.gpuMemoryBytes.some((m) => m - l.heldBytes >= needBytes);
+  const servable = (l: HostLoad) => l.gpuMemoryBytes.some((m) => m - l.keptBytes >= needBytes);
   const ranked = loads
-    .filter((l) => mayRunOn(deployment, l.hostId) && l.gpuMemoryBytes.length >= gpus)
-    .filter((l) => !servableOnly || servable(l))
+    .filter((l) => mayRunOn(deployment, l.hostId) && (!servableOnly || servable(l)))
     .sort(
       (a, b) =>
         Number(fits(b)) - Number(fits(a)) ||
@@ -184,36 +148,15 @@ export async function placeByLoad(
   };
   const waiting = [...sent].filter(([id]) => !holding.some((i) => i.deploymentId === id));
   const loads = hosts.map((hostId): HostLoad => {
-    const gpuMemoryBytes = registered.find((h) => h.id === hostId)?.gpus.map((g) => g.memoryBytes) ?? [];
-    const held = { held: gpuMemoryBytes.map(() => 0) };
-    const keptOn = { held: gpuMemoryBytes.map(() => 0) };
-    const onHost = holding.filter((i) => i.hostId === hostId);
-    for (const i of onHost) {
-      addHolding(held, i.gpuIndexes, i.gpuBytes);
-      if (kept(i.deploymentId, hostId)) addHolding(keptOn, i.gpuIndexes, i.gpuBytes);
-    }
+    const held = holding.filter((i) => i.hostId === hostId);
     const reserved = waiting.filter(([, sentHosts]) => sentHosts.includes(hostId)).map(([id]) => id);
-    for (const id of reserved) {
-      const spec = deployments.find((d) => d.id === id)?.spec;
-      const gpus = spec ? gpusPerInstance(spec) : 1;
-      addHolding(held, mostFree(gpuMemoryBytes, held.held, gpus), needOf(id));
-    }
     return {
       hostId,
-      gpuMemoryBytes,
-      heldBytes: held.held,
-      models: onHost.length + reserved.length,
-      keptBytes: keptOn.held,
+      gpuMemoryBytes: registered.find((h) => h.id === hostId)?.gpus.map((g) => g.memoryBytes) ?? [],
+      heldBytes: held.reduce((sum, i) => sum + i.gpuBytes, 0) + reserved.reduce((sum, id) => sum + needOf(id), 0),
+      models: held.length + reserved.length,
+      keptBytes: held.filter((i) => kept(i.deploymentId, hostId)).reduce((sum, i) => sum + i.gpuBytes, 0),
     };
   });
   return leastLoaded(deployment, needOf(deployment.id), loads, servableOnly);
-}
-
-/** The `count` GPUs with the most free memory, lower index first among equals: where a model sent to a host will likely go. */
-function mostFree(gpuMemoryBytes: readonly number[], held: readonly number[], count: number): number[] {
-  return gpuMemoryBytes
-    .map((m, g) => ({ g, free: m - held[g]! }))
-    .sort((a, b) => b.free - a.free || a.g - b.g)
-    .slice(0, count)
-    .map((x) => x.g);
 }

@@ -79,7 +79,7 @@ export function createServerActivities({
     const gone =
       update.observedState !== 'stopped' && exits.isGone(update.hostId, update.deploymentId, update.generation);
     const row = gone
-      ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, gpuIndexes: [], hostRamBytes: 0 }
+      ? { ...update, observedState: 'stopped' as const, parkTier: null, gpuBytes: 0, hostRamBytes: 0 }
       : update;
     await store.saveInstance(row);
     learnInstance(queue, table, row);

@@ -13,7 +13,6 @@ interface Row {
   observed_state: string;
   park_tier: string | null;
   gpu_bytes: number;
-  gpu_indexes: number[];
   host_ram_bytes: number;
   updated_at: Date;
 }
@@ -26,7 +25,6 @@ const fromRow = (r: Row): Instance => ({
   observedState: instanceStates.parse(r.observed_state),
   parkTier: r.park_tier === null ? null : parkTiers.parse(r.park_tier),
   gpuBytes: r.gpu_bytes,
-  gpuIndexes: r.gpu_indexes,
   hostRamBytes: r.host_ram_bytes,
   updatedAt: r.updated_at,
 });
@@ -40,12 +38,12 @@ export type InstanceUpdate = Omit<Instance, 'updatedAt'>;
 export async function saveInstance(db: Db, i: InstanceUpdate): Promise<void> {
   await db.query(
     `INSERT INTO instances
-       (deployment_id, instance_index, host_id, generation, observed_state, park_tier, gpu_bytes, host_ram_bytes, gpu_indexes)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+       (deployment_id, instance_index, host_id, generation, observed_state, park_tier, gpu_bytes, host_ram_bytes)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (deployment_id, instance_index) DO UPDATE SET
        host_id = EXCLUDED.host_id, generation = EXCLUDED.generation, observed_state = EXCLUDED.observed_state,
        park_tier = EXCLUDED.park_tier, gpu_bytes = EXCLUDED.gpu_bytes, host_ram_bytes = EXCLUDED.host_ram_bytes,
-       gpu_indexes = EXCLUDED.gpu_indexes, updated_at = now()
+       updated_at = now()
      WHERE instances.generation <= EXCLUDED.generation`,
     [
       i.deploymentId,
@@ -56,7 +54,6 @@ export async function saveInstance(db: Db, i: InstanceUpdate): Promise<void> {
       i.parkTier === null ? null : parkTiers.parse(i.parkTier),
       i.gpuBytes,
       i.hostRamBytes,
-      i.gpuBytes > 0 ? i.gpuIndexes : [],
     ],
   );
 }

@@ -220,7 +220,7 @@ describe('start, with a server and a host agent as processes', () => {
     // Another model holds the card: parking it would still leave 8 GiB, short of 10.
     expect((await cluster.capyctl(['start', 'deployment', quick.name, '--evict', '--wait'])).code).toBe(0);
     const largest = { hostId: cluster.hosts[0]!.hostId, memoryBytes: 8 * 2 ** 30 };
-    const error = apiErrors.fitsNoGpu(huge.deployment_id, 10 * 2 ** 30, 1, largest);
+    const error = apiErrors.fitsNoGpu(huge.deployment_id, 10 * 2 ** 30, largest);
     expect(error.message).toBe(
       `deployment ${huge.deployment_id} needs 10 GiB of GPU memory, more than the largest GPU it may run on has ` +
         `(8 GiB on ${cluster.hosts[0]!.hostId})`,
@@ -248,7 +248,7 @@ describe('start, with a server and a host agent as processes', () => {
     expect(started.code, started.stderr).toBe(1);
     expect(started.stdout).toBe('');
     // The CLI names the deployment as the operator did; it waited for nothing, and names no holder.
-    const named = apiErrors.fitsNoGpu(huge.name, 10 * 2 ** 30, 1, largest);
+    const named = apiErrors.fitsNoGpu(huge.name, 10 * 2 ** 30, largest);
     expect(started.stderr).toMatch(/^waiting for huge-model to be ready\nwaited \d+\.\ds for huge-model to be ready\n/);
     expect(started.stderr.endsWith(`capyctl: ${named.code}: ${named.message}\n`), started.stderr).toBe(true);
     expect(started.stderr).not.toContain('held by');

@@ -1,8 +1,7 @@
 /** The placement rule (gateway/placement.ts, README "The server") on hosts described by hand. */
 import { describe, expect, it } from 'vitest';
 import type { RoutedInstance } from '../gateway/routingTable.js';
-import { addHolding, fitsNoGpu, heldOn, type HostLoad, instanceIndexes, leastLoaded } from '../gateway/placement.js';
-import { apiErrors } from '../domain/catalogue.js';
+import { heldOn, type HostLoad, instanceIndexes, leastLoaded } from '../gateway/placement.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 
 const GiB = 2 ** 30;
@@ -13,23 +12,13 @@ const deployment = (fields: Record<string, unknown> = {}, instances: RoutedInsta
   spec: deploymentDocument.parse({ name: 'd1', engine: 'vllm', model: 'sim/d1', ...fields }),
   instances,
 });
-/** A host's load; a single figure held or kept counts on each of its GPUs, as for instances whose GPUs are not known. */
-const host = (
-  hostId: string,
-  heldGiB: number | number[],
-  models: number,
-  gpusGiB: number[] = [8],
-  keptGiB: number | number[] = 0,
-): HostLoad => {
-  const perGpu = (v: number | number[]) => (Array.isArray(v) ? v : gpusGiB.map(() => v)).map((g) => g * GiB);
-  return {
-    hostId,
-    gpuMemoryBytes: gpusGiB.map((g) => g * GiB),
-    heldBytes: perGpu(heldGiB),
-    models,
-    keptBytes: perGpu(keptGiB),
-  };
-};
+const host = (hostId: string, heldGiB: number, models: number, gpusGiB: number[] = [8], keptGiB = 0): HostLoad => ({
+  hostId,
+  gpuMemoryBytes: gpusGiB.map((g) => g * GiB),
+  heldBytes: heldGiB * GiB,
+  models,
+  keptBytes: keptGiB * GiB,
+});
 const instance = (hostId: string, observedState: RoutedInstance['observedState']): RoutedInstance => ({
   index: 0,
   hostId,
@@ -96,76 +85,5 @@ describe('the host a model goes to', () => {
   it('only on the hosts the deployment names', () => {
     expect(leastLoaded(deployment({ hosts: ['h1'] }), NEED, [host('h1', 5, 1), host('h2', 0, 0)])).toBe('h1');
     expect(leastLoaded(deployment({ hosts: ['h3'] }), NEED, [host('h1', 0, 0)])).toBeUndefined();
-  });
-});
-
-describe('per GPU', () => {
-  const eightBy80 = Array.from({ length: 8 }, () => 80);
-
-  it('a host of eight 80 GiB GPUs takes eight 40 GiB models without evicting, one a GPU, before an empty host with less', () => {
-    const held = { held: eightBy80.map(() => 0) };
-    for (let g = 0; g < 7; g++) addHolding(held, [g], 40 * GiB);
-    const loads = [
-      host(
-        'big',
-        held.held.map((b) => b / GiB),
-        7,
-        eightBy80,
-      ),
-      host('small', 0, 0, [48]),
-    ];
-    // The eighth fits on GPU 7; `small` has a GPU with room too, but less free in all.
-    expect(leastLoaded(deployment(), 40 * GiB, loads)).toBe('big');
-    // Counted against every GPU, as when the store did not say which GPU each holds, it would not fit.
-    expect(leastLoaded(deployment(), 40 * GiB, [host('big', 7 * 40, 7, eightBy80), host('small', 0, 0, [48])])).toBe(
-      'small',
-    );
-  });
-
-  it('a model on two GPUs needs two with its half free, and never goes to a host of one GPU', () => {
-    const tp2 = deployment({ extra_args: ['--tensor-parallel-size', '2'] });
-    // `one` has the most free memory, and room for the whole model on its GPU; it has one GPU.
-    const loads = [host('one', 0, 0, [80]), host('two', [0, 30], 1, [40, 40])];
-    expect(leastLoaded(tp2, 40 * GiB, loads)).toBe('two');
-    expect(leastLoaded(tp2, 40 * GiB, [host('one', 0, 0, [80])])).toBeUndefined();
-    // Two GPUs of three with room: it fits there before a host where it would evict.
-    expect(leastLoaded(tp2, 40 * GiB, [host('a', [30, 0, 0], 1, [40, 40, 40]), host('b', [30, 30], 2, [40, 40])])).toBe(
-      'a',
-    );
-  });
-
-  it('an instance on several GPUs holds its even share on each; one whose GPUs are not known counts on every GPU', () => {
-    const held = { held: [0, 0, 0, 0] };
-    addHolding(held, [1, 2], 10 * GiB);
-    expect(held.held).toEqual([0, 5 * GiB, 5 * GiB, 0]);
-    addHolding(held, [], 3 * GiB);
-    expect(held.held).toEqual([3 * GiB, 8 * GiB, 8 * GiB, 3 * GiB]);
-  });
-
-  it('refuses a deployment on more GPUs than any host it may run on has, naming the largest; and its share too large for every GPU', () => {
-    const gpus = (count: number, memoryGiB: number) =>
-      Array.from({ length: count }, (_, index) => ({
-        index,
-        name: 'sim',
-        memoryBytes: memoryGiB * GiB,
-        memoryKind: 'discrete' as const,
-      }));
-    const hosts = [
-      { id: 'four', gpus: gpus(4, 24) },
-      { id: 'eight', gpus: gpus(8, 16) },
-    ];
-    const tp = (n: number, more: Record<string, unknown> = {}) => ({
-      ...deployment({ extra_args: ['-tp', String(n)], ...more }),
-      checkpoint: { status: 'measured' as const, weightBytes: 60 * GiB, kvBytes: 20 * GiB },
-    });
-    expect(fitsNoGpu(tp(16), hosts)).toEqual(apiErrors.moreGpusThanAnyHost('d1', 16, { hostId: 'eight', gpus: 8 }));
-    expect(fitsNoGpu(tp(8, { hosts: ['four'] }), hosts)).toEqual(
-      apiErrors.moreGpusThanAnyHost('d1', 8, { hostId: 'four', gpus: 4 }),
-    );
-    // 80 GiB over four GPUs is 20 GiB on each: the 24 GiB GPUs hold it; over 2 it is 40 GiB, more than any.
-    expect(fitsNoGpu(tp(4), hosts)).toBeUndefined();
-    expect(fitsNoGpu(tp(2), hosts)).toEqual(
-      apiErrors.fitsNoGpu('d1', 40 * GiB, 2, { hostId: 'four', memoryBytes: 24 * GiB }),
-    );
   });
 });

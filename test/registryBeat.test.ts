@@ -45,7 +45,6 @@ const instance = (deploymentId: string, observedState: Instance['observedState']
   observedState,
   parkTier: null,
   gpuBytes: 0,
-  gpuIndexes: [],
   hostRamBytes: 0,
   updatedAt: new Date(0),
 });

@@ -39,7 +39,7 @@ describe('the routing table', () => {
       )
     ).deployment;
     await setOperatorStopped(db, chatB.id, true);
-    const instance = { parkTier: null, gpuBytes: 0, gpuIndexes: [], hostRamBytes: 0 };
+    const instance = { parkTier: null, gpuBytes: 0, hostRamBytes: 0 };
     await saveInstance(db, {
       ...instance,
       deploymentId: chatA.id,

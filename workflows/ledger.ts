@@ -55,30 +55,16 @@ export function holdings(
   return { gpuBytes: 0, hostRamBytes: 0 };
 }
 
-/**
- * An instance's row in the store, for `list deployments`, placement and the load endpoint: its state
- * and what it holds, on which GPUs.
- */
+/** An instance's row in the store, for `list deployments` and the load endpoint: its state and what it holds. */
 export function instanceRow(
   hostId: string,
   instance: InstanceRef,
   state: InstanceState,
   tier: ParkTier | null,
   c: Checkpoint | null,
-  gpuIndexes: number[] = [],
 ): Parameters<StoreActivities['saveInstance']>[0] {
   const { deploymentId, instanceIndex: index, generation } = instance;
-  const held = holdings(c, state, tier);
-  return {
-    deploymentId,
-    index,
-    generation,
-    hostId,
-    observedState: state,
-    parkTier: tier,
-    ...held,
-    gpuIndexes: held.gpuBytes > 0 ? gpuIndexes : [],
-  };
+  return { deploymentId, index, generation, hostId, observedState: state, parkTier: tier, ...holdings(c, state, tier) };
 }
 
 /** What `entry` holds on each of its GPUs. */

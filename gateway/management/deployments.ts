@@ -13,7 +13,7 @@ import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
-import { fitsNoGpu, fitsNoHost, instanceIndexes, liveInstances, mayRunOn } from '../placement.js';
+import { fitsNoGpu, instanceIndexes, liveInstances, mayRunOn } from '../placement.js';
 import type { Deployment } from '../../api/catalogue.js';
 import type { Catalogue, HostReads } from '../ports.js';
 import {
@@ -147,14 +147,12 @@ function catalogueRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
       async (request, reply) => {
         // Refused where the operator can act, not at its first park.
         const spec = request.body;
-        const registered = await hosts.hosts();
         const refusal =
           documentRefusal(spec)?.error ??
           hostsRefusal(
             spec,
-            registered.filter((h) => mayRunOn({ spec }, h.id)),
-          ) ??
-          fitsNoHost({ spec }, registered);
+            (await hosts.hosts()).filter((h) => mayRunOn({ spec }, h.id)),
+          );
         if (refusal) throw new CapyError(refusal);
         // A new revision is measured where it may run; with no host yet, the host's registration starts it.
         const { deployment, outcome } = await lifecycle.deploy(request.body);

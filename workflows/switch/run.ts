@@ -28,7 +28,7 @@ import type {
 } from '../../api/lifecycle.js';
 import { searchAttributes, serverStepOptions, taskQueues } from '../definitions.js';
 import { everyGateway, RETRY } from '../everyGateway.js';
-import { gpuIndexesOf, instanceRow } from '../ledger.js';
+import { instanceRow } from '../ledger.js';
 import { switchSummary } from '../switchSummary.js';
 
 export type VictimResult = SwitchResult['victims'][number];
@@ -136,23 +136,7 @@ export class SwitchRun {
    */
   rowOf(instance: InstanceRef, state: InstanceState, tier: ParkTier | null) {
     const { hostId, checkpoints } = this.input;
-    return instanceRow(
-      hostId,
-      instance,
-      state,
-      tier,
-      checkpoints[instance.deploymentId] ?? null,
-      this.gpusOf(instance),
-    );
-  }
-
-  /** The GPUs the switch's target or victim `instance` is on. */
-  private gpusOf(instance: InstanceRef): number[] {
-    const same = (i: InstanceRef) =>
-      i.deploymentId === instance.deploymentId && i.instanceIndex === instance.instanceIndex;
-    const { target } = this.input;
-    if (target && same(target.instance)) return gpuIndexesOf(target);
-    return this.input.victims.find((v) => same(v.instance))?.gpuIndexes ?? [];
+    return instanceRow(hostId, instance, state, tier, checkpoints[instance.deploymentId] ?? null);
   }
 
   saveInstance(instance: InstanceRef, state: InstanceState, tier: ParkTier | null): Promise<void> {
