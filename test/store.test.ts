@@ -235,7 +235,9 @@ describe('the store on Postgres', () => {
         hostRamBytes: 0,
       };
       await saveInstance(other.db, { ...wide, gpuIndexes: [2, 5] });
-      expect(await listInstances(other.db)).toMatchObject([{ generation: 2, gpuBytes: 80 * 2 ** 30, gpuIndexes: [2, 5] }]);
+      expect(await listInstances(other.db)).toMatchObject([
+        { generation: 2, gpuBytes: 80 * 2 ** 30, gpuIndexes: [2, 5] },
+      ]);
       // A step scheduled before the store recorded them says none: not known.
       await saveInstance(other.db, { ...wide, generation: 3 });
       expect(await listInstances(other.db)).toMatchObject([{ generation: 3, gpuIndexes: [] }]);

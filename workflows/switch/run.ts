@@ -136,7 +136,14 @@ export class SwitchRun {
    */
   rowOf(instance: InstanceRef, state: InstanceState, tier: ParkTier | null) {
     const { hostId, checkpoints } = this.input;
-    return instanceRow(hostId, instance, state, tier, checkpoints[instance.deploymentId] ?? null, this.gpusOf(instance));
+    return instanceRow(
+      hostId,
+      instance,
+      state,
+      tier,
+      checkpoints[instance.deploymentId] ?? null,
+      this.gpusOf(instance),
+    );
   }
 
   /** The GPUs the instance holds, as the scheduler planned the switch; none known for a victim of a switch from before. */
