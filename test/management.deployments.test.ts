@@ -458,6 +458,7 @@ describe('the operator routes for deployments and hosts', () => {
     expect(reply.json()).toEqual({ deployment_id: a.id, name: 'chat-a', victims: [], state: 'stopped' });
     expect(lifecycle.calls).toEqual([`gpu-box delete [{"deploymentId":"${a.id}"}]`]);
   });
+
   it('refuses a deployment needing more GPUs than any host it may run on has, at deploy and at its start', async () => {
     const wide = doc('wide', { extra_args: ['--tensor-parallel-size', '4'] });
     const refused = await call('POST', '/deployments', wide);
