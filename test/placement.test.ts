@@ -39,6 +39,7 @@ const instance = (hostId: string, observedState: RoutedInstance['observedState']
   generation: 2,
   observedState,
   parkTier: null,
+  gpuIndexes: [],
 });
 
 describe('the host a model goes to', () => {
