@@ -353,7 +353,7 @@ describe('the operator routes for deployments and hosts', () => {
       hosts: [
         {
           host_id: 'gpu-box',
-          gpus: [{ index: 0, memory_bytes: 2 ** 34, memory_kind: 'discrete' }],
+          gpus: [{ index: 0, memory_bytes: 2 ** 34, memory_kind: 'discrete', used_bytes: 0 }],
           host_ram_bytes: 2 ** 36,
           draining: false,
         },
