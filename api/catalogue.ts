@@ -66,8 +66,11 @@ export interface Instance {
   generation: number;
   observedState: InstanceState;
   parkTier: ParkTier | null;
+  /** On all its GPUs together: an even share on each (`perGpuBytes`). */
   gpuBytes: number;
   hostRamBytes: number;
+  /** The GPUs of its host it holds; empty when not known (a row written before the store recorded them) or stopped. */
+  gpuIndexes: number[];
   updatedAt: Date;
 }
 

@@ -9,7 +9,17 @@ import { receiptBody } from './deployments.js';
 export const hostBody = z.object({
   host_id: z.string(),
   gpus: z.array(
-    z.object({ index: z.number().int(), name: z.string(), memory_bytes: z.number(), memory_kind: memoryKinds }),
+    z.object({
+      index: z.number().int(),
+      name: z.string(),
+      memory_bytes: z.number(),
+      memory_kind: memoryKinds,
+      /**
+       * GPU memory its instances hold on it, each an even share on every GPU it spans; one whose GPUs are
+       * not known (a row from before they were recorded) counts on each (gateway/gpuHoldings.ts).
+       */
+      used_bytes: z.number(),
+    }),
   ),
   /** Null when the host did not say. */
   host_ram_bytes: z.number().nullable(),

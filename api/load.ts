@@ -27,6 +27,8 @@ const instanceBody = z.object({
   host_id: z.string(),
   generation: count,
   observed_state: instanceStates,
+  /** The GPUs of its host it holds (an instance may span several); empty when not known or stopped. */
+  gpu_indexes: z.array(count),
   router_in_flight: count,
   max_running: maxRunningBody,
   /** Null when no sample is held: not loaded, dropped after 30 s, or the server just started. */

@@ -227,13 +227,29 @@ export const apiErrors = {
    * A checkpoint larger than every GPU of the hosts it may run on, even empty: no eviction and no
    * wait can make room, so a request and a start are refused alike, naming no holder.
    */
-  fitsNoGpu: (deploymentId: string, needBytes: number, largest: { hostId: string; memoryBytes: number }) =>
+  fitsNoGpu: (deploymentId: string, needBytes: number, largest: { hostId: string; memoryBytes: number }, gpus = 1) =>
     error(
       409,
       'insufficient_capacity',
       false,
-      `deployment ${deploymentId} needs ${gib(needBytes)} GiB of GPU memory, more than the largest GPU it may run ` +
-        `on has (${gib(largest.memoryBytes)} GiB on ${largest.hostId})`,
+      gpus === 1
+        ? `deployment ${deploymentId} needs ${gib(needBytes)} GiB of GPU memory, more than the largest GPU it may ` +
+            `run on has (${gib(largest.memoryBytes)} GiB on ${largest.hostId})`
+        : `deployment ${deploymentId} needs ${gib(needBytes)} GiB of GPU memory on each of ${gpus} GPUs, more than ` +
+            `any host it may run on has on ${gpus} of its GPUs (${gib(largest.memoryBytes)} GiB each on ` +
+            `${largest.hostId})`,
+    ),
+  /**
+   * An instance needing more GPUs (its engine's parallelism options) than every registered host it may
+   * run on has: refused at deploy, and at a start or a request for a host registered since.
+   */
+  needsMoreGpus: (deploymentRef: string, gpus: number, largest: { hostId: string; gpus: number }) =>
+    error(
+      409,
+      'insufficient_capacity',
+      false,
+      `deployment ${deploymentRef} needs ${gpus === 1 ? '1 GPU' : `${gpus} GPUs`}; the largest host it may run on, ${largest.hostId}, has ` +
+        `${largest.gpus}`,
     ),
   /** A start without --evict while other models hold the memory it needs: nothing was started, nothing waits. */
   memoryHeld: (deploymentId: string, holders: readonly string[]) =>

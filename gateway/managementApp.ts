@@ -54,7 +54,7 @@ function adminRoutes(deps: AdminDeps & { board: LoadBoard; store: GatewayStore }
     await app.register(bearerAuth, { tokens: [deps.adminToken], refusal: apiErrors.unauthorized('admin token') });
     await app.register(loadRoutes({ table, board: deps.board, figures: deps.figures }));
     await app.register(deploymentRoutes({ catalogue: store.catalogue, hosts: store.hosts, table, lifecycle }));
-    await app.register(hostAdminRoutes({ hosts: store.hosts, table, lifecycle }));
+    await app.register(hostAdminRoutes({ hosts: store.hosts, catalogue: store.catalogue, table, lifecycle }));
     await app.register(switchRoutes({ switchReceipts: store.switchReceipts, table, lifecycle, webUi: deps.webUi }));
   };
 }

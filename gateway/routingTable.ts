@@ -9,8 +9,20 @@ import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Deployment, Instance } from '../api/catalogue.js';
 import type { StoreReads } from './ports.js';
 
-/** `parkTier`: where a parked (or parking) instance's weights are, null otherwise. */
-export type RoutedInstance = Pick<Instance, 'index' | 'hostId' | 'generation' | 'observedState' | 'parkTier'>;
+/**
+ * `parkTier`: where a parked (or parking) instance's weights are, null otherwise; `gpuIndexes`: the
+ * GPUs of its host it holds, empty when not known.
+ */
+export type RoutedInstance = Pick<
+  Instance,
+  'index' | 'hostId' | 'generation' | 'observedState' | 'parkTier' | 'gpuIndexes'
+>;
+
+/**
+ * What `setInstance` takes. Without `gpuIndexes` (a target's waiters started before its row is
+ * written), the GPUs held for that start stay.
+ */
+export type InstanceUpdate = Omit<RoutedInstance, 'gpuIndexes'> & { deploymentId: string; gpuIndexes?: number[] };
 
 /** What `putDeployment` takes: a catalogue record fits as it is. */
 export type DeploymentFacts = Pick<Deployment, 'id' | 'name' | 'revision' | 'spec' | 'operatorStopped'>;
@@ -85,21 +97,22 @@ export class RoutingTable {
    * older generation than the one held is a late retry and is ignored, as is an instance of a
    * deployment that was removed meanwhile.
    */
-  setInstance(update: RoutedInstance & { deploymentId: string }): void {
+  setInstance(update: InstanceUpdate): void {
     const entry = this.byId.get(update.deploymentId);
     if (!entry) return;
     const held = entry.instances.get(update.index);
     if (held && held.generation > update.generation) return;
     const { index, hostId, generation, observedState, parkTier } = update;
+    const sameStart = held && held.generation === generation && held.hostId === hostId;
+    const gpuIndexes = update.gpuIndexes ?? (sameStart ? held.gpuIndexes : []);
     // Told again what it holds (a server's beat reads every stopped row): `routed` stays.
     const same =
-      held &&
-      held.generation === generation &&
-      held.hostId === hostId &&
+      sameStart &&
       held.observedState === observedState &&
-      held.parkTier === parkTier;
+      held.parkTier === parkTier &&
+      held.gpuIndexes.join() === gpuIndexes.join();
     if (same) return;
-    entry.instances.set(index, { index, hostId, generation, observedState, parkTier });
+    entry.instances.set(index, { index, hostId, generation, observedState, parkTier, gpuIndexes });
     entry.routed = undefined;
   }
 

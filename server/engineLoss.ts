@@ -5,6 +5,7 @@
  */
 import type { Client } from '@temporalio/client';
 import type { Instance } from '../api/catalogue.js';
+import type { InstanceUpdate } from '../store/instances.js';
 import type { InstanceRef } from '../api/lifecycle.js';
 import type { InstanceState } from '../domain/vocabulary.js';
 import type { RequestQueue } from '../gateway/requestQueue.js';
@@ -20,7 +21,7 @@ export interface EngineLossDeps {
   queue: RequestQueue;
   table: RoutingTable;
   /** The server's activity that writes an instance's row and tells this process's gateway. */
-  saveInstance: (row: Omit<Instance, 'updatedAt'>) => Promise<void>;
+  saveInstance: (row: InstanceUpdate) => Promise<void>;
   ownership: SchedulerOwnership;
   client: Client;
 }

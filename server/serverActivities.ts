@@ -11,7 +11,7 @@ import type { PhaseTiming } from '../api/lifecycle.js';
 import type { SwitchOutcome } from '../domain/vocabulary.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
 import type { RequestQueue } from '../gateway/requestQueue.js';
-import type { RoutedInstance, RoutingTable } from '../gateway/routingTable.js';
+import type { InstanceUpdate, RoutingTable } from '../gateway/routingTable.js';
 import type { Db } from '../store/db.js';
 import type { EngineExits } from './engineExits.js';
 
@@ -42,7 +42,12 @@ export interface ServerActivityDeps {
  */
 export function serveRecorded(
   queue: RequestQueue,
-  { deploymentId, index, generation, observedState }: { deploymentId: string } & RoutedInstance,
+  {
+    deploymentId,
+    index,
+    generation,
+    observedState,
+  }: Pick<InstanceUpdate, 'deploymentId' | 'index' | 'generation' | 'observedState'>,
 ): void {
   if (observedState === 'ready' && queue.instanceDispatchOf(deploymentId, index) === 'waiting')
     queue.startWaiters({ deploymentId, instanceIndex: index, generation });
@@ -52,13 +57,9 @@ export function serveRecorded(
  * What a row of the store says of an instance, told to this process's gateway: the routing table
  * takes it, and its dispatch opens (ready) or is withdrawn (anything else).
  */
-export function learnInstance(
-  queue: RequestQueue,
-  table: RoutingTable,
-  row: { deploymentId: string } & RoutedInstance,
-): void {
-  const { deploymentId, index, hostId, generation, observedState, parkTier } = row;
-  table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier });
+export function learnInstance(queue: RequestQueue, table: RoutingTable, row: InstanceUpdate): void {
+  const { deploymentId, index, hostId, generation, observedState, parkTier, gpuIndexes } = row;
+  table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier, gpuIndexes: gpuIndexes ?? [] });
   if (observedState === 'ready') serveRecorded(queue, row);
   else queue.withdraw({ deploymentId, instanceIndex: index, generation });
 }

@@ -14,6 +14,7 @@ interface Row {
   park_tier: string | null;
   gpu_bytes: number;
   host_ram_bytes: number;
+  gpu_indexes: number[];
   updated_at: Date;
 }
 
@@ -26,10 +27,15 @@ const fromRow = (r: Row): Instance => ({
   parkTier: r.park_tier === null ? null : parkTiers.parse(r.park_tier),
   gpuBytes: r.gpu_bytes,
   hostRamBytes: r.host_ram_bytes,
+  gpuIndexes: r.gpu_indexes,
   updatedAt: r.updated_at,
 });
 
-export type InstanceUpdate = Omit<Instance, 'updatedAt'>;
+/**
+ * `gpuIndexes` is absent in a step scheduled before the store recorded them (a switch in flight across
+ * an upgrade): not known, as an empty list says.
+ */
+export type InstanceUpdate = Omit<Instance, 'updatedAt' | 'gpuIndexes'> & { gpuIndexes?: number[] };
 
 /**
  * Writes an instance's observed state. Idempotent, and never goes back in time: an update with an
@@ -38,12 +44,13 @@ export type InstanceUpdate = Omit<Instance, 'updatedAt'>;
 export async function saveInstance(db: Db, i: InstanceUpdate): Promise<void> {
   await db.query(
     `INSERT INTO instances
-       (deployment_id, instance_index, host_id, generation, observed_state, park_tier, gpu_bytes, host_ram_bytes)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+       (deployment_id, instance_index, host_id, generation, observed_state, park_tier, gpu_bytes, host_ram_bytes,
+        gpu_indexes)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (deployment_id, instance_index) DO UPDATE SET
        host_id = EXCLUDED.host_id, generation = EXCLUDED.generation, observed_state = EXCLUDED.observed_state,
        park_tier = EXCLUDED.park_tier, gpu_bytes = EXCLUDED.gpu_bytes, host_ram_bytes = EXCLUDED.host_ram_bytes,
-       updated_at = now()
+       gpu_indexes = EXCLUDED.gpu_indexes, updated_at = now()
      WHERE instances.generation <= EXCLUDED.generation`,
     [
       i.deploymentId,
@@ -54,6 +61,7 @@ export async function saveInstance(db: Db, i: InstanceUpdate): Promise<void> {
       i.parkTier === null ? null : parkTiers.parse(i.parkTier),
       i.gpuBytes,
       i.hostRamBytes,
+      i.gpuIndexes ?? [],
     ],
   );
 }

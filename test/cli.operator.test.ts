@@ -407,7 +407,9 @@ describe('capyctl over the management API', () => {
       code: 0,
       stdout: expect.stringMatching(
         new RegExp(
-          `^ID {${host.length + 1}}GPUS {12}HOST RAM   STATE   LAST SEEN\\n${host}   8GiB discrete   64GiB      ready   \\d+s ago\\n$`,
+          // other-model holds its GPU memory on the one card.
+          `^ID {${host.length + 1}}GPUS \\(USED/TOTAL\\) +HOST RAM   STATE   LAST SEEN\\n` +
+            `${host}   [1-9][\\d.]*GiB/8GiB discrete   64GiB      ready   \\d+s ago\\n$`,
         ),
       ),
     });

@@ -7,6 +7,7 @@ const row = (hostId: string, generation: number, observedState: 'ready' | 'parke
   generation,
   observedState,
   parkTier: null,
+  gpuIndexes: [],
 });
 
 describe('the engines that are over, after the server restarts', () => {

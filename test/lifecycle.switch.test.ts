@@ -250,12 +250,18 @@ describe('a switch', () => {
     });
     expect(receipt?.finishedAt).toBeInstanceOf(Date);
     const instances = await listInstances(lc.db, { hostId: lc.hostId });
+    // Each row names the GPUs the switch had it on: the victim's it parked from, the target's it started on.
     expect(instances.find((i) => i.deploymentId === a.id)).toMatchObject({
       observedState: 'parked',
       parkTier: 'host_ram',
       generation: 1,
+      gpuIndexes: [0],
     });
-    expect(instances.find((i) => i.deploymentId === b.id)).toMatchObject({ observedState: 'ready', generation: 1 });
+    expect(instances.find((i) => i.deploymentId === b.id)).toMatchObject({
+      observedState: 'ready',
+      generation: 1,
+      gpuIndexes: [0],
+    });
     expect(await findWakeReference(lc.db, b.id, 0)).toMatchObject({
       generation: 1,
       answer: { kind: 'prompt', text: expect.any(String) },

@@ -353,7 +353,7 @@ describe('the operator routes for deployments and hosts', () => {
       hosts: [
         {
           host_id: 'gpu-box',
-          gpus: [{ index: 0, memory_bytes: 2 ** 34, memory_kind: 'discrete' }],
+          gpus: [{ index: 0, memory_bytes: 2 ** 34, memory_kind: 'discrete', used_bytes: 0 }],
           host_ram_bytes: 2 ** 36,
           draining: false,
         },
@@ -457,5 +457,47 @@ describe('the operator routes for deployments and hosts', () => {
     const reply = await call('DELETE', '/deployments/chat-a');
     expect(reply.json()).toEqual({ deployment_id: a.id, name: 'chat-a', victims: [], state: 'stopped' });
     expect(lifecycle.calls).toEqual([`gpu-box delete [{"deploymentId":"${a.id}"}]`]);
+  });
+
+  it('refuses a deployment needing more GPUs than any host it may run on has, at deploy and at its start', async () => {
+    const wide = doc('wide', { extra_args: ['--tensor-parallel-size', '4'] });
+    const refused = await call('POST', '/deployments', wide);
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json()).toEqual({
+      code: 'insufficient_capacity',
+      message: 'deployment wide needs 4 GPUs; the largest host it may run on, gpu-box, has 1',
+      retryable: false,
+    });
+    expect((await call('GET', '/deployments/wide')).statusCode).toBe(404);
+    expect(lifecycle.calls).toEqual([]);
+
+    // Deployed for a host not registered yet; once it registers with two GPUs, a start is refused too.
+    const later = await call('POST', '/deployments', { ...wide, hosts: ['gpu-pair'] });
+    expect(later.statusCode).toBe(201);
+    const id = later.json().deployment.deployment_id as string;
+    await recordCheckpoint(fresh.db, id, 1, { weightBytes: 40 * 2 ** 30, kvBytes: 0 });
+    const gpu = (index: number) => ({
+      index,
+      name: `sim-${index}`,
+      memoryBytes: 2 ** 36,
+      memoryKind: 'discrete' as const,
+    });
+    await registerHost(fresh.db, await issueHostToken(fresh.db), {
+      id: 'gpu-pair',
+      gpus: [gpu(0), gpu(1)],
+      hostRamBytes: null,
+      settings: {},
+    });
+    lifecycle.calls.length = 0;
+    const start = await call('POST', '/deployments/wide/start', {});
+    expect(start.statusCode).toBe(409);
+    expect(start.json()).toEqual({
+      code: 'insufficient_capacity',
+      message: `deployment ${id} needs 4 GPUs; the largest host it may run on, gpu-pair, has 2`,
+      retryable: false,
+    });
+    expect(lifecycle.calls).toEqual([]);
+    await deleteDeployment(fresh.db, id);
+    table.removeDeployment(id);
   });
 });

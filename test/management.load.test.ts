@@ -63,16 +63,19 @@ function routingTable(): RoutingTable {
     hostId: string,
     generation: number,
     observedState: 'ready' | 'parked' = 'ready',
-  ) => table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier: null });
+    gpuIndexes = [0],
+  ) => table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier: null, gpuIndexes });
   deploy(ids.a, 'chat-a', 'vllm');
   ready(ids.a, 0, 'gpu-box', 7);
   deploy(ids.b, 'chat-b', 'sglang');
-  ready(ids.b, 0, 'gpu-box', 2);
+  // Its instance on gpu-box spans two GPUs.
+  ready(ids.b, 0, 'gpu-box', 2, 'ready', [1, 2]);
   ready(ids.b, 1, 'gpu-two', 1);
   deploy(ids.c, 'chat-c', 'vllm');
   ready(ids.c, 0, 'gpu-box', 4);
   deploy(ids.d, 'chat-d', 'vllm');
-  ready(ids.d, 0, 'gpu-box', 5, 'parked');
+  // Recorded before the store named an instance's GPUs: not known.
+  ready(ids.d, 0, 'gpu-box', 5, 'parked', []);
   ready(ids.d, 1, 'gpu-two', 2);
   return table;
 }
@@ -199,6 +202,7 @@ describe('GET /management/v1/metrics/load', () => {
               host_id: 'gpu-box',
               generation: 7,
               observed_state: 'ready',
+              gpu_indexes: [0],
               router_in_flight: 3,
               max_running: { count: 32, source: 'default' },
               sample: {
@@ -229,6 +233,7 @@ describe('GET /management/v1/metrics/load', () => {
           host_id: 'gpu-box',
           generation: 2,
           observed_state: 'ready',
+          gpu_indexes: [1, 2],
           router_in_flight: 0,
           max_running: { count: 8, source: 'engine' },
           sample: { sampled_at_ms: NOW - 1_000, age_ms: 1_000, fresh: true, ingress_in_flight: 0, engine: null },
@@ -238,6 +243,7 @@ describe('GET /management/v1/metrics/load', () => {
           host_id: 'gpu-two',
           generation: 1,
           observed_state: 'ready',
+          gpu_indexes: [0],
           router_in_flight: 0,
           max_running: { count: 48, source: 'engine' },
           sample: {
@@ -277,6 +283,7 @@ describe('GET /management/v1/metrics/load', () => {
           host_id: 'gpu-box',
           generation: 5,
           observed_state: 'parked',
+          gpu_indexes: [],
           router_in_flight: 0,
           max_running: { source: 'on_host' },
           sample: null,
@@ -286,6 +293,7 @@ describe('GET /management/v1/metrics/load', () => {
           host_id: 'gpu-two',
           generation: 2,
           observed_state: 'ready',
+          gpu_indexes: [0],
           router_in_flight: 0,
           max_running: { source: 'on_host' },
           sample: null,

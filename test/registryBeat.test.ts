@@ -46,6 +46,7 @@ const instance = (deploymentId: string, observedState: Instance['observedState']
   parkTier: null,
   gpuBytes: 0,
   hostRamBytes: 0,
+  gpuIndexes: [],
   updatedAt: new Date(0),
 });
 

@@ -56,6 +56,7 @@ describe('the routing table', () => {
       hostId: 'gpu-a',
       generation: 3,
       observedState: 'ready',
+      gpuIndexes: [0, 1],
     });
     await saveInstance(db, {
       ...instance,
@@ -81,8 +82,9 @@ describe('the routing table', () => {
       operatorStopped: false,
       activation: 'on_demand',
       instances: [
-        { index: 0, hostId: 'gpu-a', generation: 3, observedState: 'ready', parkTier: null },
-        { index: 1, hostId: 'gpu-a', generation: 1, observedState: 'parked', parkTier: 'host_ram' },
+        { index: 0, hostId: 'gpu-a', generation: 3, observedState: 'ready', parkTier: null, gpuIndexes: [0, 1] },
+        // Its row does not say which GPUs: not known.
+        { index: 1, hostId: 'gpu-a', generation: 1, observedState: 'parked', parkTier: 'host_ram', gpuIndexes: [] },
       ],
     });
     expect(table.byModel('chat-b')).toMatchObject({
@@ -117,12 +119,14 @@ describe('the routing table', () => {
       observedState: 'stopped',
       parkTier: null,
     });
+    // Told without its GPUs (its waiters started before its row was written), it keeps those of its start.
     expect(table.byModel('chat-a')?.instances[0]).toStrictEqual({
       index: 0,
       hostId: 'gpu-a',
       generation: 3,
       observedState: 'draining',
       parkTier: null,
+      gpuIndexes: [0, 1],
     });
 
     const starting = {
@@ -135,12 +139,17 @@ describe('the routing table', () => {
     } as const;
     table.setInstance(starting);
     expect(table.byModel('chat-c')?.instances).toStrictEqual([
-      { index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting', parkTier: null },
+      { index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting', parkTier: null, gpuIndexes: [] },
     ]);
     // Told again what it holds (every server beat reads the stopped rows), the table keeps what requests read.
     const routed = table.byModel('chat-c');
     table.setInstance({ ...starting });
     expect(table.byModel('chat-c')).toBe(routed);
+    table.setInstance({ ...starting, gpuIndexes: [3] });
+    expect(table.byModel('chat-c')?.instances[0]?.gpuIndexes).toEqual([3]);
+    // A new start is placed anew: the GPUs of the one before are not its own.
+    table.setInstance({ ...starting, generation: 2 });
+    expect(table.byModel('chat-c')?.instances[0]?.gpuIndexes).toEqual([]);
 
     table.setOperatorStopped(chatB.id, false);
     expect(table.byModel('chat-b')?.operatorStopped).toBe(false);

@@ -107,6 +107,10 @@ describe('the status page in Chromium', () => {
         ? true
         : undefined;
     });
+    // The card's line: what is used of it, and the model on it now (chat-a gave its memory back).
+    expect(await hostSection.locator('.gpu[data-gpu="0"]').innerText()).toMatch(
+      /^GPU 0: \S+, [1-9][\d.]* GiB of 8\.0 GiB used · chat-b$/,
+    );
     expect(await page.innerText('tr[data-deployment="chat-a"] td:nth-child(2)')).toMatch(
       /^parked \((host_ram|deep)\)$/,
     );

@@ -205,6 +205,47 @@ describe('the store on Postgres', () => {
     ]);
   });
 
+  it('records the GPUs each instance holds; a row from before the store recorded them reads as not known', async () => {
+    const other = await freshDatabase(inject('postgresAdminUrl'));
+    try {
+      const before = bundledMigrations().filter((m) => m.version < '0008');
+      await migrate(other.db, before);
+      const { deployment } = await saveDeployment(other.db, chatA);
+      await registerHost(other.db, await issueHostToken(other.db), {
+        id: 'gpu-box',
+        gpus: [],
+        hostRamBytes: null,
+        settings: {},
+      });
+      await other.db.query(
+        `INSERT INTO instances (deployment_id, instance_index, host_id, generation, observed_state, gpu_bytes)
+         VALUES ($1, 0, 'gpu-box', 1, 'ready', $2)`,
+        [deployment.id, 9 * 2 ** 30],
+      );
+      await migrate(other.db);
+      expect(await listInstances(other.db)).toMatchObject([{ observedState: 'ready', gpuIndexes: [] }]);
+      const wide = {
+        deploymentId: deployment.id,
+        index: 0,
+        hostId: 'gpu-box',
+        generation: 2,
+        observedState: 'ready' as const,
+        parkTier: null,
+        gpuBytes: 80 * 2 ** 30,
+        hostRamBytes: 0,
+      };
+      await saveInstance(other.db, { ...wide, gpuIndexes: [2, 5] });
+      expect(await listInstances(other.db)).toMatchObject([
+        { generation: 2, gpuBytes: 80 * 2 ** 30, gpuIndexes: [2, 5] },
+      ]);
+      // A step scheduled before the store recorded them says none: not known.
+      await saveInstance(other.db, { ...wide, generation: 3 });
+      expect(await listInstances(other.db)).toMatchObject([{ generation: 3, gpuIndexes: [] }]);
+    } finally {
+      await other.drop();
+    }
+  });
+
   it('keeps the first answer of a generation and replaces it after a restart', async () => {
     const chat = (await findDeployment(db, 'chat-a'))!;
     const ref = { deploymentId: chat.id, instanceIndex: 0, revision: 2, probe: { prompt: 'p' } };

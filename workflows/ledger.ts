@@ -55,16 +55,29 @@ export function holdings(
   return { gpuBytes: 0, hostRamBytes: 0 };
 }
 
-/** An instance's row in the store, for `list deployments` and the load endpoint: its state and what it holds. */
+/**
+ * An instance's row in the store, for `list deployments`, placement and the load endpoint: its state,
+ * what it holds and on which of the host's GPUs (none once stopped: its next start places it anew).
+ */
 export function instanceRow(
   hostId: string,
   instance: InstanceRef,
   state: InstanceState,
   tier: ParkTier | null,
   c: Checkpoint | null,
+  gpuIndexes: readonly number[] = [],
 ): Parameters<StoreActivities['saveInstance']>[0] {
   const { deploymentId, instanceIndex: index, generation } = instance;
-  return { deploymentId, index, generation, hostId, observedState: state, parkTier: tier, ...holdings(c, state, tier) };
+  return {
+    deploymentId,
+    index,
+    generation,
+    hostId,
+    observedState: state,
+    parkTier: tier,
+    ...holdings(c, state, tier),
+    gpuIndexes: state === 'stopped' ? [] : [...gpuIndexes],
+  };
 }
 
 /** What `entry` holds on each of its GPUs. */

@@ -8,8 +8,8 @@ import { table } from '../table.js';
 export const listHosts = operatorCommand({
   words: ['list', 'hosts'],
   summary:
-    'list the registered hosts: GPUs, host RAM, their state (ready, draining, stopping, down) and when each last ' +
-    'reported',
+    'list the registered hosts: each GPU’s memory used and its total, host RAM, their state (ready, draining, ' +
+    'stopping, down) and when each last reported',
   positionals: [],
   example: 'capyctl list hosts',
   async run({ api, json }) {
@@ -20,12 +20,22 @@ export const listHosts = operatorCommand({
     }
     const rows = hosts.map((h) => [
       h.host_id,
-      h.gpus.map((g) => `${readableBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-',
+      gpusText(h.gpus),
       h.host_ram_bytes === null ? '-' : readableBytes(h.host_ram_bytes),
       h.state,
       readableAge(h.last_seen_at),
     ]);
-    process.stdout.write(table(['ID', 'GPUS', 'HOST RAM', 'STATE', 'LAST SEEN'], rows));
+    process.stdout.write(table(['ID', 'GPUS (USED/TOTAL)', 'HOST RAM', 'STATE', 'LAST SEEN'], rows));
     return exitCodes.ok;
   },
 });
+
+/** Each GPU's memory as used/total, in index order, then their kind: once when all are alike. */
+function gpusText(gpus: HostBody['gpus']): string {
+  if (gpus.length === 0) return '-';
+  const usage = (g: HostBody['gpus'][number]) => `${readableBytes(g.used_bytes)}/${readableBytes(g.memory_bytes)}`;
+  const alike = gpus.every((g) => g.memory_kind === gpus[0]!.memory_kind);
+  return alike
+    ? `${gpus.map(usage).join(', ')} ${gpus[0]!.memory_kind}`
+    : gpus.map((g) => `${usage(g)} ${g.memory_kind}`).join(', ');
+}

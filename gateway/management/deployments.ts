@@ -9,11 +9,12 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { documentRefusal, hostsRefusal, instanceCount } from '../../engines/rules.js';
+import { gpusPerInstance } from '../../engines/parallelism.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
-import { fitsNoGpu, instanceIndexes, liveInstances, mayRunOn } from '../placement.js';
+import { fitsNoGpu, instanceIndexes, liveInstances, mayRunOn, tooFewGpus } from '../placement.js';
 import type { Deployment } from '../../api/catalogue.js';
 import type { Catalogue, HostReads } from '../ports.js';
 import {
@@ -147,12 +148,11 @@ function catalogueRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
       async (request, reply) => {
         // Refused where the operator can act, not at its first park.
         const spec = request.body;
+        const mayRun = (await hosts.hosts()).filter((h) => mayRunOn({ spec }, h.id));
         const refusal =
           documentRefusal(spec)?.error ??
-          hostsRefusal(
-            spec,
-            (await hosts.hosts()).filter((h) => mayRunOn({ spec }, h.id)),
-          );
+          hostsRefusal(spec, mayRun) ??
+          tooFewGpus(spec.name, gpusPerInstance(spec), mayRun);
         if (refusal) throw new CapyError(refusal);
         // A new revision is measured where it may run; with no host yet, the host's registration starts it.
         const { deployment, outcome } = await lifecycle.deploy(request.body);

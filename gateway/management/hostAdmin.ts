@@ -7,7 +7,8 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
-import type { HostRegistry } from '../ports.js';
+import type { CatalogueReads, HostRegistry } from '../ports.js';
+import { heldPerGpu } from '../gpuHoldings.js';
 import type { OperatorLifecycle } from './operatorLifecycle.js';
 import type { RoutingTable } from '../routingTable.js';
 import { renderReceipt } from './deployments.js';
@@ -16,31 +17,44 @@ import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 const hostParams = z.strictObject({ hostId: z.string().min(1) });
 
-export function hostAdminRoutes(deps: { hosts: HostRegistry; table: RoutingTable; lifecycle: OperatorLifecycle }) {
+export function hostAdminRoutes(deps: {
+  hosts: HostRegistry;
+  catalogue: CatalogueReads;
+  table: RoutingTable;
+  lifecycle: OperatorLifecycle;
+}) {
   return async (app: FastifyInstance) => {
     const routes = app.withTypeProvider<ZodTypeProvider>();
 
     routes.get(
       '/management/v1/hosts',
       { logLevel: POLLED_LOG_LEVEL, schema: { response: { 200: z.object({ hosts: z.array(hostBody) }) } } },
-      async () => ({
-        hosts: (await deps.hosts.hosts()).map((h) => {
-          const { state, lastSeenAt } = deps.lifecycle.hostLiveness(h);
-          return {
-            host_id: h.id,
-            gpus: h.gpus.map((g) => ({
-              index: g.index,
-              name: g.name,
-              memory_bytes: g.memoryBytes,
-              memory_kind: g.memoryKind,
-            })),
-            host_ram_bytes: h.hostRamBytes,
-            draining: h.draining,
-            state,
-            last_seen_at: lastSeenAt.toISOString(),
-          };
-        }),
-      }),
+      async () => {
+        const [hosts, instances] = await Promise.all([deps.hosts.hosts(), deps.catalogue.instances()]);
+        return {
+          hosts: hosts.map((h) => {
+            const { state, lastSeenAt } = deps.lifecycle.hostLiveness(h);
+            const used = heldPerGpu(
+              h.gpus.map((g) => g.index),
+              instances.filter((i) => i.hostId === h.id),
+            );
+            return {
+              host_id: h.id,
+              gpus: h.gpus.map((g, i) => ({
+                index: g.index,
+                name: g.name,
+                memory_bytes: g.memoryBytes,
+                memory_kind: g.memoryKind,
+                used_bytes: used[i]!,
+              })),
+              host_ram_bytes: h.hostRamBytes,
+              draining: h.draining,
+              state,
+              last_seen_at: lastSeenAt.toISOString(),
+            };
+          }),
+        };
+      },
     );
 
     routes.post(

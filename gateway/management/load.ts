@@ -77,6 +77,7 @@ function renderDeployment(d: RoutedDeployment, deps: LoadDeps, nowMs: number): D
       host_id: i.hostId,
       generation: i.generation,
       observed_state: i.observedState,
+      gpu_indexes: [...i.gpuIndexes],
       router_in_flight: deps.figures.instanceInFlight(d.id, i.index),
       max_running: instanceMaxRunning(sample, expected),
       sample: sample && renderSample(sample),

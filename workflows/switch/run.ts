@@ -136,7 +136,23 @@ export class SwitchRun {
    */
   rowOf(instance: InstanceRef, state: InstanceState, tier: ParkTier | null) {
     const { hostId, checkpoints } = this.input;
-    return instanceRow(hostId, instance, state, tier, checkpoints[instance.deploymentId] ?? null);
+    return instanceRow(
+      hostId,
+      instance,
+      state,
+      tier,
+      checkpoints[instance.deploymentId] ?? null,
+      this.gpusOf(instance),
+    );
+  }
+
+  /** The GPUs the instance holds, as the scheduler planned the switch; none known for a victim of a switch from before. */
+  private gpusOf(instance: InstanceRef): number[] {
+    const { target, victims } = this.input;
+    const same = (other: InstanceRef) =>
+      other.deploymentId === instance.deploymentId && other.instanceIndex === instance.instanceIndex;
+    if (target && same(target.instance)) return target.gpuIndexes;
+    return victims.find((v) => same(v.instance))?.gpuIndexes ?? [];
   }
 
   saveInstance(instance: InstanceRef, state: InstanceState, tier: ParkTier | null): Promise<void> {
