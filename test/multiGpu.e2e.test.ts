@@ -95,7 +95,7 @@ describe('models on several GPUs of a host', () => {
       '/management/v1/deployments',
       { name: 'tp16', engine: 'vllm', model: 'sim/tp16', extra_args: ['--tensor-parallel-size', '16'] },
     );
-    const expected = apiErrors.moreGpusThanAnyHost('tp16', 16, { hostId: eight.hostId, gpus: 8 });
+    const expected = apiErrors.needsMoreGpus('tp16', 16, { hostId: eight.hostId, gpus: 8 });
     expect([refused.status, refused.body]).toEqual([
       expected.status,
       { code: expected.code, message: expected.message, retryable: expected.retryable },
