@@ -54,7 +54,11 @@ describe('models on several GPUs of a host', () => {
   it('a TP=4 model parks four of them to start on their four cards; one of them wakes back by parking it whole, and so do the rest; then it wakes on its own four cards', async () => {
     const started = await cluster.capyctl(['start', 'deployment', 'tp4', '--evict', '--wait']);
     expect(started.code, started.stderr).toBe(0);
-    const victims = [...started.stdout.matchAll(/^victim: (s\d) \(deployment [^,]+, instance 0, GPU (\d)\) released: parked \(host RAM\)$/gm)];
+    const victims = [
+      ...started.stdout.matchAll(
+        /^victim: (s\d) \(deployment [^,]+, instance 0, GPU (\d)\) released: parked \(host RAM\)$/gm,
+      ),
+    ];
     expect(started.stdout).toMatch(new RegExp(`^tp4: ready\\nswitch_id: ${UUID} .*\\n(victim: .*\\n){4}$`));
     expect(victims).toHaveLength(4);
     const tpCards = victims.map((v) => Number(v[2])).sort();
@@ -90,11 +94,12 @@ describe('models on several GPUs of a host', () => {
     expect(cardsOf(await cards(), 'tp2')).toHaveLength(2);
     expect(await gpuHolders(one, 1)).toEqual([[]]);
 
-    const refused = await cluster.api(
-      'POST',
-      '/management/v1/deployments',
-      { name: 'tp16', engine: 'vllm', model: 'sim/tp16', extra_args: ['--tensor-parallel-size', '16'] },
-    );
+    const refused = await cluster.api('POST', '/management/v1/deployments', {
+      name: 'tp16',
+      engine: 'vllm',
+      model: 'sim/tp16',
+      extra_args: ['--tensor-parallel-size', '16'],
+    });
     const expected = apiErrors.needsMoreGpus('tp16', 16, { hostId: eight.hostId, gpus: 8 });
     expect([refused.status, refused.body]).toEqual([
       expected.status,

@@ -143,9 +143,7 @@ export const gpuUsed = async (host: ClusterHost): Promise<number> =>
 export const gpuHolders = (host: ClusterHost, count: number): Promise<string[][]> =>
   Promise.all(
     Array.from({ length: count }, async (_, index) =>
-      (await gpuUsage(join(host.dataDir, 'sim-gpus'), index)).owners
-        .filter((o) => o.gpuBytes > 0)
-        .map((o) => o.label),
+      (await gpuUsage(join(host.dataDir, 'sim-gpus'), index)).owners.filter((o) => o.gpuBytes > 0).map((o) => o.label),
     ),
   );
 
