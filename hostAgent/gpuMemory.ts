@@ -1,6 +1,6 @@
 /**
- * What each process holds on the host's GPUs now, as the devices say: `nvidia-smi`'s compute apps,
- * or the simulated devices' ledgers. A process an engine started (vLLM's engine core, SGLang's
+ * What each process holds on each of the host's GPUs now, as the devices say: `nvidia-smi`'s compute
+ * apps, or the simulated devices' ledgers. A process an engine started (vLLM's engine core, SGLang's
  * workers) counts as that engine's.
  */
 import { execFile } from 'node:child_process';
@@ -15,24 +15,35 @@ const MAX_ANCESTORS = 8;
 /** Where the devices' usage is read: `nvidia-smi`, or the simulated devices' folder and their indexes. */
 export type GpuSource = { kind: 'nvidia' } | { kind: 'simulated'; dir: string; indexes: readonly number[] };
 
-/** GPU bytes by process ID, over every device. */
-async function bytesByProcess(source: GpuSource): Promise<Map<number, number>> {
-  const held = new Map<number, number>();
-  const add = (pid: number, bytes: number) => held.set(pid, (held.get(pid) ?? 0) + bytes);
+/** What one process holds on one device. */
+interface DeviceUse {
+  pid: number;
+  gpu: number;
+  bytes: number;
+}
+
+/** What each process holds on each device. */
+async function usesByProcess(source: GpuSource): Promise<DeviceUse[]> {
   if (source.kind === 'simulated') {
-    for (const index of source.indexes)
-      for (const o of (await gpuUsage(source.dir, index)).owners) add(o.pid, o.gpuBytes);
-    return held;
+    const uses: DeviceUse[] = [];
+    for (const gpu of source.indexes)
+      for (const o of (await gpuUsage(source.dir, gpu)).owners) uses.push({ pid: o.pid, gpu, bytes: o.gpuBytes });
+    return uses;
   }
-  const { stdout } = await promisify(execFile)('nvidia-smi', [
-    '--query-compute-apps=pid,used_memory',
-    '--format=csv,noheader,nounits',
+  const query = async (fields: string) =>
+    (await promisify(execFile)('nvidia-smi', [fields, '--format=csv,noheader,nounits'])).stdout
+      .split('\n')
+      .map((line) => line.split(',').map((f) => f.trim()));
+  // A compute app names its device by UUID; the host's GPUs are listed by index.
+  const [devices, apps] = await Promise.all([
+    query('--query-gpu=index,uuid'),
+    query('--query-compute-apps=pid,used_memory,gpu_uuid'),
   ]);
-  for (const line of stdout.split('\n')) {
-    const [pid, mib] = line.split(',').map((f) => Number(f.trim()));
-    if (Number.isInteger(pid) && Number.isFinite(mib)) add(pid!, mib! * MiB);
-  }
-  return held;
+  const indexOf = new Map(devices.map(([index, uuid]) => [uuid, Number(index)]));
+  return apps.flatMap(([pid, mib, uuid]) => {
+    const use = { pid: Number(pid), gpu: indexOf.get(uuid) ?? NaN, bytes: Number(mib) * MiB };
+    return Number.isInteger(use.pid) && Number.isInteger(use.gpu) && Number.isFinite(use.bytes) ? [use] : [];
+  });
 }
 
 /** The parent of a process, from /proc; undefined when it is gone or not readable. */
@@ -44,28 +55,34 @@ async function parentOf(pid: number): Promise<number | undefined> {
 }
 
 /**
- * GPU bytes held by each of `owners` (process IDs the agent started), counting their descendants;
- * what no owner started is under `null`.
+ * GPU bytes held on each device by each of `owners` (process IDs the agent started), counting their
+ * descendants; what no owner started is under `null`.
  */
 export async function gpuBytesByOwner<T>(
   source: GpuSource,
   owners: ReadonlyMap<number, T>,
-): Promise<Map<T | null, number>> {
-  const held = new Map<T | null, number>();
-  for (const [pid, bytes] of await bytesByProcess(source)) {
-    let owner: T | null = null;
-    for (
-      let at: number | undefined = pid, depth = 0;
-      at !== undefined && depth <= MAX_ANCESTORS;
-      at = await parentOf(at), depth++
-    ) {
-      const found = owners.get(at);
-      if (found !== undefined) {
-        owner = found;
-        break;
-      }
-    }
-    held.set(owner, (held.get(owner) ?? 0) + bytes);
+): Promise<Array<{ owner: T | null; gpu: number; bytes: number }>> {
+  const ownerOf = new Map<number, T | null>();
+  const held: Array<{ owner: T | null; gpu: number; bytes: number }> = [];
+  for (const { pid, gpu, bytes } of await usesByProcess(source)) {
+    if (!ownerOf.has(pid)) ownerOf.set(pid, await ancestorIn(pid, owners));
+    const owner = ownerOf.get(pid)!;
+    const same = held.find((h) => h.owner === owner && h.gpu === gpu);
+    if (same) same.bytes += bytes;
+    else held.push({ owner, gpu, bytes });
   }
   return held;
+}
+
+/** The first of `owners` among the process and its parents; null when none is. */
+async function ancestorIn<T>(pid: number, owners: ReadonlyMap<number, T>): Promise<T | null> {
+  for (
+    let at: number | undefined = pid, depth = 0;
+    at !== undefined && depth <= MAX_ANCESTORS;
+    at = await parentOf(at), depth++
+  ) {
+    const found = owners.get(at);
+    if (found !== undefined) return found;
+  }
+  return null;
 }

@@ -1,6 +1,6 @@
 /**
  * A host agent's Prometheus metrics (`GET /metrics` on its ingress): its engines' latest load
- * samples, and what its GPUs hold by the state of the engine holding it. Its own registry: a
+ * samples, and what each of its GPUs holds by the state of the engine holding it. Its own registry: a
  * standalone runs a server beside it in the same process.
  */
 import { Registry } from 'prom-client';
@@ -40,9 +40,9 @@ export function hostMetrics(deps: {
     const engines = new Map<number, SupervisedEngine>();
     for (const e of supervisor.list())
       if (e.process.pid !== undefined && e.exit === undefined) engines.set(e.process.pid, e);
-    const held = await gpuBytesByOwner(deps.gpus, engines);
-    return [...held].map(([e, bytes]) => ({
+    return (await gpuBytesByOwner(deps.gpus, engines)).map(({ owner: e, gpu, bytes }) => ({
       host: hostId,
+      gpu,
       state: e ? e.stage : NOT_AN_ENGINE,
       parkTier: e?.stage === 'parked' ? e.parkTier : null,
       bytes,

@@ -15,9 +15,11 @@ export interface EngineReading {
   load: EngineLoad;
 }
 
-/** GPU memory one state holds on a host (a parked model's tier says how much it kept). */
+/** GPU memory one state holds on one GPU of a host (a parked model's tier says how much it kept). */
 export interface GpuHeld {
   host: string;
+  /** The GPU's index on its host. */
+  gpu: number;
   state: string;
   parkTier: ParkTier | null;
   bytes: number;
@@ -53,17 +55,18 @@ export function engineGauges(registry: Registry, read: () => EngineReading[]): v
   );
 }
 
-/** `capyctl_gpu_memory_bytes`: GPU memory held on each host, by the state of what holds it. */
+/** `capyctl_gpu_memory_bytes`: GPU memory held on each GPU of each host, by the state of what holds it. */
 export function gpuMemoryGauge(registry: Registry, read: () => Promise<GpuHeld[]>): void {
   new Gauge({
     name: 'capyctl_gpu_memory_bytes',
-    help: 'GPU memory held on a host, by the state (and park tier) of the models holding it.',
-    labelNames: ['host', 'state', 'park_tier'] as const,
+    help: 'GPU memory held on a GPU of a host, by the state (and park tier) of the models holding it.',
+    labelNames: ['host', 'gpu', 'state', 'park_tier'] as const,
     registers: [registry],
     async collect() {
       const held = await read();
       this.reset();
-      for (const h of held) this.inc({ host: h.host, state: h.state, park_tier: h.parkTier ?? '' }, h.bytes);
+      for (const h of held)
+        this.inc({ host: h.host, gpu: String(h.gpu), state: h.state, park_tier: h.parkTier ?? '' }, h.bytes);
     },
   });
 }

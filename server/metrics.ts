@@ -12,7 +12,9 @@ import type { RequestQueue } from '../gateway/requestQueue.js';
 import type { RoutingTable } from '../gateway/routingTable.js';
 import { engineGauges, gpuMemoryGauge } from '../metrics/engineGauges.js';
 import type { Db } from '../store/db.js';
+import { listHosts } from '../store/hosts.js';
 import { listInstances } from '../store/instances.js';
+import { heldOnGpu } from '../gateway/gpuHoldings.js';
 import type { PhaseTiming } from '../api/lifecycle.js';
 
 // Waits run from nothing (a model serving) to a deep park's wake or a cold start.
@@ -110,12 +112,36 @@ export class ServerMetrics implements RequestMetrics {
           : [],
       ),
     );
-    // The catalogue's record of what each instance holds, written as each step of a switch begins.
-    gpuMemoryGauge(this.registry, async () =>
-      (await listInstances(db))
-        .filter((i) => i.gpuBytes > 0)
-        .map((i) => ({ host: i.hostId, state: i.observedState, parkTier: i.parkTier, bytes: i.gpuBytes })),
-    );
+    // The catalogue's record of what each instance holds on which GPUs, written as each step of a switch begins.
+    gpuMemoryGauge(this.registry, async () => {
+      const [instances, hosts] = await Promise.all([listInstances(db), listHosts(db)]);
+      return hosts.flatMap((h) =>
+        instances
+          .filter((i) => i.hostId === h.id && i.gpuBytes > 0)
+          .flatMap((i) =>
+            h.gpus
+              .map((g) => ({
+                host: h.id,
+                gpu: g.index,
+                state: i.observedState,
+                parkTier: i.parkTier,
+                bytes: heldOnGpu(i, g.index),
+              }))
+              .filter((held) => held.bytes > 0),
+          ),
+      );
+    });
+    new Gauge({
+      name: 'capyctl_gpu_memory_total_bytes',
+      help: 'The memory of each GPU of a registered host: what is free of it is this less capyctl_gpu_memory_bytes.',
+      labelNames: ['host', 'gpu'],
+      registers,
+      async collect() {
+        const hosts = await listHosts(db);
+        this.reset();
+        for (const h of hosts) for (const g of h.gpus) this.set({ host: h.id, gpu: String(g.index) }, g.memoryBytes);
+      },
+    });
   }
 
   answered(deployment: string, status: number, code: string): void {

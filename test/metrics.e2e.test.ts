@@ -94,7 +94,9 @@ describe('Prometheus metrics', () => {
     expect(sumOf('capyctl_request_time_to_first_byte_seconds')).toBeGreaterThanOrEqual(waitedB);
     expect(valueOf(families, 'capyctl_queue_requests_waiting', { deployment: 'chat-b' })).toBe(0);
     expect(valueOf(families, 'capyctl_queue_requests_in_flight', { deployment: 'chat-a' })).toBe(0);
-    expect(valueOf(families, 'capyctl_gpu_memory_bytes', { host: host.hostId, state: 'ready' })).toBeGreaterThan(0);
+    expect(
+      valueOf(families, 'capyctl_gpu_memory_bytes', { host: host.hostId, gpu: '0', state: 'ready' }),
+    ).toBeGreaterThan(0);
     await expectEngineSample(serverMetrics, { host: host.hostId, deployment: 'chat-a', instance: '0' });
   });
 
@@ -110,7 +112,9 @@ describe('Prometheus metrics', () => {
       body: renderApiError(apiErrors.repeatedHeader('Authorization')).body,
     });
     const families = await expectEngineSample(hostMetrics, { host: host.hostId, deployment: 'chat-a', instance: '0' });
-    expect(valueOf(families, 'capyctl_gpu_memory_bytes', { host: host.hostId, state: 'ready' })).toBeGreaterThan(0);
+    expect(
+      valueOf(families, 'capyctl_gpu_memory_bytes', { host: host.hostId, gpu: '0', state: 'ready' }),
+    ).toBeGreaterThan(0);
   });
 });
 

@@ -1,0 +1,102 @@
+/**
+ * The server's GPU memory gauges (`GET /metrics`) as their text reads, from the store's rows on its
+ * own database: what each GPU of each host holds by state, an instance on several GPUs an even share
+ * on each, and each GPU's total, so what is free of it is one subtraction.
+ */
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { LoadBoard } from '../gateway/loadBoard.js';
+import { RequestQueue } from '../gateway/requestQueue.js';
+import type { SharedQueueLimits } from '../settings/queue.js';
+import { RoutingTable } from '../gateway/routingTable.js';
+import { ServerMetrics } from '../server/metrics.js';
+import { saveDeployment } from '../store/deployments.js';
+import { issueHostToken, registerHost } from '../store/hosts.js';
+import { saveInstance } from '../store/instances.js';
+import { migrate } from '../store/migrate.js';
+import { loadSettings } from '../settings/load.js';
+import { type FreshDatabase, freshDatabase } from './support/postgres.js';
+
+const GiB = 2 ** 30;
+
+describe('the GPU memory on /metrics', () => {
+  let fresh: FreshDatabase;
+  let metrics: ServerMetrics;
+
+  beforeAll(async () => {
+    fresh = await freshDatabase(inject('postgresAdminUrl'));
+    const { db } = fresh;
+    await migrate(db);
+    const gpus = (count: number, gib: number) =>
+      Array.from({ length: count }, (_, index) => ({
+        index,
+        name: `sim-${index}`,
+        memoryBytes: gib * GiB,
+        memoryKind: 'discrete' as const,
+      }));
+    for (const [id, hostGpus] of [
+      ['box-4', gpus(4, 80)],
+      ['small', gpus(1, 24)],
+    ] as const)
+      await registerHost(db, await issueHostToken(db), { id, gpus: hostGpus, hostRamBytes: null, settings: {} });
+    const deployment = async (name: string) =>
+      (await saveDeployment(db, loadSettings('deployment', { text: `name: ${name}\nengine: vllm\nmodel: m\n` })))
+        .deployment.id;
+    const row = { index: 0, generation: 1, parkTier: null, hostRamBytes: 0 };
+    // 80 GiB ready over GPUs 1 and 2; 20 GiB of weights kept on GPU 2 while parked; a stopped one holds nothing.
+    await saveInstance(db, {
+      ...row,
+      deploymentId: await deployment('wide'),
+      hostId: 'box-4',
+      observedState: 'ready',
+      gpuBytes: 80 * GiB,
+      gpuIndexes: [1, 2],
+    });
+    await saveInstance(db, {
+      ...row,
+      deploymentId: await deployment('kept'),
+      hostId: 'box-4',
+      observedState: 'parked',
+      parkTier: 'kv_only',
+      gpuBytes: 20 * GiB,
+      gpuIndexes: [2],
+    });
+    await saveInstance(db, {
+      ...row,
+      deploymentId: await deployment('gone'),
+      hostId: 'box-4',
+      observedState: 'stopped',
+      gpuBytes: 0,
+    });
+    // From before the store named an instance's GPUs: on the one GPU its host has.
+    await saveInstance(db, {
+      ...row,
+      deploymentId: await deployment('older'),
+      hostId: 'small',
+      observedState: 'ready',
+      gpuBytes: 10 * GiB,
+    });
+    const table = new RoutingTable();
+    const limits: SharedQueueLimits = {
+      request_deadline: 30_000,
+      max_pending_per_deployment: 64,
+      max_pending_total: 256,
+      max_buffered_bytes_total: 64 * 2 ** 20,
+    };
+    const queue = new RequestQueue({ limits: () => limits, onDemand: () => {} });
+    metrics = new ServerMetrics({ table, queue, board: new LoadBoard(), db });
+  });
+  afterAll(() => fresh?.drop());
+
+  it('says what each GPU of each host holds, by state, and its total', async () => {
+    const lines = (await metrics.registry.metrics()).split('\n').filter((l) => /^capyctl_gpu_memory/.test(l));
+    const bytes = (gib: number) => String(gib * GiB);
+    expect(lines).toEqual([
+      `capyctl_gpu_memory_bytes{host="box-4",gpu="1",state="ready",park_tier=""} ${bytes(40)}`,
+      `capyctl_gpu_memory_bytes{host="box-4",gpu="2",state="ready",park_tier=""} ${bytes(40)}`,
+      `capyctl_gpu_memory_bytes{host="box-4",gpu="2",state="parked",park_tier="kv_only"} ${bytes(20)}`,
+      `capyctl_gpu_memory_bytes{host="small",gpu="0",state="ready",park_tier=""} ${bytes(10)}`,
+      ...[0, 1, 2, 3].map((gpu) => `capyctl_gpu_memory_total_bytes{host="box-4",gpu="${gpu}"} ${bytes(80)}`),
+      `capyctl_gpu_memory_total_bytes{host="small",gpu="0"} ${bytes(24)}`,
+    ]);
+  });
+});
