@@ -187,7 +187,8 @@ describe('every field of every document, derived from its schema', () => {
     );
     for (const { what, body } of registered) {
       expect(listed.get(body.host_id), what).toMatchObject({ gpus: body.gpus, host_ram_bytes: body.host_ram_bytes });
-      const gpus = body.gpus.map((g) => `${readableBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-';
+      // Nothing runs there yet: each GPU shows 0B used of its memory.
+      const gpus = body.gpus.map((g) => `0B/${readableBytes(g.memory_bytes)} ${g.memory_kind}`).join(', ') || '-';
       expect(rows.get(body.host_id)?.slice(0, 3), what).toEqual([
         body.host_id,
         gpus,

@@ -159,6 +159,7 @@ describe('switching, end to end', () => {
           host_id: bench.hostId,
           generation: 1,
           observed_state: 'ready',
+          gpu_indexes: [0],
           router_in_flight: 1,
           max_running: { count: 32, source: 'default' },
           sample: {
@@ -186,6 +187,8 @@ describe('switching, end to end', () => {
           host_id: bench.hostId,
           generation: 1,
           observed_state: 'parked',
+          // Parked, it holds no GPU memory, but wakes on the GPU it was launched on.
+          gpu_indexes: [0],
           router_in_flight: 0,
           max_running: { source: 'on_host' },
           sample: null,
