@@ -5,14 +5,10 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { saveDeployment } from '../store/deployments.js';
-import { issueHostToken, registerHost } from '../store/hosts.js';
-import { saveInstance } from '../store/instances.js';
 import { migrate } from '../store/migrate.js';
-import { loadSettings } from '../settings/load.js';
-import type { MemoryKind } from '../domain/vocabulary.js';
 import { buildAdminApp } from './support/adminApp.js';
 import { capyctl } from './support/capyctl.js';
+import { instanceOf, registerGpuHost } from './support/gpuRows.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 
 const ADMIN_TOKEN = 'capy_admin_list_hosts';
@@ -27,37 +23,12 @@ describe('capyctl list hosts', () => {
     fresh = await freshDatabase(inject('postgresAdminUrl'));
     const { db } = fresh;
     await migrate(db);
-    const gpus = (count: number, gib: number, memoryKind: MemoryKind) =>
-      Array.from({ length: count }, (_, index) => ({
-        index,
-        name: `sim-${index}`,
-        memoryBytes: gib * GiB,
-        memoryKind,
-      }));
-    const host = async (id: string, hostGpus: ReturnType<typeof gpus>, hostRamBytes: number | null) =>
-      registerHost(db, await issueHostToken(db), { id, gpus: hostGpus, hostRamBytes, settings: {} });
-    await host('box-8', gpus(8, 80, 'discrete'), 1024 * GiB);
-    await host('spark', gpus(1, 24, 'unified'), null);
-    const deployment = async (name: string) =>
-      (await saveDeployment(db, loadSettings('deployment', { text: `name: ${name}\nengine: vllm\nmodel: m\n` })))
-        .deployment.id;
-    const row = { index: 0, generation: 1, observedState: 'ready' as const, parkTier: null, hostRamBytes: 0 };
+    await registerGpuHost(db, 'box-8', { count: 8, gib: 80 }, 1024 * GiB);
+    await registerGpuHost(db, 'spark', { count: 1, gib: 24, kind: 'unified' });
     // 80 GiB over GPUs 0 and 1, 40 GiB on GPU 2; on spark one row from before the store named its GPUs.
-    await saveInstance(db, {
-      ...row,
-      deploymentId: await deployment('wide'),
-      hostId: 'box-8',
-      gpuBytes: 80 * GiB,
-      gpuIndexes: [0, 1],
-    });
-    await saveInstance(db, {
-      ...row,
-      deploymentId: await deployment('narrow'),
-      hostId: 'box-8',
-      gpuBytes: 40 * GiB,
-      gpuIndexes: [2],
-    });
-    await saveInstance(db, { ...row, deploymentId: await deployment('older'), hostId: 'spark', gpuBytes: 10 * GiB });
+    await instanceOf(db, 'wide', 'box-8', { gpuBytes: 80 * GiB, gpuIndexes: [0, 1] });
+    await instanceOf(db, 'narrow', 'box-8', { gpuBytes: 40 * GiB, gpuIndexes: [2] });
+    await instanceOf(db, 'older', 'spark', { gpuBytes: 10 * GiB });
     app = await buildAdminApp(db, { adminToken: ADMIN_TOKEN });
     url = await app.listen({ host: '127.0.0.1', port: 0 });
   });

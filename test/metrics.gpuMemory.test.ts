@@ -9,11 +9,8 @@ import { RequestQueue } from '../gateway/requestQueue.js';
 import type { SharedQueueLimits } from '../settings/queue.js';
 import { RoutingTable } from '../gateway/routingTable.js';
 import { ServerMetrics } from '../server/metrics.js';
-import { saveDeployment } from '../store/deployments.js';
-import { issueHostToken, registerHost } from '../store/hosts.js';
-import { saveInstance } from '../store/instances.js';
 import { migrate } from '../store/migrate.js';
-import { loadSettings } from '../settings/load.js';
+import { instanceOf, registerGpuHost } from './support/gpuRows.js';
 import { type FreshDatabase, freshDatabase } from './support/postgres.js';
 
 const GiB = 2 ** 30;
@@ -26,55 +23,19 @@ describe('the GPU memory on /metrics', () => {
     fresh = await freshDatabase(inject('postgresAdminUrl'));
     const { db } = fresh;
     await migrate(db);
-    const gpus = (count: number, gib: number) =>
-      Array.from({ length: count }, (_, index) => ({
-        index,
-        name: `sim-${index}`,
-        memoryBytes: gib * GiB,
-        memoryKind: 'discrete' as const,
-      }));
-    for (const [id, hostGpus] of [
-      ['box-4', gpus(4, 80)],
-      ['small', gpus(1, 24)],
-    ] as const)
-      await registerHost(db, await issueHostToken(db), { id, gpus: hostGpus, hostRamBytes: null, settings: {} });
-    const deployment = async (name: string) =>
-      (await saveDeployment(db, loadSettings('deployment', { text: `name: ${name}\nengine: vllm\nmodel: m\n` })))
-        .deployment.id;
-    const row = { index: 0, generation: 1, parkTier: null, hostRamBytes: 0 };
+    await registerGpuHost(db, 'box-4', { count: 4, gib: 80 });
+    await registerGpuHost(db, 'small', { count: 1, gib: 24 });
     // 80 GiB ready over GPUs 1 and 2; 20 GiB of weights kept on GPU 2 while parked; a stopped one holds nothing.
-    await saveInstance(db, {
-      ...row,
-      deploymentId: await deployment('wide'),
-      hostId: 'box-4',
-      observedState: 'ready',
-      gpuBytes: 80 * GiB,
-      gpuIndexes: [1, 2],
-    });
-    await saveInstance(db, {
-      ...row,
-      deploymentId: await deployment('kept'),
-      hostId: 'box-4',
+    await instanceOf(db, 'wide', 'box-4', { gpuBytes: 80 * GiB, gpuIndexes: [1, 2] });
+    await instanceOf(db, 'kept', 'box-4', {
       observedState: 'parked',
       parkTier: 'kv_only',
       gpuBytes: 20 * GiB,
       gpuIndexes: [2],
     });
-    await saveInstance(db, {
-      ...row,
-      deploymentId: await deployment('gone'),
-      hostId: 'box-4',
-      observedState: 'stopped',
-      gpuBytes: 0,
-    });
+    await instanceOf(db, 'gone', 'box-4', { observedState: 'stopped', gpuBytes: 0 });
     // From before the store named an instance's GPUs: on the one GPU its host has.
-    await saveInstance(db, {
-      ...row,
-      deploymentId: await deployment('older'),
-      hostId: 'small',
-      observedState: 'ready',
-      gpuBytes: 10 * GiB,
-    });
+    await instanceOf(db, 'older', 'small', { gpuBytes: 10 * GiB });
     const table = new RoutingTable();
     const limits: SharedQueueLimits = {
       request_deadline: 30_000,
