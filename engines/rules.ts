@@ -11,6 +11,7 @@ import { engineContracts } from './contracts.js';
 import type { MaxRunning, MaxRunningContext } from './engine.js';
 import { findCount, findOption } from './launchOptions.js';
 import { engineTraits } from './traits.js';
+import { parallelLayout } from './parallelism.js';
 
 // ─── Capability ─────────────────────────────────────────────────────────────────────────────────
 
@@ -104,9 +105,19 @@ export const instancesBeyondHosts = (name: string, instances: number, hosts: num
   `deployment ${name}: instances: ${instances} is more than the ${hosts} hosts it may run on (hosts); ` +
   'each instance runs on a host of its own';
 
+/**
+ * Data parallelism in one engine process (vLLM `--data-parallel-size`, SGLang `--dp-size` without DP
+ * attention) holds the whole model once per group, which the ledger's even split of one checkpoint
+ * over the instance's GPUs does not count: it would launch each GPU with too small a bound.
+ */
+export const dataParallelRefusal = (name: string, ranks: number, modelShards: number) =>
+  `deployment ${name}: its extra_args ask for ${ranks / modelShards} data-parallel groups of ${modelShards} ` +
+  `GPU${modelShards === 1 ? '' : 's'}; capyctl sizes an instance's memory for tensor and pipeline parallelism ` +
+  `only: serve copies with instances: ${ranks / modelShards} instead`;
+
 /** A document's refusal, and the field `settings check` names for it: the one to change. */
 export interface DocumentRefusal {
-  field: 'instances' | 'residency';
+  field: 'instances' | 'extra_args' | 'residency';
   error: ApiError;
 }
 
@@ -116,14 +127,17 @@ export interface DocumentRefusal {
  * (`parkRefusal`) unless it declares `residency: restart_only`, whether it names another residency
  * or none (a deployment parks by default); a residency that asks for a park (`deep`,
  * `host_backed`) its engine cannot do (DEEP PARK disabled in `capyctl engine list`), and
- * `host_backed` for SGLang with speculative decoding; and more `instances` than the `hosts` it
- * names. A deployment left without a residency on an engine that cannot park is not refused: it stops.
+ * `host_backed` for SGLang with speculative decoding; more `instances` than the `hosts` it
+ * names; and `extra_args` asking for data parallelism inside one engine (`dataParallelRefusal`). A deployment left without a residency on an engine that cannot park is not refused: it stops.
  */
 export function documentRefusal(spec: DeploymentSpec): DocumentRefusal | null {
   if (spec.hosts && instanceCount(spec) > spec.hosts.length) {
     const error = apiErrors.invalidRequest(instancesBeyondHosts(spec.name, instanceCount(spec), spec.hosts.length));
     return { field: 'instances', error };
   }
+  const { ranks, modelShards } = parallelLayout(spec.engine, spec.extra_args);
+  if (ranks > modelShards)
+    return { field: 'extra_args', error: apiErrors.invalidRequest(dataParallelRefusal(spec.name, ranks, modelShards)) };
   const asksForPark = spec.residency === 'deep' || spec.residency === 'host_backed';
   const error =
     asksForPark && engineTraits[spec.engine].parkTiers.length === 0

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { apiErrors } from '../domain/catalogue.js';
 import {
   cannotParkReasons,
   documentRefusal,
@@ -321,6 +322,17 @@ describe('refusals at deploy', () => {
       field: 'instances',
       error: expect.objectContaining({ code: 'invalid_request' }),
     });
+  });
+
+  it('names extra_args for data parallelism in one engine, whose groups each hold the whole model', () => {
+    expect(documentRefusal(deployment({ extra_args: ['-tp', '2', '--data-parallel-size', '2'] }))).toEqual({
+      field: 'extra_args',
+      error: apiErrors.invalidRequest(
+        "deployment my-model: its extra_args ask for 2 data-parallel groups of 2 GPUs; capyctl sizes an instance's memory " +
+          'for tensor and pipeline parallelism only: serve copies with instances: 2 instead',
+      ),
+    });
+    expect(documentRefusal(deployment({ extra_args: ['-tp', '4', '-pp', '2'] }))).toBeNull();
   });
 
   it('refuses host_backed where a host it may run on has unified memory', () => {
