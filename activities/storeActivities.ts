@@ -18,7 +18,7 @@ import { type InstanceUpdate, listInstances, saveInstance } from '../store/insta
 import { liveServers } from '../store/servers.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
-import type { DeploymentView, PhaseTiming, WakeReference } from '../api/lifecycle.js';
+import type { DeploymentView, InstanceRef, PhaseTiming, WakeReference } from '../api/lifecycle.js';
 
 /** A switch's receipt as its workflow writes it; the last write of a finished switch carries its phases. */
 export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt' | 'phases'> & {
@@ -107,7 +107,16 @@ function lifecycleReads(db: Db) {
 
     /** Whether any instance row on the host says it holds something (is not stopped). */
     async instancesHeldOn(input: { hostId: string }): Promise<boolean> {
-      return (await listInstances(db, { hostId: input.hostId })).some((i) => i.observedState !== 'stopped');
+      return (await heldOn(db, input.hostId)).length > 0;
+    },
+
+    /** The instances whose rows on the host say they hold something (are not stopped). */
+    async instanceRowsHeldOn(input: { hostId: string }): Promise<InstanceRef[]> {
+      return (await heldOn(db, input.hostId)).map((i) => ({
+        deploymentId: i.deploymentId,
+        instanceIndex: i.index,
+        generation: i.generation,
+      }));
     },
 
     async findWakeReference(input: { deploymentId: string; instanceIndex: number }) {
@@ -120,6 +129,9 @@ function lifecycleReads(db: Db) {
     },
   };
 }
+
+const heldOn = async (db: Db, hostId: string) =>
+  (await listInstances(db, { hostId })).filter((i) => i.observedState !== 'stopped');
 
 /** What the lifecycle writes on a deployment's catalogue row: its checkpoint, failures, operator's stop, its end. */
 function deploymentWrites(db: Db) {

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, releasedLines } from '../domain/catalogue.js';
 import { awaitMeasurement, sendCommand, startMeasurement } from '../gateway/lifecycleClient.js';
 import { gpuUsage } from '../hostAgent/simulatedGpu.js';
-import { listInstances } from '../store/instances.js';
+import { listInstances, saveInstance } from '../store/instances.js';
 import { localActivityType } from '../deploy/demo/switchHistory.js';
 import { signals, workflowIds } from '../workflows/definitions.js';
 import type { Answer } from './support/queueGateway.js';
@@ -289,6 +289,32 @@ describe('the host scheduler', () => {
     const ledger = await s.settledLedger();
     expect(ledger.entries.find((e) => e.deploymentId === slow)).toBeUndefined();
     expect(await s.lc.gpuUsedBytes()).toBe((await s.entry(ids['chat-a']!))!.gpuBytes);
+  });
+
+  it('a run started after the last was terminated sets stopped a row whose switch ended before its engine was launched', async () => {
+    const late = await s.deployMeasured('chat-late');
+    const row = async () => (await listInstances(s.lc.db, { deploymentId: late }))[0];
+    // What a switch terminated between writing its target's row and launching its engine leaves.
+    const generation = ((await row())?.generation ?? 0) + 1;
+    await saveInstance(s.lc.db, {
+      deploymentId: late,
+      index: 0,
+      generation,
+      hostId: s.lc.hostId,
+      observedState: 'starting',
+      parkTier: null,
+      gpuBytes: 0,
+      hostRamBytes: 0,
+    });
+    await s.lc.client.workflow
+      .getHandle(workflowIds.hostScheduler(s.lc.hostId))
+      .terminate('terminated from the Web UI');
+
+    expect(servedBy([await s.lc.gateway.request(ids['chat-b']!)])).toEqual([ids['chat-b']]);
+    expect(await row()).toMatchObject({ generation, observedState: 'stopped', gpuIndexes: [] });
+    // Nothing waits for that start: its next request starts it afresh.
+    expect(servedBy([await s.lc.gateway.request(late)])).toEqual([late]);
+    expect((await row())!.generation).toBeGreaterThan(generation);
   });
 
   it('drains the host: every instance stops, each with its receipt', async () => {
