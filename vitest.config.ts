@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { LongestFirst } from './test/support/longestFirst.js';
 
 /**
  * Tests that run `capyctl` processes whole (a standalone, a fresh clone, the demo): each is heavy on
@@ -37,6 +38,7 @@ export default defineConfig({
     // The Temporal native bridge is not safe in worker threads.
     pool: 'forks',
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    sequence: { sequencer: LongestFirst },
     testTimeout: 60_000,
     hookTimeout: 120_000,
     projects: [
