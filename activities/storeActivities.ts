@@ -105,7 +105,7 @@ function lifecycleReads(db: Db) {
       return host;
     },
 
-    /** Whether any instance row on the host says it holds something (is not stopped). */
+    /** Whether any instance row on the host says it holds something: what older scheduler histories asked. */
     async instancesHeldOn(input: { hostId: string }): Promise<boolean> {
       return (await heldOn(db, input.hostId)).length > 0;
     },

@@ -128,7 +128,8 @@ export interface DocumentRefusal {
  * or none (a deployment parks by default); a residency that asks for a park (`deep`,
  * `host_backed`) its engine cannot do (DEEP PARK disabled in `capyctl engine list`), and
  * `host_backed` for SGLang with speculative decoding; more `instances` than the `hosts` it
- * names; and `extra_args` asking for data parallelism inside one engine (`dataParallelRefusal`). A deployment left without a residency on an engine that cannot park is not refused: it stops.
+ * names; and `extra_args` asking for data parallelism inside one engine (`dataParallelRefusal`).
+ * A deployment left without a residency on an engine that cannot park is not refused: it stops.
  */
 export function documentRefusal(spec: DeploymentSpec): DocumentRefusal | null {
   if (spec.hosts && instanceCount(spec) > spec.hosts.length) {

@@ -2,12 +2,13 @@
  * The order test files start in: the longest first, so two forks finish together instead of one
  * running the last long file alone. Vitest orders by the durations of the last run it remembers; a
  * fresh clone (CI) has none, and by file size the fault campaign and the workload benchmark, small
- * files that run for a minute each, started last (a 2-minute tail on a 15-minute suite).
+ * files that run for a minute or more each, started last, one fork running them alone.
  */
+import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /** Seconds each file took in CI on 2026-12-04 (two cores); files under 10 s keep vitest's order after these. */
-const SECONDS: Record<string, number> = {
+export const ciSeconds: Record<string, number> = {
   'test/lifecycle.switch.test.ts': 108,
   'test/readme.test.ts': 83,
   'test/multiHost.leaveAndJoin.e2e.test.ts': 82,
@@ -46,7 +47,7 @@ const SECONDS: Record<string, number> = {
   'test/cli.settings.test.ts': 10,
 };
 
-const secondsOf = (spec: TestSpecification) => SECONDS[spec.moduleId.slice(spec.project.config.root.length + 1)] ?? 0;
+const secondsOf = (spec: TestSpecification) => ciSeconds[relative(spec.project.config.root, spec.moduleId)] ?? 0;
 
 export class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {

@@ -29,7 +29,9 @@ const ROWS_FROM_HOST = 'rows-from-host';
 export async function adoptEngines(scheduler: HostScheduler): Promise<void> {
   if (!patched(LEDGER_FROM_HOST)) return;
   const { hostId, store, settings } = scheduler;
-  if (!(await store.instancesHeldOn({ hostId }))) return;
+  // Older histories asked only whether a row held something, and left the rows as they were.
+  const rows = patched(ROWS_FROM_HOST) ? await store.instanceRowsHeldOn({ hostId }) : null;
+  if (rows ? rows.length === 0 : !(await store.instancesHeldOn({ hostId }))) return;
   const host = proxyActivities<Pick<HostActivities, 'listEngines' | 'stopEngine'>>({
     taskQueue: taskQueues.host(hostId),
     scheduleToStartTimeout: HEARTBEAT_TIMEOUT_MS,
@@ -47,14 +49,13 @@ export async function adoptEngines(scheduler: HostScheduler): Promise<void> {
     engines.map(async (engine, i) => {
       const deployment = deployments[i]!;
       const state = engine.stage === 'ready' || engine.stage === 'parked' ? engine.stage : null;
-      if (state && deployment) return adopt(scheduler, engine, state, deployment);
+      if (state && deployment) return adopt(scheduler, engine, state, deployment, rows !== null);
       await host.stopEngine({ key: engine.instance }).catch(asNothing(hostId, 'stopEngine', undefined));
       await store.saveInstance(instanceRow(hostId, engine.instance, 'stopped', null, null));
     }),
   );
-  if (!patched(ROWS_FROM_HOST)) return;
+  if (!rows) return;
   const running = new Set(engines.map((e) => slotOf(e.instance)));
-  const rows = await store.instanceRowsHeldOn({ hostId });
   await Promise.all(
     rows
       .filter((row) => !running.has(slotOf(row)))
@@ -69,6 +70,7 @@ async function adopt(
   engine: RunningEngine,
   state: 'ready' | 'parked',
   deployment: DeploymentView,
+  writeRow: boolean,
 ) {
   const checkpoint = deployment.checkpoint ?? {
     weightBytes: engine.reservedBytes * engine.gpuIndexes.length,
@@ -77,7 +79,7 @@ async function adopt(
   const entry = scheduler.addEntry(deployment, engine.instance, engine.gpuIndexes);
   scheduler.setEntry(entry, state, engine.tier, holdings(checkpoint, state, engine.tier));
   log.info('the host scheduler adopted an engine its host runs', { hostId: scheduler.hostId, ...engine });
-  if (patched(ROWS_FROM_HOST))
+  if (writeRow)
     await scheduler.store.saveInstance(
       instanceRow(scheduler.hostId, engine.instance, state, engine.tier, checkpoint, engine.gpuIndexes),
     );
