@@ -22,6 +22,7 @@ import { LoadSampler } from './loadSampler.js';
 import { registrationOf } from './registration.js';
 import type { GpuSource } from './gpuMemory.js';
 import { hostMetrics } from './metrics.js';
+import { buildInfo } from '../processes/build.js';
 import { type Registration, RegistrationRefused, ServerClient } from './serverClient.js';
 import { EngineSupervisor, type InstanceSlot } from '../activities/supervisor.js';
 
@@ -119,7 +120,7 @@ export async function startHostAgent(
   const gpuSource: GpuSource = simulated
     ? { kind: 'simulated', dir: engineEnv.CAPYCTL_SIM_GPU_DIR!, indexes: gpus.map((g) => g.index) }
     : { kind: 'nvidia' };
-  ingress.serveMetrics(hostMetrics({ hostId, supervisor, sampler, gpus: gpuSource }));
+  ingress.serveMetrics(hostMetrics({ hostId, supervisor, sampler, gpus: gpuSource, build: buildInfo() }));
 
   const registration = await registerUntilAccepted(
     server,

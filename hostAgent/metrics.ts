@@ -1,10 +1,12 @@
 /**
  * A host agent's Prometheus metrics (`GET /metrics` on its ingress): its engines' latest load
- * samples, and what each of its GPUs holds by the state of the engine holding it. Its own registry: a
- * standalone runs a server beside it in the same process.
+ * samples, what each of its GPUs holds by the state of the engine holding it, and which capyctl it
+ * runs. Its own registry: a standalone runs a server beside it in the same process.
  */
 import { Registry } from 'prom-client';
+import { buildInfoGauge } from '../metrics/buildInfo.js';
 import { engineGauges, gpuMemoryGauge } from '../metrics/engineGauges.js';
+import type { BuildInfo } from '../processes/build.js';
 import { type GpuSource, gpuBytesByOwner } from './gpuMemory.js';
 import type { LoadSampler } from './loadSampler.js';
 import type { EngineSupervisor, SupervisedEngine } from '../activities/supervisor.js';
@@ -17,6 +19,7 @@ export function hostMetrics(deps: {
   supervisor: EngineSupervisor;
   sampler: LoadSampler;
   gpus: GpuSource;
+  build: BuildInfo;
 }): Registry {
   const { hostId, supervisor, sampler } = deps;
   const registry = new Registry();
@@ -29,7 +32,7 @@ export function hostMetrics(deps: {
               deployment:
                 supervisor.get({ deploymentId: i.deployment_id, instanceIndex: i.instance_index })?.spec.name ??
                 i.deployment_id,
-              instance: i.instance_index,
+              instanceIndex: i.instance_index,
               load: i.engine,
             },
           ]
@@ -48,5 +51,6 @@ export function hostMetrics(deps: {
       bytes,
     }));
   });
+  buildInfoGauge(registry, deps.build);
   return registry;
 }

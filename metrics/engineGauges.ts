@@ -6,12 +6,13 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { EngineLoad } from '../engines/engine.js';
 import type { ParkTier } from '../domain/vocabulary.js';
+import { parkTierLabel } from './labelValues.js';
 
 /** One engine's latest load sample, by where it runs. */
 export interface EngineReading {
   host: string;
   deployment: string;
-  instance: number;
+  instanceIndex: number;
   load: EngineLoad;
 }
 
@@ -29,7 +30,8 @@ const PPM = 1_000_000;
 
 /** `capyctl_engine_requests_running`, `…_waiting` and `capyctl_engine_kv_cache_usage_ratio`, per instance. */
 export function engineGauges(registry: Registry, read: () => EngineReading[]): void {
-  const labelNames = ['host', 'deployment', 'instance'] as const;
+  // Not `instance`: Prometheus sets that label itself, to the scraped target.
+  const labelNames = ['host', 'deployment', 'instance_index'] as const;
   const gauge = (name: string, help: string, value: (load: EngineLoad) => number) =>
     new Gauge({
       name,
@@ -39,7 +41,7 @@ export function engineGauges(registry: Registry, read: () => EngineReading[]): v
       collect() {
         this.reset();
         for (const r of read())
-          this.set({ host: r.host, deployment: r.deployment, instance: String(r.instance) }, value(r.load));
+          this.set({ host: r.host, deployment: r.deployment, instance_index: String(r.instanceIndex) }, value(r.load));
       },
     });
   gauge('capyctl_engine_requests_running', 'Requests the engine runs, as its latest sample says.', (l) => l.running);
@@ -66,7 +68,7 @@ export function gpuMemoryGauge(registry: Registry, read: () => Promise<GpuHeld[]
       const held = await read();
       this.reset();
       for (const h of held)
-        this.inc({ host: h.host, gpu: String(h.gpu), state: h.state, park_tier: h.parkTier ?? '' }, h.bytes);
+        this.inc({ host: h.host, gpu: String(h.gpu), state: h.state, park_tier: parkTierLabel(h.parkTier) }, h.bytes);
     },
   });
 }

@@ -12,6 +12,7 @@ import type { DemandDelivery } from './demandDelivery.js';
 import type { Deploys } from './deploys.js';
 import type { EngineLoss } from './engineLoss.js';
 import type { HostDirectory } from './hostDirectory.js';
+import type { ServerMetrics } from './metrics.js';
 
 export interface HostEventDeps {
   directory: HostDirectory;
@@ -22,10 +23,11 @@ export interface HostEventDeps {
   engineLoss: EngineLoss;
   deploys: Deploys;
   delivery: DemandDelivery;
+  metrics: Pick<ServerMetrics, 'engineExited'>;
 }
 
 export function hostEvents(deps: HostEventDeps): HostEventSink {
-  const { directory, ownership, client, schedulerRef, table, engineLoss, deploys, delivery } = deps;
+  const { directory, ownership, client, schedulerRef, table, engineLoss, deploys, delivery, metrics } = deps;
   const { liveness } = directory;
   return {
     async registered(hostId, body, ingressSecret) {
@@ -56,6 +58,7 @@ export function hostEvents(deps: HostEventDeps): HostEventSink {
     },
     runsOn: (hostId, deploymentId, instanceIndex) => table.hostOf(deploymentId, instanceIndex) === hostId,
     async engineExited(hostId, exit) {
+      metrics.engineExited(hostId, { deploymentId: exit.deployment_id, exitCode: exit.exit_code, signal: exit.signal });
       await engineLoss.gone(hostId, {
         deploymentId: exit.deployment_id,
         instanceIndex: exit.instance_index,

@@ -7,7 +7,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { SwitchOutcome } from '../domain/vocabulary.js';
 import type { LoadBoard } from '../gateway/loadBoard.js';
-import type { RequestMetrics } from '../gateway/requestMetrics.js';
+import type { RequestEnd, RequestMetrics } from '../gateway/requestMetrics.js';
 import type { RequestQueue } from '../gateway/requestQueue.js';
 import type { RoutingTable } from '../gateway/routingTable.js';
 import { engineGauges, gpuMemoryGauge } from '../metrics/engineGauges.js';
@@ -16,6 +16,10 @@ import { listHosts } from '../store/hosts.js';
 import { listInstances } from '../store/instances.js';
 import { heldOnGpu } from '../gateway/gpuHoldings.js';
 import type { PhaseTiming } from '../api/lifecycle.js';
+import type { BuildInfo } from '../processes/build.js';
+import { buildInfoGauge } from '../metrics/buildInfo.js';
+import { NONE, parkTierLabel } from '../metrics/labelValues.js';
+import { deploymentStateGauge, type HostReporting, hostUpGauge } from './stateGauges.js';
 
 // Waits run from nothing (a model serving) to a deep park's wake or a cold start.
 const WAIT_BUCKETS = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900];
@@ -23,23 +27,51 @@ const PHASE_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 3
 
 const SECOND = 1_000;
 
+/** What the gauges read at each scrape, and which capyctl this is. */
+export interface MetricSources {
+  table: RoutingTable;
+  queue: RequestQueue;
+  board: LoadBoard;
+  db: Db;
+  /** Every host the server knows, and whether it reports. */
+  hosts: () => HostReporting[];
+  build: BuildInfo;
+  now?: () => number;
+}
+
+/** How a switch ended, as its last receipt says: its outcome, its steps' times, when it began and ended. */
+export interface EndedSwitch {
+  outcome: SwitchOutcome;
+  phases?: readonly PhaseTiming[];
+  startedAtMs: number;
+  finishedAtMs: number | null;
+}
+
+/** An engine that exited unasked, as its host reported it: an exit code, or the signal that ended it. */
+export interface EngineExit {
+  deploymentId: string;
+  exitCode: number | null;
+  signal: string | null;
+}
+
 export class ServerMetrics implements RequestMetrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'deployment' | 'status' | 'code'>;
+  private readonly requests: Counter<'deployment' | 'code' | 'error'>;
   private readonly waits: Histogram<'deployment'>;
   private readonly firstOutputs: Histogram<'deployment'>;
   private readonly switches: Counter<'outcome'>;
+  private readonly switchDurations: Histogram<'outcome'>;
   private readonly phases: Histogram<'phase' | 'park_tier'>;
+  private readonly engineExits: Counter<'host' | 'deployment' | 'exit_code' | 'signal'>;
 
-  constructor(sources: { table: RoutingTable; queue: RequestQueue; board: LoadBoard; db: Db; now?: () => number }) {
+  constructor(private readonly sources: MetricSources) {
     const registers = [this.registry];
-    const now = sources.now ?? Date.now;
     this.requests = new Counter({
       name: 'capyctl_requests_total',
       help:
-        'Inference requests answered, by deployment, HTTP status and error code ' +
-        '(empty for an engine’s whole answer, cut for one cut short).',
-      labelNames: ['deployment', 'status', 'code'],
+        'Inference requests answered, by deployment ((unrouted) for one refused before it was routed), ' +
+        'HTTP status code (0 when none went out) and error (the catalogue’s code, cut, or none).',
+      labelNames: ['deployment', 'code', 'error'],
       registers,
     });
     this.waits = new Histogram({
@@ -62,6 +94,13 @@ export class ServerMetrics implements RequestMetrics {
       labelNames: ['outcome'],
       registers,
     });
+    this.switchDurations = new Histogram({
+      name: 'capyctl_switch_duration_seconds',
+      help: 'How long each switch took, from its beginning to its last receipt, by outcome.',
+      labelNames: ['outcome'],
+      buckets: PHASE_BUCKETS,
+      registers,
+    });
     this.phases = new Histogram({
       name: 'capyctl_switch_phase_seconds',
       help:
@@ -71,7 +110,49 @@ export class ServerMetrics implements RequestMetrics {
       buckets: PHASE_BUCKETS,
       registers,
     });
-    const { table, queue, board, db } = sources;
+    this.engineExits = new Counter({
+      name: 'capyctl_engine_exits_total',
+      help: 'Engines that exited unasked, by host, deployment, and exit code or signal (none for the one it lacks).',
+      labelNames: ['host', 'deployment', 'exit_code', 'signal'],
+      registers,
+    });
+    this.gaugesReadAtScrape();
+  }
+
+  answered(deployment: string, status: number, end: RequestEnd): void {
+    this.requests.inc({ deployment, code: String(status), error: end });
+  }
+
+  waited(deployment: string, seconds: number): void {
+    this.waits.observe({ deployment }, seconds);
+  }
+
+  firstOutput(deployment: string, seconds: number): void {
+    this.firstOutputs.observe({ deployment }, seconds);
+  }
+
+  /** A switch ended: its outcome, how long it took, and how long each of its steps took. */
+  switchEnded({ outcome, phases = [], startedAtMs, finishedAtMs }: EndedSwitch): void {
+    this.switches.inc({ outcome });
+    if (finishedAtMs !== null) this.switchDurations.observe({ outcome }, (finishedAtMs - startedAtMs) / SECOND);
+    for (const p of phases) this.phases.observe({ phase: p.phase, park_tier: parkTierLabel(p.tier) }, p.ms / SECOND);
+  }
+
+  /** A host reported an engine that exited unasked. */
+  engineExited(hostId: string, exit: EngineExit): void {
+    this.engineExits.inc({
+      host: hostId,
+      deployment: this.sources.table.get(exit.deploymentId)?.name ?? exit.deploymentId,
+      exit_code: exit.exitCode === null ? NONE : String(exit.exitCode),
+      signal: exit.signal ?? NONE,
+    });
+  }
+
+  /** The gauges read from what the server keeps, at each scrape; nothing here is sampled on its own. */
+  private gaugesReadAtScrape(): void {
+    const { table, queue, board, db } = this.sources;
+    const now = this.sources.now ?? Date.now;
+    const registers = [this.registry];
     const queueGauge = (
       name: string,
       help: string,
@@ -105,7 +186,7 @@ export class ServerMetrics implements RequestMetrics {
               {
                 host: s.hostId,
                 deployment: table.get(s.deploymentId)?.name ?? s.deploymentId,
-                instance: s.instanceIndex,
+                instanceIndex: s.instanceIndex,
                 load: s.engine,
               },
             ]
@@ -142,23 +223,8 @@ export class ServerMetrics implements RequestMetrics {
         for (const h of hosts) for (const g of h.gpus) this.set({ host: h.id, gpu: String(g.index) }, g.memoryBytes);
       },
     });
-  }
-
-  answered(deployment: string, status: number, code: string): void {
-    this.requests.inc({ deployment, status: String(status), code });
-  }
-
-  waited(deployment: string, seconds: number): void {
-    this.waits.observe({ deployment }, seconds);
-  }
-
-  firstOutput(deployment: string, seconds: number): void {
-    this.firstOutputs.observe({ deployment }, seconds);
-  }
-
-  /** A switch ended: its outcome, and how long each of its steps took. */
-  switchEnded(outcome: SwitchOutcome, phases: readonly PhaseTiming[]): void {
-    this.switches.inc({ outcome });
-    for (const p of phases) this.phases.observe({ phase: p.phase, park_tier: p.tier ?? '' }, p.ms / SECOND);
+    deploymentStateGauge(this.registry, table);
+    hostUpGauge(this.registry, this.sources.hosts);
+    buildInfoGauge(this.registry, this.sources.build);
   }
 }

@@ -18,6 +18,7 @@ import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { ServerSettings } from '../settings/serverDocument.js';
 import type { Db } from '../store/db.js';
 import { migrate } from '../store/migrate.js';
+import { buildInfo } from '../processes/build.js';
 import { findServer, storeId } from '../store/servers.js';
 import { taskQueues } from '../workflows/definitions.js';
 import { DemandDelivery } from './demandDelivery.js';
@@ -137,7 +138,14 @@ async function buildCore({ settings, db, logger }: ServerDeps, opened: Awaited<R
     serverTaskQueue,
     logger,
   });
-  const metrics = new ServerMetrics({ table, queue, board, db });
+  const metrics = new ServerMetrics({
+    table,
+    queue,
+    board,
+    db,
+    hosts: () => directory.ids().map((host) => ({ host, up: directory.liveness.stateOf(host, false) !== 'down' })),
+    build: buildInfo(),
+  });
   for (const d of table.list()) for (const i of d.instances) serveRecorded(queue, { deploymentId: d.id, ...i });
   const exits = EngineExits.fromRecorded(table.list());
   const activities = createServerActivities({
@@ -148,7 +156,7 @@ async function buildCore({ settings, db, logger }: ServerDeps, opened: Awaited<R
     exits,
     // Requests a host cannot make room for go to another host that can serve them, else are refused.
     sendElsewhere: (hostId, deploymentId) => delivery.sendElsewhere(hostId, deploymentId),
-    switchEnded: (outcome, phases) => metrics.switchEnded(outcome, phases),
+    switchEnded: (receipt) => metrics.switchEnded(receipt),
     // Requests that waited for the measurement are refused if no GPU could hold what it found.
     measured: (deploymentId) => delivery.measured(deploymentId),
   });
@@ -198,7 +206,17 @@ function listenersOf(core: Core, { settings, adminToken, logger, localEngines, i
       store,
       board,
       logger,
-      hostEvents: hostEvents({ directory, ownership, client, schedulerRef, table, engineLoss, deploys, delivery }),
+      hostEvents: hostEvents({
+        directory,
+        ownership,
+        client,
+        schedulerRef,
+        table,
+        engineLoss,
+        deploys,
+        delivery,
+        metrics,
+      }),
       metricsToken: settings.metrics.token,
       admin: {
         adminToken,

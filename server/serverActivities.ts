@@ -7,8 +7,6 @@
  */
 import { createStoreActivities, type SwitchReceiptInput } from '../activities/storeActivities.js';
 import type { GatewaySteps, WindowThenRelease } from '../activities/gatewaySteps.js';
-import type { PhaseTiming } from '../api/lifecycle.js';
-import type { SwitchOutcome } from '../domain/vocabulary.js';
 import { createGatewayActivities } from '../gateway/gatewayActivities.js';
 import type { RequestQueue } from '../gateway/requestQueue.js';
 import type { InstanceUpdate, RoutingTable } from '../gateway/routingTable.js';
@@ -27,8 +25,8 @@ export interface ServerActivityDeps {
    * none can (they are then answered). Absent: one host, no elsewhere.
    */
   sendElsewhere?: (hostId: string, deploymentId: string) => Promise<boolean>;
-  /** A switch's last receipt was written: its outcome and the time of each step. */
-  switchEnded?: (outcome: SwitchOutcome, phases: readonly PhaseTiming[]) => void;
+  /** A switch's last receipt was written: its outcome, when it began and ended, and the time of each step. */
+  switchEnded?: (receipt: SwitchReceiptInput) => void;
   /** A deployment's checkpoint was recorded: what its requests need is known now. */
   measured?: (deploymentId: string) => void;
 }
@@ -130,7 +128,7 @@ export function createServerActivities({
     async saveSwitchReceipt(input: SwitchReceiptInput) {
       // Counted once: a step run again after the receipt ended finds it ended.
       const ended = await store.saveSwitchReceipt(input);
-      if (ended) switchEnded?.(input.outcome, input.phases ?? []);
+      if (ended) switchEnded?.(input);
       return ended;
     },
     async deleteDeployment(input: Parameters<typeof store.deleteDeployment>[0]) {

@@ -44,7 +44,14 @@ describe('the GPU memory on /metrics', () => {
       max_buffered_bytes_total: 64 * 2 ** 20,
     };
     const queue = new RequestQueue({ limits: () => limits, onDemand: () => {} });
-    metrics = new ServerMetrics({ table, queue, board: new LoadBoard(), db });
+    metrics = new ServerMetrics({
+      table,
+      queue,
+      board: new LoadBoard(),
+      db,
+      hosts: () => [],
+      build: { version: '0.0.0-test', commit: undefined },
+    });
   });
   afterAll(() => fresh?.drop());
 
@@ -52,10 +59,10 @@ describe('the GPU memory on /metrics', () => {
     const lines = (await metrics.registry.metrics()).split('\n').filter((l) => /^capyctl_gpu_memory/.test(l));
     const bytes = (gib: number) => String(gib * GiB);
     expect(lines).toEqual([
-      `capyctl_gpu_memory_bytes{host="box-4",gpu="1",state="ready",park_tier=""} ${bytes(40)}`,
-      `capyctl_gpu_memory_bytes{host="box-4",gpu="2",state="ready",park_tier=""} ${bytes(40)}`,
+      `capyctl_gpu_memory_bytes{host="box-4",gpu="1",state="ready",park_tier="none"} ${bytes(40)}`,
+      `capyctl_gpu_memory_bytes{host="box-4",gpu="2",state="ready",park_tier="none"} ${bytes(40)}`,
       `capyctl_gpu_memory_bytes{host="box-4",gpu="2",state="parked",park_tier="kv_only"} ${bytes(20)}`,
-      `capyctl_gpu_memory_bytes{host="small",gpu="0",state="ready",park_tier=""} ${bytes(10)}`,
+      `capyctl_gpu_memory_bytes{host="small",gpu="0",state="ready",park_tier="none"} ${bytes(10)}`,
       ...[0, 1, 2, 3].map((gpu) => `capyctl_gpu_memory_total_bytes{host="box-4",gpu="${gpu}"} ${bytes(80)}`),
       `capyctl_gpu_memory_total_bytes{host="small",gpu="0"} ${bytes(24)}`,
     ]);

@@ -2,7 +2,7 @@
  * `POST /v1/chat/completions` and `POST /v1/completions`, streamed or not: routed by the `model`
  * field only, admitted by the request queue, then relayed to the ticket's instance.
  */
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Dispatcher } from 'undici';
 import { z } from 'zod';
@@ -10,9 +10,9 @@ import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { forwardableHeaders } from '../../net/forwarding.js';
 import { INGRESS_PATHS, INGRESS_SECRET_HEADER } from '../../domain/hostIngress.js';
 import type { InstanceRef } from '../../api/lifecycle.js';
-import { replyWith } from '../plugins/apiErrors.js';
+import { errorAnsweredBy, replyWith } from '../plugins/apiErrors.js';
 import { rawBodyOf } from '../plugins/jsonBody.js';
-import type { RequestMetrics } from '../requestMetrics.js';
+import { type RequestMetrics, UNROUTED } from '../requestMetrics.js';
 import type { Admission, Arrival, RequestQueue } from '../requestQueue.js';
 import type { RoutedDeployment, RoutingTable } from '../routingTable.js';
 import { relay } from './relay.js';
@@ -87,15 +87,22 @@ function engineBody(
 export function completionRoutes(deps: CompletionDeps) {
   return async (app: FastifyInstance) => {
     const route = app.withTypeProvider<ZodTypeProvider>();
+    const { metrics } = deps;
+    // A request the route routed is counted by it, with how its exchange ended; one refused before
+    // (no token, a body too large or malformed, an unknown model) once answered, by its error.
+    const routed = new WeakSet<FastifyRequest>();
+    app.addHook('onResponse', async (request, reply) => {
+      if (!routed.has(request)) metrics.answered(UNROUTED, reply.statusCode, errorAnsweredBy(reply)?.code ?? 'none');
+    });
     // The routes a host's ingress forwards are these.
     for (const path of INGRESS_PATHS) {
       route.post(path, { schema: { body: completionBody } }, async (request, reply) => {
         const deployment = deps.table.byModel(request.body.model);
         if (!deployment) throw new CapyError(apiErrors.notFound('model', request.body.model));
+        routed.add(request);
         const raw = rawBodyOf(request);
         const hangUp = hangUpOf(reply);
         const arrivedMs = performance.now();
-        const { metrics } = deps;
         let admission: Admission;
         try {
           admission = await deps.queue.admit({

@@ -23,6 +23,7 @@ import type { Dispatcher } from 'undici';
 import { type ApiError, apiErrors, type ErrorCode, renderApiError } from '../../domain/catalogue.js';
 import { CLIENT_READ_IDLE_MS, MAX_STREAM_PIECE_BYTES } from '../../domain/limits.js';
 import { forwardableHeaders } from '../../net/forwarding.js';
+import type { RequestEnd } from '../requestMetrics.js';
 import type { Ticket } from '../requestQueue.js';
 import { AnswerAssembler } from './answerAssembler.js';
 import { EventScanner, type Scan } from './eventScanner.js';
@@ -53,11 +54,7 @@ type Stop = { kind: 'client' } | { kind: 'deadline'; error: ApiError } | { kind:
 
 /** How an exchange ended, for the metrics. */
 export interface RelayEnd {
-  /**
-   * The catalogue's code of the error the gateway answered, `cut` when it was cut short without one,
-   * empty when the engine's answer went out whole.
-   */
-  how: ErrorCode | 'cut' | '';
+  how: RequestEnd;
   /** When (`performance.now()`) its first output came; undefined when none did. */
   outputAtMs: number | undefined;
 }
@@ -291,7 +288,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.x.res.off('drain', this.drained);
     this.x.hangUp.removeEventListener('abort', this.hungUp);
     this.x.ticket.finish({ cut });
-    this.settled({ how: this.answeredError ?? (cut ? 'cut' : ''), outputAtMs: this.outputAtMs });
+    this.settled({ how: this.answeredError ?? (cut ? 'cut' : 'none'), outputAtMs: this.outputAtMs });
   }
 }
 

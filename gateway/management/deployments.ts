@@ -63,7 +63,7 @@ function mergedReceipt(receipts: readonly CommandReceipt[]): CommandReceipt {
 }
 
 /** A deployment's state for its list row: ready when an instance is, else its first instance's, or `stopped` before any. */
-function deploymentState(instances: readonly RoutedInstance[]): InstanceState {
+export function deploymentState(instances: readonly RoutedInstance[]): InstanceState {
   return instances.find((i) => i.observedState === 'ready')?.observedState ?? instances[0]?.observedState ?? 'stopped';
 }
 

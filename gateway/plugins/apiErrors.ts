@@ -7,10 +7,17 @@ import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { type ApiError, apiErrors, CapyError, renderApiError } from '../../domain/catalogue.js';
 
+/** The error each reply was answered with: what the metrics count a request refused before its route by. */
+const answeredErrors = new WeakMap<FastifyReply, ApiError>();
+
 export function replyWith(reply: FastifyReply, error: ApiError) {
+  answeredErrors.set(reply, error);
   const rendered = renderApiError(error);
   return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
 }
+
+/** The catalogue's error `replyWith` answered the reply with; undefined when it answered none. */
+export const errorAnsweredBy = (reply: FastifyReply): ApiError | undefined => answeredErrors.get(reply);
 
 function toApiError(error: FastifyError, request: FastifyRequest): ApiError {
   if (error instanceof CapyError) return error.apiError;

@@ -112,6 +112,8 @@ export interface ClusterOptions {
   services?: LifecycleServices;
   /** The server's CAPYCTL_SERVER_ID; a fresh one unless said (another installation's, say). */
   serverId?: string;
+  /** The inference listener's own token (CAPYCTL_INFERENCE_TOKEN), which `chat` then sends; none unless said. */
+  inferenceToken?: string;
 }
 
 export interface ClusterHost {
@@ -161,6 +163,7 @@ export class Cluster {
     readonly database: FreshDatabase,
     private readonly serverYaml: string,
     private readonly serverId: string,
+    private readonly inferenceToken: string | undefined,
   ) {}
 
   static async start(options: ClusterOptions = {}): Promise<Cluster> {
@@ -170,6 +173,7 @@ export class Cluster {
       await freshDatabase(services.postgresAdminUrl),
       options.serverYaml ?? '',
       options.serverId ?? `cluster-${randomUUID().slice(0, 8)}`,
+      options.inferenceToken,
     );
     try {
       await cluster.startServer();
@@ -229,6 +233,7 @@ export class Cluster {
       DATABASE_URL: this.database.url,
       CAPYCTL_ADMIN_TOKEN: CLUSTER_ADMIN_TOKEN,
       CAPYCTL_SERVER_ID: this.serverId,
+      ...(this.inferenceToken === undefined ? {} : { CAPYCTL_INFERENCE_TOKEN: this.inferenceToken }),
     };
   }
 
@@ -331,9 +336,11 @@ export class Cluster {
     return (await this.api('GET', `/management/v1/deployments/${name}`)).body;
   }
 
-  /** A non-streamed chat completion on the inference listener. */
+  /** A non-streamed chat completion on the inference listener, with its token when it has one. */
   chat(model: string, maxTokens = 4, headers: Record<string, string> = {}): Promise<ApiReply> {
-    return chatAt(this.inferenceUrl, model, maxTokens, headers);
+    const token: Record<string, string> =
+      this.inferenceToken === undefined ? {} : { authorization: `Bearer ${this.inferenceToken}` };
+    return chatAt(this.inferenceUrl, model, maxTokens, { ...token, ...headers });
   }
 
   async close(): Promise<void> {
