@@ -243,6 +243,18 @@ describe('deploy/Dockerfile', () => {
     expect(dockerfile).toMatch(/ENV CAPYCTL_LOG_FORMAT=json/);
   });
 
+  it("npm ci installs no package that wants a newer Node than package.json's engines allow (npm's EBADENGINE warning)", () => {
+    const dir = mkdtempSync(join(scratch, 'npm-ci-'));
+    for (const file of ['package.json', 'package-lock.json']) copyFileSync(join(REPO, file), join(dir, file));
+    // --dry-run reads the lockfile and checks each package's engines, and writes nothing.
+    const ci = spawnSync('npm', ['ci', '--dry-run', '--ignore-scripts', '--no-audit', '--no-fund'], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
+    expect(ci.status, ci.stderr).toBe(0);
+    expect(ci.stderr).not.toMatch(/EBADENGINE/);
+  });
+
   it('needs only the production dependencies it installs (npm ci --omit=dev): every package the built CLI imports is one', () => {
     const { metafile } = buildSync({
       entryPoints: [join(REPO, 'cli/main.ts')],
