@@ -661,4 +661,12 @@ describe('README "Running it on several machines"', () => {
     expect(named.length).toBeGreaterThan(4);
     expect(named.filter((path) => !existsSync(join(REPO, path)))).toEqual([]);
   });
+
+  it('gives no document whose engines run `npx capyctl`, which finds capyctl only inside its checkout', () => {
+    const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+    const documents = [...readme.matchAll(/```(?:yaml|sh)\n([\s\S]*?)```/g)].map((m) => m[1]!);
+    const engines = documents.flatMap((d) => [...d.matchAll(/command: \[([^\]]*)\]/g)].map((m) => m[1]!));
+    expect(engines.length).toBeGreaterThan(1);
+    expect(engines.filter((command) => /\bnpx\b/.test(command))).toEqual([]);
+  });
 });
