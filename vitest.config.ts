@@ -27,10 +27,11 @@ const WHOLE_PROCESSES = [
 
 /**
  * Tests on the Temporal server itself (built from its Go module, on Postgres), not the dev server:
- * they restart it, so they run alone, last. Run beside the whole-process tests once, the README
- * test's standalone never became ready within its 300 s (cause not found).
+ * they restart it, or run a whole cluster of processes (the README's steps), so they run alone, last.
+ * Run beside the whole-process tests once, the README test's standalone never became ready within
+ * its 300 s (cause not found).
  */
-const REAL_TEMPORAL = ['test/realTemporal.e2e.test.ts'];
+const REAL_TEMPORAL = ['test/realTemporal.e2e.test.ts', 'test/readmeCluster.e2e.test.ts'];
 
 export default defineConfig({
   test: {

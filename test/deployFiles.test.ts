@@ -243,6 +243,18 @@ describe('deploy/Dockerfile', () => {
     expect(dockerfile).toMatch(/ENV CAPYCTL_LOG_FORMAT=json/);
   });
 
+  it("npm ci installs no package that wants a newer Node than package.json's engines allow (npm's EBADENGINE warning)", () => {
+    const dir = mkdtempSync(join(scratch, 'npm-ci-'));
+    for (const file of ['package.json', 'package-lock.json']) copyFileSync(join(REPO, file), join(dir, file));
+    // --dry-run reads the lockfile and checks each package's engines, and writes nothing.
+    const ci = spawnSync('npm', ['ci', '--dry-run', '--ignore-scripts', '--no-audit', '--no-fund'], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
+    expect(ci.status, ci.stderr).toBe(0);
+    expect(ci.stderr).not.toMatch(/EBADENGINE/);
+  });
+
   it('needs only the production dependencies it installs (npm ci --omit=dev): every package the built CLI imports is one', () => {
     const { metafile } = buildSync({
       entryPoints: [join(REPO, 'cli/main.ts')],
@@ -368,25 +380,72 @@ describe('deploy/helm', () => {
     '--set',
     'secrets.hostTokens.gpu-a=capy_host_a',
   ];
+  const METRICS_TOKEN = 'metrics-0123456789abcdef';
 
-  it('passes helm lint', () => {
-    expect(execFileSync(helm, ['lint', '--strict', chart, ...values], { encoding: 'utf8' })).toMatch(
-      /1 chart\(s\) linted, 0 chart\(s\) failed/,
+  /** `helm template capy` of the chart with these values and `--set`s, as parsed documents. */
+  const render = (...sets: string[]): any[] =>
+    YAML.parseAllDocuments(execFileSync(helm, ['template', 'capy', chart, ...values, ...sets], { encoding: 'utf8' }))
+      .map((d) => d.toJS())
+      .filter(Boolean);
+  const sets = (...pairs: string[]) => pairs.flatMap((pair) => ['--set', pair]);
+  const refused = (...sets: string[]) => spawnSync(helm, ['template', 'capy', chart, ...sets], { encoding: 'utf8' });
+
+  /**
+   * Every secret a workload's pods can read, as `<Secret>/<key>`: from its containers' environment
+   * (one key, or a whole Secret through envFrom) and its volumes (a whole Secret, or the items
+   * listed). A whole Secret the chart renders counts as each of its keys; one it does not, as `/*`.
+   */
+  function secretsReadBy(workload: any, docs: any[]): string[] {
+    const rendered = new Map<string, string[]>(
+      docs.filter((d) => d.kind === 'Secret').map((s) => [s.metadata.name, Object.keys(s.stringData ?? {})]),
     );
+    const whole = (name: string) => (rendered.get(name) ?? ['*']).map((key) => `${name}/${key}`);
+    const fromVolume = (secret: { secretName?: string; name?: string; items?: { key: string }[] }) => {
+      const name = (secret.secretName ?? secret.name)!;
+      return secret.items ? secret.items.map((i) => `${name}/${i.key}`) : whole(name);
+    };
+    const pod = workload.spec.template.spec;
+    const containers = [...(pod.initContainers ?? []), ...pod.containers];
+    return [
+      ...containers.flatMap((c: any) => [
+        ...(c.env ?? [])
+          .map((e: any) => e.valueFrom?.secretKeyRef)
+          .filter(Boolean)
+          .map((ref: any) => `${ref.name}/${ref.key}`),
+        ...(c.envFrom ?? []).filter((e: any) => e.secretRef).flatMap((e: any) => whole(e.secretRef.name)),
+      ]),
+      ...(pod.volumes ?? []).flatMap((v: any) => [
+        ...(v.secret ? fromVolume(v.secret) : []),
+        ...(v.projected?.sources ?? []).filter((s: any) => s.secret).flatMap((s: any) => fromVolume(s.secret)),
+      ]),
+    ].sort();
+  }
+  const workloads = (docs: any[]) => docs.filter((d) => ['Deployment', 'DaemonSet', 'Job'].includes(d.kind));
+
+  it('passes helm lint, the ServiceMonitor and the metrics token included', () => {
+    expect(
+      execFileSync(
+        helm,
+        [
+          'lint',
+          '--strict',
+          chart,
+          ...values,
+          ...sets(`metrics.token=${METRICS_TOKEN}`, 'metrics.serviceMonitor.enabled=true'),
+        ],
+        { encoding: 'utf8' },
+      ),
+    ).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
   });
 
   it('refuses to render without the admin token and the database URL', () => {
-    const render = spawnSync(helm, ['template', 'capy', chart], { encoding: 'utf8' });
+    const render = refused();
     expect(render.status).not.toBe(0);
     expect(render.stderr).toMatch(/secrets.adminToken \(or secrets.existingSecret\) is required/);
   });
 
-  it('renders a server (Deployment, Service, Secret, ConfigMap) and a host agent on each GPU node, whose documents loadSettings takes', () => {
-    const docs: any[] = YAML.parseAllDocuments(
-      execFileSync(helm, ['template', 'capy', chart, ...values], { encoding: 'utf8' }),
-    )
-      .map((d) => d.toJS())
-      .filter(Boolean);
+  it('renders a server (Deployment, Service, its Secret, ConfigMap) and a host agent on each GPU node, whose documents loadSettings takes', () => {
+    const docs = render();
     const byKind = (kind: string) => docs.filter((d) => d.kind === kind);
     expect(docs.map((d) => d.kind).sort()).toEqual([
       'ConfigMap',
@@ -394,30 +453,28 @@ describe('deploy/helm', () => {
       'Deployment',
       'Job',
       'Secret',
+      'Secret',
       'Service',
     ]);
-    const [secret] = byKind('Secret');
+    const secrets = new Map<string, any>(byKind('Secret').map((s) => [s.metadata.name, s]));
     const [config] = byKind('ConfigMap');
     const [server] = byKind('Deployment');
     const [host] = byKind('DaemonSet');
     const [job] = byKind('Job');
 
-    // Every secret a container reads is in the Secret.
+    // The server's two secrets come from its Secret, not from plain values.
     const serverContainer = server.spec.template.spec.containers[0];
-    // The server's two secrets come from the Secret, not from plain values.
     expect(
       serverContainer.env
         .filter((v: any) => v.valueFrom?.secretKeyRef)
         .map((v: any) => [v.name, v.valueFrom.secretKeyRef.key]),
-    ).toEqual(
-      expect.arrayContaining([
-        ['DATABASE_URL', 'database-url'],
-        ['CAPYCTL_ADMIN_TOKEN', 'admin-token'],
-      ]),
-    );
-    for (const e of serverContainer.env.filter((v: any) => v.valueFrom?.secretKeyRef)) {
-      expect(e.valueFrom.secretKeyRef.name).toBe(secret.metadata.name);
-      expect(Object.keys(secret.stringData)).toContain(e.valueFrom.secretKeyRef.key);
+    ).toEqual([
+      ['DATABASE_URL', 'database-url'],
+      ['CAPYCTL_ADMIN_TOKEN', 'admin-token'],
+    ]);
+    for (const ref of secretsReadBy(server, docs)) {
+      const [name, key] = ref.split('/');
+      expect(Object.keys(secrets.get(name!)?.stringData ?? {}), ref).toContain(key);
     }
     expectKnownVariables(Object.fromEntries(serverContainer.env.map((v: any) => [v.name, v.value ?? ''])));
     expect(serverContainer.args).toEqual(['start', 'server', '--file', '/etc/capyctl/server.yaml']);
@@ -433,26 +490,31 @@ describe('deploy/helm', () => {
 
     // The host agent: GPU nodes only, its node's token, the server reaching it on the node's address.
     const pod = host.spec.template.spec;
-    expect(pod.nodeSelector).toEqual({ 'nvidia.com/gpu.present': 'true' });
+    expect(pod.nodeSelector).toEqual({ 'nvidia.com/gpu.present': 'true', 'kubernetes.io/hostname': 'gpu-a' });
     expect(pod.tolerations).toContainEqual({ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' });
     expect(pod.hostNetwork).toBe(true);
     const hostContainer = pod.containers[0];
     expect(hostContainer.resources.limits['nvidia.com/gpu']).toBe(1);
-    expect(hostContainer.command.join(' ')).toContain(
-      'CAPYCTL_SET__SERVER__TOKEN=$(cat /etc/capyctl/tokens/host-token-$NODE_NAME) exec capyctl start host --file /etc/capyctl/host.yaml',
-    );
-    expect(pod.volumes.find((v: any) => v.name === 'tokens').secret.secretName).toBe(secret.metadata.name);
-    expect(secret.stringData['host-token-gpu-a']).toBe('capy_host_a');
+    expect([...hostContainer.command, ...hostContainer.args]).toEqual([
+      'capyctl',
+      'start',
+      'host',
+      '--file',
+      '/etc/capyctl/host.yaml',
+    ]);
+    const [tokenRef] = secretsReadBy(host, docs);
+    const [tokenSecret, tokenKey] = tokenRef!.split('/');
+    expect(secrets.get(tokenSecret!).stringData[tokenKey!]).toBe('capy_host_a');
     const hostEnv: Env = {
       CAPYCTL_SET__SERVER__TOKEN: 'capy_host_a',
       CAPYCTL_SET__INGRESS__URL: 'http://10.0.0.7:7080',
     };
-    expectKnownVariables({
-      ...hostEnv,
-      ...Object.fromEntries(
-        hostContainer.env.filter((v: any) => v.name.startsWith(ENV_PREFIX)).map((v: any) => [v.name, v.value]),
+    // NODE_IP is Kubernetes's, for the $(NODE_IP) in the ingress URL.
+    expectKnownVariables(
+      Object.fromEntries(
+        hostContainer.env.filter((v: any) => v.name !== 'NODE_IP').map((v: any) => [v.name, v.value ?? '']),
       ),
-    });
+    );
     const hostDoc = config.data['host.yaml'];
     const settings = loadSettings('host', { text: hostDoc, env: hostEnv });
     expect(settings.server.url).toBe('http://capy-capyctl-server:7443');
@@ -464,13 +526,123 @@ describe('deploy/helm', () => {
     );
   });
 
-  it('renders two servers, each with its pod name as its server ID, rolled one at a time', () => {
-    const rendered = execFileSync(helm, ['template', 'capy', chart, ...values, '--set', 'server.replicas=2'], {
-      encoding: 'utf8',
+  it('gives each pod only its own secrets: the admin token and the database URL to the server alone, each node its own host token', () => {
+    const docs = render(
+      ...sets(
+        'secrets.hostTokens.gpu-b=capy_host_b',
+        'secrets.existingHostSecrets.gpu-c=gpu-c-token',
+        `metrics.token=${METRICS_TOKEN}`,
+      ),
+    );
+    const reads = Object.fromEntries(
+      workloads(docs).map((w) => [`${w.kind} ${w.metadata.name}`, secretsReadBy(w, docs)]),
+    );
+    expect(reads).toEqual({
+      'Deployment capy-capyctl-server': [
+        'capy-capyctl-metrics/metrics-token',
+        'capy-capyctl-server/admin-token',
+        'capy-capyctl-server/database-url',
+      ],
+      'DaemonSet capy-capyctl-host-gpu-a': ['capy-capyctl-host-gpu-a/host-token'],
+      'DaemonSet capy-capyctl-host-gpu-b': ['capy-capyctl-host-gpu-b/host-token'],
+      'DaemonSet capy-capyctl-host-gpu-c': ['gpu-c-token/host-token'],
+      'Job capy-capyctl-search-attributes': [],
     });
-    const server = YAML.parseAllDocuments(rendered)
-      .map((d) => d.toJS())
-      .find((d) => d?.kind === 'Deployment');
+    // Each node's agent runs on that node alone, so its token is the one it registers with.
+    for (const node of ['gpu-a', 'gpu-b', 'gpu-c']) {
+      const agent = docs.find((d) => d.kind === 'DaemonSet' && d.metadata.name === `capy-capyctl-host-${node}`);
+      expect(agent.spec.template.spec.nodeSelector['kubernetes.io/hostname']).toBe(node);
+    }
+    const secrets = docs.filter((d) => d.kind === 'Secret');
+    expect(Object.fromEntries(secrets.map((s) => [s.metadata.name, s.stringData]))).toEqual({
+      'capy-capyctl-server': { 'admin-token': 'admin-secret', 'database-url': 'postgres://capyctl@db:5432/capyctl' },
+      'capy-capyctl-metrics': { 'metrics-token': METRICS_TOKEN },
+      'capy-capyctl-host-gpu-a': { 'host-token': 'capy_host_a' },
+      'capy-capyctl-host-gpu-b': { 'host-token': 'capy_host_b' },
+    });
+
+    const twice = refused(...values, ...sets('secrets.existingHostSecrets.gpu-a=gpu-a-token'));
+    expect(twice.status).not.toBe(0);
+    expect(twice.stderr).toMatch(
+      /node gpu-a has a token in both secrets.hostTokens and secrets.existingHostSecrets: give one/,
+    );
+  });
+
+  it("probes the server's liveness on the management port it is given", () => {
+    const docs = render(...sets('server.service.managementPort=9443'));
+    const server = docs.find((d) => d.kind === 'Deployment');
+    const container = server.spec.template.spec.containers[0];
+    expect(container.livenessProbe.exec.command).toEqual(['capyctl', 'list', 'hosts', '--server', '127.0.0.1:9443']);
+    expect(container.ports).toContainEqual({ name: 'management', containerPort: 9443 });
+    expect(container.readinessProbe.tcpSocket.port).toBe('management');
+    const serverDoc = docs.find((d) => d.kind === 'ConfigMap').data['server.yaml'];
+    expect(loadSettings('server', { text: serverDoc, env: {} }).listen.management).toBe('0.0.0.0:9443');
+  });
+
+  it('gives the server the metrics token from the Secret the chart makes of it, or from one made otherwise', () => {
+    const metricsEnv = (docs: any[]) =>
+      docs
+        .find((d) => d.kind === 'Deployment')
+        .spec.template.spec.containers[0].env.find((e: any) => e.name === 'CAPYCTL_SET__METRICS__TOKEN');
+    expect(metricsEnv(render())).toBeUndefined();
+
+    const made = render(...sets(`metrics.token=${METRICS_TOKEN}`));
+    expect(metricsEnv(made).valueFrom.secretKeyRef).toEqual({ name: 'capy-capyctl-metrics', key: 'metrics-token' });
+    const serverDoc = made.find((d) => d.kind === 'ConfigMap').data['server.yaml'];
+    const env = { CAPYCTL_SET__METRICS__TOKEN: METRICS_TOKEN };
+    expectKnownVariables(env);
+    expect(loadSettings('server', { text: serverDoc, env }).metrics.token).toBe(METRICS_TOKEN);
+
+    const existing = render(...sets('metrics.existingSecret=prometheus-capyctl', 'metrics.existingSecretKey=token'));
+    expect(metricsEnv(existing).valueFrom.secretKeyRef).toEqual({ name: 'prometheus-capyctl', key: 'token' });
+    expect(
+      existing
+        .filter((d) => d.kind === 'Secret')
+        .map((s) => s.metadata.name)
+        .sort(),
+    ).toEqual(['capy-capyctl-host-gpu-a', 'capy-capyctl-server']);
+  });
+
+  it('marks the server pods for scraping, and renders a ServiceMonitor with the metrics token when asked', () => {
+    const plain = render();
+    expect(plain.find((d) => d.kind === 'Deployment').spec.template.metadata.annotations).toMatchObject({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '7443',
+      'prometheus.io/path': '/metrics',
+    });
+    expect(plain.map((d) => d.kind)).not.toContain('ServiceMonitor');
+
+    const tokenless = refused(...values, ...sets('metrics.serviceMonitor.enabled=true'));
+    expect(tokenless.status).not.toBe(0);
+    expect(tokenless.stderr).toMatch(
+      /metrics.serviceMonitor.enabled needs a metrics token: set metrics.token or metrics.existingSecret/,
+    );
+
+    const docs = render(
+      ...sets(
+        'metrics.serviceMonitor.enabled=true',
+        'metrics.serviceMonitor.labels.release=prometheus',
+        'metrics.existingSecret=prometheus-capyctl',
+      ),
+    );
+    const monitor = docs.find((d) => d.kind === 'ServiceMonitor');
+    const service = docs.find((d) => d.kind === 'Service');
+    expect(monitor.apiVersion).toBe('monitoring.coreos.com/v1');
+    expect(monitor.metadata.labels.release).toBe('prometheus');
+    expect(service.metadata.labels).toMatchObject(monitor.spec.selector.matchLabels);
+    expect(monitor.spec.endpoints).toEqual([
+      {
+        port: 'management',
+        path: '/metrics',
+        interval: '30s',
+        authorization: { type: 'Bearer', credentials: { name: 'prometheus-capyctl', key: 'metrics-token' } },
+      },
+    ]);
+    expect(service.spec.ports.map((p: any) => p.name)).toContain('management');
+  });
+
+  it('renders two servers, each with its pod name as its server ID, rolled one at a time', () => {
+    const server = render(...sets('server.replicas=2')).find((d) => d?.kind === 'Deployment');
     expect(server.spec).toMatchObject({ replicas: 2, strategy: { type: 'RollingUpdate' } });
     expect(server.spec.template.spec.containers[0].env).toContainEqual({
       name: 'CAPYCTL_SERVER_ID',
@@ -488,5 +660,13 @@ describe('README "Running it on several machines"', () => {
     const named = [...section.matchAll(/`(deploy\/[\w./-]+)`/g)].map((m) => m[1]!);
     expect(named.length).toBeGreaterThan(4);
     expect(named.filter((path) => !existsSync(join(REPO, path)))).toEqual([]);
+  });
+
+  it('gives no document whose engines run `npx capyctl`, which finds capyctl only inside its checkout', () => {
+    const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+    const documents = [...readme.matchAll(/```(?:yaml|sh)\n([\s\S]*?)```/g)].map((m) => m[1]!);
+    const engines = documents.flatMap((d) => [...d.matchAll(/command: \[([^\]]*)\]/g)].map((m) => m[1]!));
+    expect(engines.length).toBeGreaterThan(1);
+    expect(engines.filter((command) => /\bnpx\b/.test(command))).toEqual([]);
   });
 });

@@ -4,18 +4,17 @@
  * command must be the one CI runs, and pass (narrowed to one small file, since running the whole
  * suite from inside itself would never end).
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { resolveTemporalCli } from '../standalone/temporalDevServer.js';
+import { readmeShBlocks, REPO, shell } from './support/readme.js';
 import { readyLineOf } from './support/standalone.js';
 import { until } from './support/until.js';
 
-const REPO = fileURLToPath(new URL('..', import.meta.url));
 /** The Temporal CLI this machine has (a newcomer's first run builds it: the same script, minutes slower). */
 const TEMPORAL_BIN = process.env.CAPYCTL_TEMPORAL_BIN ?? (await resolveTemporalCli());
 
@@ -24,12 +23,7 @@ const TEMPORAL_BIN = process.env.CAPYCTL_TEMPORAL_BIN ?? (await resolveTemporalC
  * command, which must be the one CI runs (the last line of .ci/run).
  */
 function freshMachineCommands(): { mainJob: string; tests: string } {
-  const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
-  const section = readme.slice(
-    readme.indexOf('## On a fresh machine'),
-    readme.indexOf('\n## ', readme.indexOf('## On a fresh machine') + 1),
-  );
-  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
+  const blocks = readmeShBlocks('## On a fresh machine');
   expect(blocks).toHaveLength(2);
   const ciCommand = readFileSync(join(REPO, '.ci', 'run'), 'utf8')
     .trim()
@@ -39,27 +33,8 @@ function freshMachineCommands(): { mainJob: string; tests: string } {
   return { mainJob: blocks[0]!, tests: blocks[1]! };
 }
 
-/** Runs a command line as a person types it, in `cwd`, with the Temporal CLI this machine has. */
-function shell(
-  command: string,
-  cwd: string,
-): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const child = spawn('bash', ['-c', command], {
-    cwd,
-    env: {
-      ...process.env,
-      CAPYCTL_TEMPORAL_BIN: TEMPORAL_BIN,
-      CAPYCTL_LOG_FORMAT: 'json',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    // Its own process group, so a run that never came up can be stopped whole.
-    detached: true,
-  });
-  let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  return { child, output: () => output, exited: new Promise((resolve) => child.once('exit', resolve)) };
-}
+/** The environment a person's shell has, with the Temporal CLI this machine has. */
+const env = { ...process.env, CAPYCTL_TEMPORAL_BIN: TEMPORAL_BIN, CAPYCTL_LOG_FORMAT: 'json' };
 
 async function chat(model: string) {
   const reply = await request('http://127.0.0.1:8080/v1/chat/completions', {
@@ -82,7 +57,7 @@ describe("README.md's two commands on a fresh clone", () => {
     'the main job starts the standalone, which answers two example models with a switch between them',
     { timeout: 420_000 },
     async () => {
-      const run = shell(mainJob, clone);
+      const run = shell(mainJob, clone, env);
       let standalonePid: number | undefined;
       try {
         const ready = await until(
@@ -130,7 +105,7 @@ describe("README.md's two commands on a fresh clone", () => {
 
   // After the main job's `npm ci` in the same clone, as a newcomer runs them.
   it('the test command passes', { timeout: 420_000 }, async () => {
-    const run = shell(`${tests} -- test/catalogue.test.ts`, clone);
+    const run = shell(`${tests} -- test/catalogue.test.ts`, clone, env);
     const code = await run.exited;
     expect(code, run.output()).toBe(0);
     // Colours stripped: vitest colours its summary when its parent asked for colour.

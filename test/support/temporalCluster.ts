@@ -1,14 +1,15 @@
 /**
  * The Temporal server itself, as a cluster runs it (frontend, history, matching and worker in one
  * process), on Postgres: its own two databases on the machine's Postgres (history and visibility),
- * their schema set up by Temporal's SQL tool and the namespace and capyctl's search attributes by
- * the CLI's operator commands, both through the steps deploy/compose/ runs. It can be stopped
- * (SIGTERM or SIGKILL) and started again on the same databases and ports. The binaries come from
- * deploy/temporalServer.sh, deploy/temporalSqlTool.sh and deploy/temporal.sh.
+ * through the steps README "A cluster by hand" gives: the schema by deploy/compose/temporal-schema.sh,
+ * the server by deploy/temporal/server.sh (its release's config/docker.yaml, read from variables),
+ * the namespace and capyctl's search attributes by deploy/compose/temporal-namespace.sh. It can be
+ * stopped (SIGTERM or SIGKILL) and started again on the same databases and ports. The binaries come
+ * from deploy/temporalServer.sh, deploy/temporalSqlTool.sh and deploy/temporal.sh.
  */
 import { type ChildProcess, execFile } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
-import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -16,7 +17,6 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import pg from 'pg';
-import { stringify } from 'yaml';
 import { spawnEndingWithThisProcess } from '../../processes/endingWithThisProcess.js';
 import { DYNAMIC_CONFIG_FILE, resolveTemporalCli } from '../../standalone/temporalDevServer.js';
 import { deployTool } from '../../processes/deployTool.js';
@@ -39,7 +39,39 @@ const NAMESPACE = 'default';
  */
 const POOL = { history: 5, visibility: 2 };
 
-const SERVICES = ['frontend', 'history', 'matching', 'worker'] as const;
+const SERVICES = ['FRONTEND', 'HISTORY', 'MATCHING', 'WORKER'] as const;
+
+/** The variables of the server's config/docker.yaml that name its ports. */
+export type TemporalPorts = Record<
+  `${(typeof SERVICES)[number]}_${'GRPC' | 'MEMBERSHIP'}_PORT` | 'FRONTEND_HTTP_PORT',
+  string
+>;
+
+/** Free ports for a Temporal server's services, as config/docker.yaml's variables. */
+export async function freeTemporalPorts(): Promise<TemporalPorts> {
+  const ports: Partial<TemporalPorts> = { FRONTEND_HTTP_PORT: String(await freePort()) };
+  for (const service of SERVICES) {
+    ports[`${service}_GRPC_PORT`] = String(await freePort());
+    ports[`${service}_MEMBERSHIP_PORT`] = String(await freeMembershipPort());
+  }
+  return ports as TemporalPorts;
+}
+
+/**
+ * What a server on a machine that other work shares needs besides its databases and ports: its
+ * services on loopback, few shards and small connection pools (the machine's Postgres allows 100
+ * connections in all, shared with every capyctl test), warnings only in its log.
+ */
+export const TEMPORAL_SMALL_SERVER = {
+  BIND_ON_IP: '127.0.0.1',
+  TEMPORAL_BROADCAST_ADDRESS: '127.0.0.1',
+  NUM_HISTORY_SHARDS: String(HISTORY_SHARDS),
+  SQL_MAX_CONNS: String(POOL.history),
+  SQL_MAX_IDLE_CONNS: String(POOL.history),
+  SQL_VIS_MAX_CONNS: String(POOL.visibility),
+  SQL_VIS_MAX_IDLE_CONNS: String(POOL.visibility),
+  LOG_LEVEL: 'warn',
+};
 
 export interface TemporalClusterOptions {
   /** `postgres://user[:password]@host:port/db`: where the server's databases are created. */
@@ -55,13 +87,13 @@ export class TemporalCluster {
     private readonly postgresAdminUrl: string,
     readonly databases: { history: string; visibility: string },
     readonly dir: string,
-    private readonly ports: Record<(typeof SERVICES)[number], { grpc: number; membership: number }> & { http: number },
+    private readonly ports: TemporalPorts,
     private readonly binary: string,
   ) {}
 
   /** The frontend's address, for clients and workers. */
   get address(): string {
-    return `127.0.0.1:${this.ports.frontend.grpc}`;
+    return `127.0.0.1:${this.ports.FRONTEND_GRPC_PORT}`;
   }
 
   get logFile(): string {
@@ -75,19 +107,15 @@ export class TemporalCluster {
   static async start(options: TemporalClusterOptions): Promise<TemporalCluster> {
     const [binary, sqlTool] = await Promise.all([deployTool('temporalServer.sh'), deployTool('temporalSqlTool.sh')]);
     const name = `temporal_${randomBytes(4).toString('hex')}`;
-    const databases = { history: name, visibility: `${name}_visibility` };
-    const ports = { http: await freePort() } as TemporalCluster['ports'];
-    for (const service of SERVICES) ports[service] = { grpc: await freePort(), membership: await freeMembershipPort() };
     const cluster = new TemporalCluster(
       options.postgresAdminUrl,
-      databases,
+      { history: name, visibility: `${name}_visibility` },
       mkdtempSync(join(tmpdir(), 'capyctl-temporal-')),
-      ports,
+      await freeTemporalPorts(),
       binary,
     );
     try {
       await cluster.setUpSchema(sqlTool);
-      cluster.writeConfig();
       await cluster.launch();
       await cluster.createNamespaceAndSearchAttributes();
     } catch (e) {
@@ -131,13 +159,17 @@ export class TemporalCluster {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  private get postgres() {
+  /** The variables deploy/compose/temporal-schema.sh and the server's config/docker.yaml read. */
+  private get databaseVariables() {
     const url = new URL(this.postgresAdminUrl);
     return {
-      host: url.hostname,
-      port: Number(url.port || 5432),
-      user: decodeURIComponent(url.username),
-      password: decodeURIComponent(url.password),
+      DB: 'postgres12',
+      POSTGRES_SEEDS: url.hostname,
+      DB_PORT: url.port || '5432',
+      POSTGRES_USER: decodeURIComponent(url.username),
+      POSTGRES_PWD: decodeURIComponent(url.password),
+      DBNAME: this.databases.history,
+      VISIBILITY_DBNAME: this.databases.visibility,
     };
   }
 
@@ -146,88 +178,29 @@ export class TemporalCluster {
    * and the schema files of the server's release, from its Go module.
    */
   private async setUpSchema(sqlTool: string): Promise<void> {
-    const { host, port, user, password } = this.postgres;
-    await runScript('temporal-schema.sh', {
+    await runScript('compose/temporal-schema.sh', {
       PATH: `${dirname(sqlTool)}:${process.env.PATH}`,
       SCHEMA_DIR: join(await serverModuleDir(this.binary), 'schema', 'postgresql', 'v12'),
-      DB: 'postgres12',
-      POSTGRES_SEEDS: host,
-      DB_PORT: String(port),
-      POSTGRES_USER: user,
-      POSTGRES_PWD: password,
-      DBNAME: this.databases.history,
-      VISIBILITY_DBNAME: this.databases.visibility,
+      ...this.databaseVariables,
     });
-  }
-
-  /** config/capyctl.yaml under the cluster's folder: the server reads `<root>/config/<env>.yaml`. */
-  private writeConfig(): void {
-    const { host, port, user, password } = this.postgres;
-    const store = (databaseName: string, conns: number) => ({
-      sql: {
-        pluginName: 'postgres12',
-        databaseName,
-        connectAddr: `${host}:${port}`,
-        connectProtocol: 'tcp',
-        user,
-        password,
-        maxConns: conns,
-        maxIdleConns: conns,
-        maxConnLifetime: '1h',
-      },
-    });
-    const rpc = (service: (typeof SERVICES)[number]) => ({
-      rpc: {
-        grpcPort: this.ports[service].grpc,
-        membershipPort: this.ports[service].membership,
-        bindOnIP: '127.0.0.1',
-        ...(service === 'frontend' ? { httpPort: this.ports.http } : {}),
-      },
-    });
-    const config = {
-      log: { stdout: true, level: 'warn' },
-      persistence: {
-        defaultStore: 'history',
-        // Postgres 12+ visibility is the advanced one: custom search attributes and list queries on them.
-        visibilityStore: 'visibility',
-        numHistoryShards: HISTORY_SHARDS,
-        datastores: {
-          history: store(this.databases.history, POOL.history),
-          visibility: store(this.databases.visibility, POOL.visibility),
-        },
-      },
-      global: { membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' } },
-      services: Object.fromEntries(SERVICES.map((s) => [s, rpc(s)])),
-      clusterMetadata: {
-        enableGlobalNamespace: false,
-        failoverVersionIncrement: 10,
-        masterClusterName: 'active',
-        currentClusterName: 'active',
-        clusterInformation: {
-          active: {
-            enabled: true,
-            initialFailoverVersion: 1,
-            rpcName: 'frontend',
-            rpcAddress: this.address,
-            httpAddress: `127.0.0.1:${this.ports.http}`,
-          },
-        },
-      },
-      dcRedirectionPolicy: { policy: 'noop' },
-      dynamicConfigClient: { filepath: DYNAMIC_CONFIG_FILE, pollInterval: '60s' },
-      archival: { history: { state: 'disabled' }, visibility: { state: 'disabled' } },
-      namespaceDefaults: { archival: { history: { state: 'disabled' }, visibility: { state: 'disabled' } } },
-    };
-    mkdirSync(join(this.dir, 'config'), { recursive: true });
-    writeFileSync(join(this.dir, 'config', 'capyctl.yaml'), stringify(config));
   }
 
   /** Starts the process and resolves once its frontend answers. */
   private async launch(): Promise<void> {
     const logStart = statSafe(this.logFile);
     const output = openSync(this.logFile, 'a');
-    const args = ['--root', this.dir, '--config', 'config', '--env', 'capyctl', '--allow-no-auth', 'start'];
-    const child = spawnEndingWithThisProcess([this.binary, ...args], { stdio: ['ignore', output, output] });
+    // deploy/temporal/server.sh replaces itself with the server: a signal to the child reaches it.
+    const child = spawnEndingWithThisProcess(['bash', deployFile('temporal/server.sh')], {
+      stdio: ['ignore', output, output],
+      env: {
+        ...process.env,
+        CAPYCTL_TEMPORAL_SERVER_BIN: this.binary,
+        DYNAMIC_CONFIG_FILE_PATH: DYNAMIC_CONFIG_FILE,
+        ...this.databaseVariables,
+        ...this.ports,
+        ...TEMPORAL_SMALL_SERVER,
+      },
+    });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
     const deadline = Date.now() + READY_TIMEOUT_MS;
@@ -260,7 +233,7 @@ export class TemporalCluster {
    */
   private async createNamespaceAndSearchAttributes(): Promise<void> {
     const cli = await resolveTemporalCli();
-    await runScript('temporal-namespace.sh', {
+    await runScript('compose/temporal-namespace.sh', {
       PATH: `${dirname(cli)}:${process.env.PATH}`,
       TEMPORAL_ADDRESS: this.address,
       NAMESPACE,
@@ -283,21 +256,21 @@ export class TemporalCluster {
   }
 }
 
-/** A script of deploy/compose/ with `env` besides this process's, failing with what it printed. */
-async function runScript(name: string, env: NodeJS.ProcessEnv): Promise<void> {
-  const script = fileURLToPath(new URL(`../../deploy/compose/${name}`, import.meta.url));
-  await run('bash', [script], { env: { ...process.env, ...env } }).catch((e) => {
-    throw new Error(`${name}: ${e.stderr || e.message}`);
+function deployFile(path: string): string {
+  return fileURLToPath(new URL(`../../deploy/${path}`, import.meta.url));
+}
+
+/** A script of deploy/ with `env` besides this process's, failing with what it printed; its output. */
+async function runScript(path: string, env: NodeJS.ProcessEnv, ...args: string[]): Promise<string> {
+  const { stdout } = await run('bash', [deployFile(path), ...args], { env: { ...process.env, ...env } }).catch((e) => {
+    throw new Error(`${path}: ${e.stderr || e.message}`);
   });
+  return stdout;
 }
 
 /** Where the Go module of the server's release is (downloaded if the cache lacks it): its schema files. */
 async function serverModuleDir(binary: string): Promise<string> {
-  const { stdout: version } = await run(binary, ['--version']);
-  const release = /(\d+\.\d+\.\d+)/.exec(version)?.[1];
-  if (!release) throw new Error(`${binary} --version named no release: ${version}`);
-  const { stdout } = await run('go', ['mod', 'download', '-json', `go.temporal.io/server@v${release}`]);
-  return (JSON.parse(stdout) as { Dir: string }).Dir;
+  return (await runScript('temporal/moduleOf.sh', {}, binary)).trim();
 }
 
 /**
