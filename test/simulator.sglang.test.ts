@@ -69,15 +69,19 @@ describe('SGLang dialect', () => {
     expect(sim.stdout()).toContain('max_running_requests=256');
   });
 
-  it('reports its server and model info, max_running_requests as given and as effective', async () => {
+  it('reports its server and model info as SGLang does: max_running_requests only as given on its command line', async () => {
     const [plain, capped] = await Promise.all([
       sglang(),
       sglang(['--max-running-requests', '8', '--served-model-name', 'chat']),
     ]);
+    // The server args, the scheduler's ready message, each scheduler's state (its server args again) and the version.
     expect(await (await fetch(`${plain.baseUrl}/get_server_info`)).json()).toMatchObject({
       model_path: 'org/m',
       max_running_requests: null,
-      internal_states: [{ max_running_requests: 256 }],
+      status: 'ready',
+      max_total_num_tokens: 256 * 64,
+      internal_states: [{ max_running_requests: null, memory_usage: { token_capacity: 256 * 64 } }],
+      version: '0.5.4',
     });
     expect(await (await fetch(`${capped.baseUrl}/get_server_info`)).json()).toMatchObject({
       max_running_requests: 8,
