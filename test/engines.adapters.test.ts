@@ -11,7 +11,9 @@ import { adapters } from '../activities/engines/index.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import { type DeploymentSpec, deploymentDocument } from '../settings/deploymentDocument.js';
 import { createSimulatedGpu, gpuUsage } from '../hostAgent/simulatedGpu.js';
-import { post, type RunningSimulator, startSimulator, stopSimulators } from './support/simulator.js';
+import { checkEngineVersion } from '../activities/engines/versionCheck.js';
+import { hostStepFailures } from '../domain/catalogue.js';
+import { post, readEvents, type RunningSimulator, startSimulator, stopSimulators } from './support/simulator.js';
 
 const GiB = 2 ** 30;
 const WEIGHTS = GiB;
@@ -333,6 +335,40 @@ describe('SGLang', () => {
   it('samples no load without metrics', async () => {
     const e = await ready(await launch('sglang', null, {}, { dropArgs: ['--enable-metrics'] }));
     expect(await e.adapter.sampleLoad(e.endpoint)).toBeNull();
+  });
+});
+
+describe('vLLM from 0.17.0', () => {
+  it('is parked with the mode its version check pins, wait: a request that slipped past the drain finishes whole', async () => {
+    const flags = ['--sim-version', '0.17.0', '--sim-tokens-per-s', '50'];
+    const e = await ready(await launch('vllm', 'host_ram', {}, { simFlags: flags }));
+    const checked = await checkEngineVersion(e.adapter, e.endpoint, undefined);
+    expect(checked).toEqual({ reported: '0.17.0', treatedAs: '0.17.0', sends: { sleepMode: 'wait' } });
+    const stream = post(`${e.sim.baseUrl}/v1/chat/completions`, {
+      model: e.spec.name,
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 40,
+      stream: true,
+    }).then(readEvents);
+    await until(async () => (await e.sim.state()).running === 1);
+    await e.adapter.park(e.endpoint, 'host_ram', checked.sends);
+    expect(((await stream) as any[]).at(-2).choices[0].finish_reason).toBe('length');
+    expect((await e.sim.state()).violations).toEqual([]);
+  });
+
+  it('of a version the table does not list is refused, naming it and the versions capyctl knows', async () => {
+    const e = await ready(await launch('vllm', 'host_ram', {}, { simFlags: ['--sim-version', '0.40.2+cu130'] }));
+    const refused = await engineError(checkEngineVersion(e.adapter, e.endpoint, undefined));
+    expect(refused.kind).toBe('version_unsupported');
+    expect(refused.message).toBe(
+      hostStepFailures.engineVersionUnsupported(
+        'vLLM',
+        '0.40.2+cu130',
+        'GET /version',
+        '0.10.1 up to (not including) 0.32.0',
+        'engines.vllm.unlisted_version_as',
+      ),
+    );
   });
 });
 

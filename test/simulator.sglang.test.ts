@@ -236,6 +236,33 @@ describe('SGLang dialect', () => {
   });
 });
 
+describe('SGLang dialect: versions', () => {
+  it('after 0.5.5 pause_generation reads mode: retract keeps what runs, abort (its default) cuts it, another is refused', async () => {
+    const sim = await sglang(['--sim-version', '0.5.6', '--sim-tokens-per-s', '50']);
+    expect(await (await fetch(`${sim.baseUrl}/get_server_info`)).json()).toMatchObject({ version: '0.5.6' });
+    const kept = await slowStream(sim);
+    await expect.poll(async () => (await sim.state()).running).toBe(1);
+    expect((await post(`${sim.baseUrl}/pause_generation`, { mode: 'retract' })).status).toBe(200);
+    expect((await sim.state()).violations).toEqual([]);
+    const wrong = await post(`${sim.baseUrl}/pause_generation`, { mode: 'later' });
+    expect(wrong.status).toBe(400);
+    expect(await wrong.json()).toMatchObject({
+      message: 'Invalid mode: "later". Expected one of abort, retract, in_place.',
+    });
+    expect((await post(`${sim.baseUrl}/pause_generation`, { mode: 'abort' })).status).toBe(200);
+    expect(((await readEvents(kept)) as any[]).at(-2).choices[0].finish_reason).toBe('abort');
+    expect((await sim.state()).violations).toEqual(['pause_generation aborted 1 request(s)']);
+  });
+
+  it('0.5.4 pause_generation reads no body: it aborts whatever mode it is sent', async () => {
+    const sim = await sglang(['--sim-tokens-per-s', '50']);
+    const cut = await slowStream(sim);
+    await expect.poll(async () => (await sim.state()).running).toBe(1);
+    expect((await post(`${sim.baseUrl}/pause_generation`, { mode: 'retract' })).status).toBe(200);
+    expect(((await readEvents(cut)) as any[]).at(-2).choices[0].finish_reason).toBe('abort');
+  });
+});
+
 describe('TensorFold dialect', () => {
   it('sends the role chunk on arrival, before the prompt’s prefill; vLLM sends it with the first token', async () => {
     const args = ['--sim-load-ms', '50', '--sim-prefill-ms', '600'];

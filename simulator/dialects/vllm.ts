@@ -57,8 +57,8 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
     if (mode === 'abort') {
       const aborted = engine.abortRequests();
       if (aborted > 0) engine.violation(`sleep (mode abort) aborted ${aborted} request(s)`);
-      return;
     }
+    // An aborted request leaves once its stream is closed; a waited-for one once it finished.
     while (engine.inFlight.size > 0) await sleep(WAIT_POLL_MS);
   }
 
