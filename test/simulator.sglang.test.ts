@@ -247,7 +247,7 @@ describe('SGLang dialect: versions', () => {
     const wrong = await post(`${sim.baseUrl}/pause_generation`, { mode: 'later' });
     expect(wrong.status).toBe(400);
     expect(await wrong.json()).toMatchObject({
-      message: 'Invalid mode: "later". Expected one of abort, retract, in_place.',
+      message: "Invalid mode: 'later'. Expected one of ['abort', 'retract', 'in_place'].",
     });
     expect((await post(`${sim.baseUrl}/pause_generation`, { mode: 'abort' })).status).toBe(200);
     expect(((await readEvents(kept)) as any[]).at(-2).choices[0].finish_reason).toBe('abort');

@@ -138,7 +138,11 @@ function addGenerationRoutes(router: Router, engine: SimEngine): void {
       return sendJson(
         res,
         400,
-        errorBody(400, `Invalid mode: ${JSON.stringify(mode)}. Expected one of ${pauseModes.join(', ')}.`),
+        // As `__post_init__` words it, with Python's reprs.
+        errorBody(
+          400,
+          `Invalid mode: '${String(mode)}'. Expected one of [${pauseModes.map((m) => `'${m}'`).join(', ')}].`,
+        ),
       );
     engine.paused = true;
     engine.slots.setGate(false);
