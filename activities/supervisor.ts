@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { EngineAdapter, EngineEndpoint, LaunchPlan } from '../engines/engine.js';
+import type { CheckedVersion } from '../engines/engineVersions.js';
 import type { LaunchMemory } from '../engines/memoryBound.js';
 import { spawnEndingWithThisProcess } from '../processes/endingWithThisProcess.js';
 import type { ParkTier } from '../domain/vocabulary.js';
@@ -55,6 +56,8 @@ export interface SupervisedEngine extends LaunchRequest {
   stage: EngineStage;
   /** The tier its last park put it at (a vLLM chooses at each park); null before its first. */
   parkedTier: ParkTier | null;
+  /** Its version as the start checked it, and what its parks and wakes send; absent until it is ready. */
+  version?: CheckedVersion;
   process: ChildProcess;
   /** Resolves when the process has exited, for whatever reason. */
   exited: Promise<EngineExit>;

@@ -81,8 +81,8 @@ async function simulatorOwnTimes(dir: string, rounds: number) {
     const wake: number[] = [];
     const probe: number[] = [];
     for (let i = 0; i < rounds; i++) {
-      park.push(await timed(() => vllm.park(endpoint, 'host_ram')));
-      wake.push(await timed(() => vllm.wake(endpoint, 'host_ram')));
+      park.push(await timed(() => vllm.park(endpoint, 'host_ram', {})));
+      wake.push(await timed(() => vllm.wake(endpoint, 'host_ram', {})));
       probe.push(await timed(() => vllm.probe(endpoint, probeFor(spec))));
     }
     return { park: median(park), wake: median(wake), probe: median(probe) };

@@ -19,6 +19,7 @@ export const errorCodes = z.enum([
   'parked_capacity',
   'insufficient_capacity',
   'checkpoint_unmeasured',
+  'engine_version_unsupported',
   'host_of_another_installation',
   'not_found',
   'unauthorized',
@@ -207,6 +208,12 @@ export const apiErrors = {
       `deployment ${deploymentId} failed to start: its engine exited (${how}); retry shortly. Its last lines of ` +
         `stderr:\n${stderr.map((l) => `  ${l}`).join('\n')}`,
     ),
+  /**
+   * A start whose engine reports a version capyctl does not know (`hostStepFailures.engineVersionUnsupported`):
+   * a retry meets the same engine, so it is not retryable.
+   */
+  engineVersionUnsupported: (deploymentId: string, reason: string) =>
+    error(409, 'engine_version_unsupported', false, `deployment ${deploymentId} failed to start: ${reason}`),
   parkedCapacity: (deploymentId: string) =>
     error(
       409,
@@ -485,10 +492,36 @@ export const cliErrors = {
 
 /** Why a host's step failed, in the words its switch's error then gives (`startFailed`'s reason). */
 export const hostStepFailures = {
+  /**
+   * The engine started reports a version the contract table does not list (`reported`, null when it
+   * reported none): `supported` is the span capyctl knows, `setting` the host document's override.
+   */
+  engineVersionUnsupported: (
+    label: string,
+    reported: string | null,
+    versionRoute: string,
+    supported: string,
+    setting: string,
+  ) =>
+    `${reported === null ? `${label} did not report its version (${versionRoute})` : `${label} reports version ${reported}`}, ` +
+    `which capyctl does not know: it supports ${label} ${supported}; run one of those, or, to run this one, set ` +
+    `${setting} in the host document to the supported version whose requests it takes`,
   /** Every port of the host's `engine_ports` is taken: `ownEngines` of them by engines this host runs. */
   enginePortsExhausted: (first: number, last: number, ownEngines: number) =>
     `no free port for its engine in the host's engine_ports ${first}-${last} (${ownEngines} taken by this ` +
     `host's engines, the rest by other processes); widen engine_ports, or stop or delete a model on this host`,
+} as const;
+
+/** Why an engine's launch settings are refused: a host's `engines.<name>` section, or a deployment's extra_args. */
+export const engineSettingRefusals = {
+  /** `where` holds `option`, which parks the engine on its own (contracts.ts `selfParkOptions`). */
+  selfParkOption: (where: string, option: string, label: string) =>
+    `${where} has ${option}, which makes ${label} sleep on its own when idle, behind capyctl's back; remove it: ` +
+    `capyctl parks and wakes the engine itself`,
+  /** The host's `engines.<name>.unlisted_version_as` names a version the table does not list. */
+  unlistedAsUnknown: (setting: string, given: string, label: string, supported: string) =>
+    `${setting}: ${given} is not a version capyctl knows; name one of ${label} ${supported}, the one whose ` +
+    `requests the engine takes`,
 } as const;
 
 /** How a person reads where a parked instance's weights are: the words of the release lines below. */

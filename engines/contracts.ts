@@ -37,15 +37,41 @@ export type StepRole =
   /** Reads `model_path`, the checkpoint the engine loaded, for a later step's body. */
   | 'read_model_path';
 
-/** Facts a step's body is built from. */
+/**
+ * What capyctl sends that differs between versions of one engine (the `versions` table): each field
+ * absent where the version reads no such parameter.
+ */
+export interface VersionRequests {
+  /**
+   * vLLM's `/sleep?mode=`, read from 0.17.0 on (default `abort`, which aborts what is in flight):
+   * `wait` lets a request that slipped past the drain finish before the sleep.
+   */
+  sleepMode?: 'wait';
+  /**
+   * SGLang's `/pause_generation` `mode`, read after 0.5.5 (default `abort`): `abort` pinned, what the
+   * bodiless pause of 0.5.4 did; `retract` and `in_place` leave requests whose cache the release drops.
+   */
+  pauseMode?: 'abort';
+}
+
+/** A range of an engine's releases capyctl knows, `from` included and `below` not, and what it sends them. */
+export interface SupportedVersions {
+  from: string;
+  below: string;
+  sends: VersionRequests;
+}
+
+/** Facts a step's query and body are built from. */
 export interface StepFacts {
   modelPath: string;
+  /** What this version of the engine is sent. */
+  sends: VersionRequests;
 }
 
 export interface Step {
   route: RouteContract;
-  /** The query string, without `?`. */
-  query?: string;
+  /** The query string, without `?`, or a function of what is known. */
+  query?: string | ((facts: StepFacts) => string);
   /** The JSON body, or a function of what earlier steps read. */
   json?: unknown | ((facts: StepFacts) => unknown);
   role?: StepRole;
@@ -101,8 +127,17 @@ export interface ParallelismContract {
 export interface EngineContract<Route extends string = string> {
   /** How messages name the engine. */
   label: string;
-  /** The version these facts were read for; the simulator reports it. */
+  /** The version these facts were first read for; the simulator reports it unless told another. */
   version: string;
+  /** The releases capyctl knows, oldest first, and what it sends each (engines/engineVersions.ts reads it). */
+  versions: readonly SupportedVersions[];
+  /** How the engine reports its version, said when it does not. */
+  versionRoute: string;
+  /**
+   * Options that make the engine park on its own when idle, behind the scheduler's back: refused in a
+   * deployment's extra_args and in the host's command.
+   */
+  selfParkOptions: readonly string[];
   /** How the model is named on the command line. */
   modelArgs: (model: string) => string[];
   /** Options that enable parking, per tier; env needed for the park routes to exist. */
@@ -173,9 +208,24 @@ const vllmRoutes = {
 
 const reloadWeights = { method: 'reload_weights', args: [], kwargs: {}, timeout: null };
 
+/** `level=N`, and the in-flight mode for versions that read one. */
+const sleepQuery =
+  (level: 1 | 2) =>
+  ({ sends }: StepFacts): string =>
+    `level=${level}${sends.sleepMode ? `&mode=${sends.sleepMode}` : ''}`;
+
 const vllm: EngineContract<keyof typeof vllmRoutes> = {
   label: 'vLLM',
   version: '0.10.1',
+  versions: [
+    // 0.10.0 and older answer errors in another JSON shape; /sleep reads `level` only.
+    { from: '0.10.1', below: '0.17.0', sends: {} },
+    // vllm-project/vllm#34528: sleep pauses the scheduler first and takes its pause mode.
+    { from: '0.17.0', below: '0.32.0', sends: { sleepMode: 'wait' } },
+  ],
+  versionRoute: 'GET /version',
+  // vllm-project/vllm#47703 (vllm/entrypoints/serve/idle_sleep): sleeps after this many idle seconds.
+  selfParkOptions: ['--sleep-idle-ttl'],
   modelArgs: (model) => [model],
   parkFlags: () => ['--enable-sleep-mode'],
   parkEnv: { VLLM_SERVER_DEV_MODE: '1' },
@@ -206,11 +256,11 @@ const vllm: EngineContract<keyof typeof vllmRoutes> = {
   routes: vllmRoutes,
   park: {
     host_ram: [
-      { route: vllmRoutes.sleep, query: 'level=1' },
+      { route: vllmRoutes.sleep, query: sleepQuery(1) },
       { route: vllmRoutes.isSleeping, role: 'expect_asleep' },
     ],
     deep: [
-      { route: vllmRoutes.sleep, query: 'level=2' },
+      { route: vllmRoutes.sleep, query: sleepQuery(2) },
       { route: vllmRoutes.isSleeping, role: 'expect_asleep' },
     ],
   },
@@ -285,7 +335,7 @@ export const sglangReleasedTags: Record<ParkTier, string[]> = {
 
 const sglangPark = (tier: ParkTier): Step[] => [
   // Memory is released only while idle: pausing holds back anything that slipped past the drain.
-  { route: sglangRoutes.pause, json: {} },
+  { route: sglangRoutes.pause, json: ({ sends }: StepFacts) => (sends.pauseMode ? { mode: sends.pauseMode } : {}) },
   { route: sglangRoutes.release, json: { tags: sglangReleasedTags[tier] } },
 ];
 
@@ -310,6 +360,14 @@ const sglangWake = (tier: ParkTier): Step[] => [
 const sglang: EngineContract<keyof typeof sglangRoutes> = {
   label: 'SGLang',
   version: '0.5.4',
+  versions: [
+    { from: '0.5.4', below: '0.5.6', sends: {} },
+    // PauseGenerationReqInput gained `mode` after 0.5.5.
+    { from: '0.5.6', below: '0.6.0', sends: { pauseMode: 'abort' } },
+  ],
+  versionRoute: 'GET /get_server_info',
+  // Its --sleep-on-idle only lets the scheduler's loop wait on its sockets; it frees no GPU memory.
+  selfParkOptions: [],
   modelArgs: (model) => ['--model-path', model],
   parkFlags: (tier) => ['--enable-memory-saver', ...(tier === 'host_ram' ? ['--enable-weights-cpu-backup'] : [])],
   parkEnv: {},
@@ -351,6 +409,9 @@ const sglang: EngineContract<keyof typeof sglangRoutes> = {
 const tensorfold: EngineContract<'health' | 'version'> = {
   label: 'TensorFold',
   version: '1.0.0',
+  versions: [{ from: '1.0.0', below: '2.0.0', sends: {} }],
+  versionRoute: 'GET /version',
+  selfParkOptions: [],
   modelArgs: (model) => ['--model', model],
   parkFlags: () => [],
   parkEnv: {},

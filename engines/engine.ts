@@ -4,6 +4,7 @@
  */
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { EngineName, MaxRunningSource, ParkTier } from '../domain/vocabulary.js';
+import type { VersionRequests } from './contracts.js';
 import type { LaunchMemory } from './memoryBound.js';
 
 /** How the host should start the engine process. */
@@ -72,10 +73,12 @@ export type ProbeAnswer =
  * GPU cannot hold what was asked (a 5xx whose body says out of memory); `refused` when the engine
  * answered another error or an answer that does not parse; `unreachable` when nothing answered
  * (connection refused or reset). `timeout` is the caller's signal aborting the call.
+ * `version_unsupported`: the engine started reports a version capyctl does not know (engineVersions.ts).
  */
 export class EngineError extends Error {
   constructor(
-    readonly kind: 'out_of_memory' | 'reload_failed' | 'not_ready' | 'timeout' | 'refused' | 'unreachable',
+    readonly kind:
+      'out_of_memory' | 'reload_failed' | 'not_ready' | 'timeout' | 'refused' | 'unreachable' | 'version_unsupported',
     message: string,
   ) {
     super(message);
@@ -110,24 +113,28 @@ export interface EngineAdapter {
   isReady(endpoint: EngineEndpoint, options?: CallOptions): Promise<boolean>;
   /**
    * Gives back GPU memory at `tier`, one of `parkTiers` and, for SGLang, the tier it was launched for
-   * (`rules.parkPlan` says which). The caller has drained it first: no request is running. An engine
-   * launched with `parkTier: null` refuses.
+   * (`rules.parkPlan` says which), with the requests its version takes (`sends`, from the start's
+   * version check). The caller has drained it first: no request is running. An engine launched with
+   * `parkTier: null` refuses.
    */
-  park(endpoint: EngineEndpoint, tier: ParkTier, options?: CallOptions): Promise<void>;
+  park(endpoint: EngineEndpoint, tier: ParkTier, sends: VersionRequests, options?: CallOptions): Promise<void>;
   /** Takes GPU memory back after a park at `tier`, reloading weights where that tier dropped them. */
-  wake(endpoint: EngineEndpoint, tier: ParkTier, options?: CallOptions): Promise<void>;
+  wake(endpoint: EngineEndpoint, tier: ParkTier, sends: VersionRequests, options?: CallOptions): Promise<void>;
   /**
    * The engine's running, waiting and KV use; null when it exposes no metrics (no `/metrics` route, or a
    * series missing). Throws `unreachable` / `timeout` when the engine does not answer at all.
    */
   sampleLoad(endpoint: EngineEndpoint, options?: CallOptions): Promise<EngineLoad | null>;
   /**
-   * How many requests it runs at once, and where that figure comes from. With `endpoint` null (not
-   * started, or not ready) it is what CapyCTL passes or expects; an engine that reports its own figure
-   * (SGLang) is asked once it runs, and an engine that does not answer has not said.
+   * How many requests it runs at once, and where that figure comes from: what CapyCTL passes or
+   * expects. No engine reports the figure it chose over HTTP (SGLang's `/get_server_info` gives the
+   * command-line value), so an engine left to choose is `engine_default`.
    */
   maxRunning(endpoint: EngineEndpoint | null, ctx: MaxRunningContext, options?: CallOptions): Promise<MaxRunning>;
-  /** The engine's version as it reports it, null when it has no version route. Some capability rules depend on it. */
+  /**
+   * The engine's version as it reports it, null when it has no version route. The start checks it
+   * (engineVersions.ts) and some capability rules depend on it.
+   */
   version(endpoint: EngineEndpoint, options?: CallOptions): Promise<string | null>;
   /**
    * Stops the engine's work on one request. SGLang aborts by `rid`, so `requestId` is the `rid` the

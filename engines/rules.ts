@@ -4,11 +4,12 @@
  * `max_running` figure comes from ("Reading load"). The host scheduler, the management API and the
  * adapters call them; nothing here does I/O.
  */
-import { type ApiError, apiErrors, releasedLines, releasingLines } from '../domain/catalogue.js';
+import { type ApiError, apiErrors, engineSettingRefusals, releasedLines, releasingLines } from '../domain/catalogue.js';
 import type { EngineName, MemoryKind, ParkTier } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { engineContracts } from './contracts.js';
 import type { MaxRunning, MaxRunningContext } from './engine.js';
+import { selfParkOptionIn } from './hostEngines.js';
 import { findCount, findOption } from './launchOptions.js';
 import { engineTraits } from './traits.js';
 import { parallelLayout } from './parallelism.js';
@@ -128,13 +129,23 @@ export interface DocumentRefusal {
  * or none (a deployment parks by default); a residency that asks for a park (`deep`,
  * `host_backed`) its engine cannot do (DEEP PARK disabled in `capyctl engine list`), and
  * `host_backed` for SGLang with speculative decoding; more `instances` than the `hosts` it
- * names; and `extra_args` asking for data parallelism inside one engine (`dataParallelRefusal`).
+ * names; `extra_args` holding an option that parks the engine on its own (vLLM's `--sleep-idle-ttl`);
+ * and `extra_args` asking for data parallelism inside one engine (`dataParallelRefusal`).
  * A deployment left without a residency on an engine that cannot park is not refused: it stops.
  */
 export function documentRefusal(spec: DeploymentSpec): DocumentRefusal | null {
   if (spec.hosts && instanceCount(spec) > spec.hosts.length) {
     const error = apiErrors.invalidRequest(instancesBeyondHosts(spec.name, instanceCount(spec), spec.hosts.length));
     return { field: 'instances', error };
+  }
+  const selfPark = selfParkOptionIn(spec.engine, spec.extra_args);
+  if (selfPark) {
+    const { label } = engineContracts[spec.engine];
+    const where = `deployment ${spec.name}: its extra_args`;
+    return {
+      field: 'extra_args',
+      error: apiErrors.invalidRequest(engineSettingRefusals.selfParkOption(where, selfPark, label)),
+    };
   }
   const { ranks, modelShards } = parallelLayout(spec.engine, spec.extra_args);
   if (ranks > modelShards)
@@ -294,18 +305,4 @@ export function expectedMaxRunning({ spec, command }: MaxRunningContext): MaxRun
 export function maxRunningToPass(ctx: Required<MaxRunningContext>): number | undefined {
   const expected = expectedMaxRunning(ctx);
   return expected.source === 'declared' || expected.source === 'default' ? expected.count : undefined;
-}
-
-/**
- * The figure once the engine reports its own (`reported`; undefined while it has not said).
- *
- * The state_cache rule: an engine runs fewer requests than it was told only when a hybrid model's
- * recurrent state pool holds fewer sequences than that (SGLang caps max_running_requests at its
- * Mamba cache). So a report below the count CapyCTL passed or expects is `state_cache` with the
- * engine's count; any other report is `engine`.
- */
-export function reportedMaxRunning(expected: MaxRunning, reported: number | undefined): MaxRunning {
-  if (reported === undefined) return expected;
-  const fewer = expected.count !== undefined && reported < expected.count;
-  return figure(fewer ? 'state_cache' : 'engine', reported);
 }

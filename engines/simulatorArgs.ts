@@ -58,6 +58,8 @@ export interface SimConfig {
   decisionOptions: string[] | undefined;
   /** Set to make the start fail: the engine prints a traceback ending in this line and exits 1. */
   exitAtStart: string | undefined;
+  /** The engine release it plays (`--sim-version`): what it reports, and the routes' version-dependent behaviour. */
+  version: string;
   enableSleepMode: boolean;
   enableMemorySaver: boolean;
   enableWeightsCpuBackup: boolean;
@@ -125,6 +127,7 @@ const simFlags: Record<string, FlagKind> = {
   'sim-tokens-per-s': 'string',
   'sim-decision': 'string',
   'sim-exit-at-start': 'string',
+  'sim-version': 'string',
 };
 
 const defaultPorts: Record<DialectName, number> = { vllm: 8000, sglang: 30000, tensorfold: 8080 };
@@ -294,6 +297,7 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
     },
     decisionOptions,
     exitAtStart: text(values, 'sim-exit-at-start'),
+    version: text(values, 'sim-version') ?? engineContracts[name].version,
     enableSleepMode: values.has('enable-sleep-mode'),
     enableMemorySaver: values.has('enable-memory-saver'),
     enableWeightsCpuBackup: values.has('enable-weights-cpu-backup'),

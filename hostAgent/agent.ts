@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import { adapters } from '../activities/engines/index.js';
 import { createHostActivities } from '../activities/hostActivities.js';
 import type { EngineName } from '../domain/vocabulary.js';
+import { hostEnginesRefusals } from '../engines/hostEngines.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import type { HostSettings } from '../settings/hostDocument.js';
 import { listenAddress, urlHost } from '../settings/listenAddress.js';
@@ -79,11 +80,18 @@ async function registerUntilAccepted(
   }
 }
 
+/** A host whose `engines` section would let an engine run behind capyctl's back or name an unknown version. */
+export class HostEnginesRefused extends Error {
+  override name = 'HostEnginesRefused';
+}
+
 export async function startHostAgent(
   settings: HostSettings,
   logger: Logger,
   options: HostAgentOptions = {},
 ): Promise<RunningHostAgent> {
+  const refusals = hostEnginesRefusals(settings.engines);
+  if (refusals.length > 0) throw new HostEnginesRefused(refusals.join('; '));
   const hostId = hostIdOf(settings);
   const log = logger.child({ hostId });
   const dataDir = resolve(settings.data_dir);
@@ -138,6 +146,9 @@ export async function startHostAgent(
   const engineCommands = Object.fromEntries(
     Object.entries(settings.engines).map(([name, e]) => [name, e.command]),
   ) as Record<EngineName, string[]>;
+  const unlistedVersionsAs = Object.fromEntries(
+    Object.entries(settings.engines).map(([name, e]) => [name, e.unlisted_version_as]),
+  ) as Partial<Record<EngineName, string>>;
   const worker = await Worker.create({
     connection,
     namespace: settings.temporal.namespace,
@@ -146,6 +157,7 @@ export async function startHostAgent(
       adapters,
       supervisor,
       engineCommands,
+      unlistedVersionsAs,
       largestGpuBytes: Math.max(0, ...gpus.map((g) => g.memoryBytes)),
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,

@@ -23,6 +23,11 @@ const engineLaunch = (command: string[]) =>
       command: z.array(z.string().min(1)).min(1).default(command),
       /** The engine's version when known ahead of a launch (some capability rules depend on it). */
       version: z.string().min(1).optional(),
+      /**
+       * Runs a version capyctl does not list as this listed one, whose requests it then takes; without
+       * it, an engine reporting an unlisted version is refused at its start.
+       */
+      unlisted_version_as: z.string().min(1).optional(),
     })
     .prefault({});
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { commandIndex } from '../cli/commandIndex.js';
 import { describe, expect, it } from 'vitest';
 import { cannotParkReasons, hostBackedRefusals } from '../engines/rules.js';
-import { apiErrors } from '../domain/catalogue.js';
+import { apiErrors, engineSettingRefusals } from '../domain/catalogue.js';
 import { CAPYCTL, capyctl } from './support/capyctl.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'capyctl-cli-'));
@@ -159,6 +159,40 @@ describe('capyctl settings check', () => {
         stderr: `invalid deployment settings in ${join(dir, name)}:\n  - residency: ${error.code}: ${error.message}\n`,
       })),
     );
+  });
+
+  it('refuses an engine let sleep on its own, in a deployment or a host, and a host naming an unknown version', async () => {
+    const deployment = file(
+      'sleeper.yaml',
+      'name: sleeper\nengine: vllm\nmodel: m\nextra_args: ["--sleep-idle-ttl", "60"]\n',
+    );
+    const host = file(
+      'host.yaml',
+      'server: { token: t }\nengines: { vllm: { command: [vllm, serve, --sleep-idle-ttl, "60"], ' +
+        'unlisted_version_as: "0.40.0" } }\n',
+    );
+    const refused = apiErrors.invalidRequest(
+      engineSettingRefusals.selfParkOption('deployment sleeper: its extra_args', '--sleep-idle-ttl', 'vLLM'),
+    );
+    expect(await capyctl(['settings', 'check', 'deployment', '--file', deployment])).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `invalid deployment settings in ${deployment}:\n  - extra_args: ${refused.code}: ${refused.message}\n`,
+    });
+    const lines = [
+      engineSettingRefusals.selfParkOption('engines.vllm.command', '--sleep-idle-ttl', 'vLLM'),
+      engineSettingRefusals.unlistedAsUnknown(
+        'engines.vllm.unlisted_version_as',
+        '0.40.0',
+        'vLLM',
+        '0.10.1 up to (not including) 0.32.0',
+      ),
+    ];
+    expect(await capyctl(['settings', 'check', 'host', '--file', host])).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `invalid host settings in ${host}:\n${lines.map((l) => `  - ${l}\n`).join('')}`,
+    });
   });
 
   it('shows help with an example, and refuses an unknown command', async () => {

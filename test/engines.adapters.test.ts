@@ -11,7 +11,9 @@ import { adapters } from '../activities/engines/index.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
 import { type DeploymentSpec, deploymentDocument } from '../settings/deploymentDocument.js';
 import { createSimulatedGpu, gpuUsage } from '../hostAgent/simulatedGpu.js';
-import { post, type RunningSimulator, startSimulator, stopSimulators } from './support/simulator.js';
+import { checkEngineVersion } from '../activities/engines/versionCheck.js';
+import { hostStepFailures } from '../domain/catalogue.js';
+import { post, readEvents, type RunningSimulator, startSimulator, stopSimulators } from './support/simulator.js';
 
 const GiB = 2 ** 30;
 const WEIGHTS = GiB;
@@ -114,8 +116,8 @@ async function engineError(call: Promise<unknown>): Promise<EngineError> {
 
 describe.each([
   { engine: 'vllm', maxRunning: { count: 32, source: 'default' }, version: '0.10.1' },
-  // SGLang chooses its own bound when none is passed (the simulator: 256), and reports it.
-  { engine: 'sglang', maxRunning: { count: 256, source: 'engine' }, version: '0.5.4' },
+  // SGLang chooses its own bound when none is passed and reports only the command-line value: engine_default.
+  { engine: 'sglang', maxRunning: { source: 'engine_default' }, version: '0.5.4' },
   { engine: 'tensorfold', maxRunning: { count: 8, source: 'default' }, version: null },
 ] as const)('$engine', ({ engine, maxRunning, version }) => {
   it('becomes ready from its launch plan, reports load, bound and version, and frees the GPU when killed', async () => {
@@ -192,12 +194,12 @@ describe.each([
     const e = await ready(await launch(engine, tier, fields));
     const first = await e.adapter.probe(e.endpoint, QUESTION);
 
-    await e.adapter.park(e.endpoint, tier);
+    await e.adapter.park(e.endpoint, tier, {});
     expect(await e.sim.state()).toMatchObject({ state: 'parked', parked_tier: tier, ...parked, violations: [] });
     expect((await gpuUsage(gpuDir, GPU)).usedBytes).toBe(parked.gpu_bytes);
     expect(await e.adapter.isReady(e.endpoint)).toBe(true);
 
-    await e.adapter.wake(e.endpoint, tier);
+    await e.adapter.wake(e.endpoint, tier, {});
     expect(await e.sim.state()).toMatchObject({
       state: 'ready',
       gpu_bytes: WEIGHTS + KV,
@@ -215,26 +217,26 @@ describe.each(['vllm', 'sglang'] as const)('%s wake faults', (engine) => {
     const e = await ready(await launch(engine, 'host_ram'));
     const first = await e.adapter.probe(e.endpoint, QUESTION);
     await fault(e, 'wrong_answer_after_wake');
-    await e.adapter.park(e.endpoint, 'host_ram');
-    await e.adapter.wake(e.endpoint, 'host_ram');
+    await e.adapter.park(e.endpoint, 'host_ram', {});
+    await e.adapter.wake(e.endpoint, 'host_ram', {});
     expect(await e.adapter.probe(e.endpoint, QUESTION)).not.toEqual(first);
   });
 
   it('a failed weight reload is reload_failed (→ wake_reload_failed)', async () => {
     const e = await ready(await launch(engine, 'deep'));
-    await e.adapter.park(e.endpoint, 'deep');
+    await e.adapter.park(e.endpoint, 'deep', {});
     await fault(e, 'reload_fails');
-    expect((await engineError(e.adapter.wake(e.endpoint, 'deep'))).kind).toBe('reload_failed');
+    expect((await engineError(e.adapter.wake(e.endpoint, 'deep', {}))).kind).toBe('reload_failed');
   });
 
   it('a wake that hangs is cut by its signal as a timeout (→ wake_uncertain)', async () => {
     const e = await ready(await launch(engine, 'host_ram'));
-    await e.adapter.park(e.endpoint, 'host_ram');
+    await e.adapter.park(e.endpoint, 'host_ram', {});
     await fault(e, 'wake_hangs');
     const started = Date.now();
-    expect((await engineError(e.adapter.wake(e.endpoint, 'host_ram', { signal: AbortSignal.timeout(300) }))).kind).toBe(
-      'timeout',
-    );
+    expect(
+      (await engineError(e.adapter.wake(e.endpoint, 'host_ram', {}, { signal: AbortSignal.timeout(300) }))).kind,
+    ).toBe('timeout');
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
@@ -253,8 +255,8 @@ describe.each(['vllm', 'sglang'] as const)('%s wake faults', (engine) => {
       return ((await res.json()) as { choices: Array<{ text: string }> }).choices[0]!.text;
     };
     expect(await ask()).not.toBe(await ask());
-    await e.adapter.park(e.endpoint, 'host_ram');
-    await e.adapter.wake(e.endpoint, 'host_ram');
+    await e.adapter.park(e.endpoint, 'host_ram', {});
+    await e.adapter.wake(e.endpoint, 'host_ram', {});
     expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(first);
   });
 });
@@ -266,9 +268,9 @@ describe('vLLM', () => {
       await createSimulatedGpu(dir, GPU, 2 * GiB);
       const gpu = { gpu: { dir, index: GPU }, gpuBytes: 2 * GiB };
       const parked = await ready(await launch('vllm', 'host_ram', {}, gpu));
-      await parked.adapter.park(parked.endpoint, 'host_ram');
+      await parked.adapter.park(parked.endpoint, 'host_ram', {});
       await ready(await launch('vllm', null, { name: 'other' }, gpu));
-      expect((await engineError(parked.adapter.wake(parked.endpoint, 'host_ram'))).kind).toBe('out_of_memory');
+      expect((await engineError(parked.adapter.wake(parked.endpoint, 'host_ram', {}))).kind).toBe('out_of_memory');
     } finally {
       await stopSimulators();
       rmSync(dir, { recursive: true, force: true });
@@ -277,7 +279,7 @@ describe('vLLM', () => {
 
   it('refuses to park when launched unable to (no sleep mode), naming the route and its version', async () => {
     const e = await ready(await launch('vllm', null));
-    const refused = await engineError(e.adapter.park(e.endpoint, 'host_ram'));
+    const refused = await engineError(e.adapter.park(e.endpoint, 'host_ram', {}));
     expect({ kind: refused.kind, message: refused.message }).toEqual({
       kind: 'refused',
       message:
@@ -291,16 +293,16 @@ describe('vLLM', () => {
     const e = await ready(await launch('vllm', 'deep'));
     await post(`${e.sim.baseUrl}/sim/faults`, { missing_routes: ['/reset_prefix_cache'] });
     const before = await e.adapter.probe(e.endpoint, QUESTION);
-    await e.adapter.park(e.endpoint, 'host_ram');
+    await e.adapter.park(e.endpoint, 'host_ram', {});
     const warnings: string[] = [];
-    await e.adapter.wake(e.endpoint, 'host_ram', { warn: (w) => warnings.push(w) });
+    await e.adapter.wake(e.endpoint, 'host_ram', {}, { warn: (w) => warnings.push(w) });
     expect(warnings).toEqual([
       `vLLM at ${e.endpoint.baseUrl} has no POST /reset_prefix_cache (404); skipped, since it only refines the step`,
     ]);
     expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(before);
 
     await post(`${e.sim.baseUrl}/sim/faults`, { missing_routes: ['/collective_rpc'] });
-    const refused = await engineError(e.adapter.park(e.endpoint, 'deep'));
+    const refused = await engineError(e.adapter.park(e.endpoint, 'deep', {}));
     expect(refused.message).toBe(
       `vLLM 0.10.1 at ${e.endpoint.baseUrl} cannot park at tier deep: it has no POST /collective_rpc (404); ` +
         'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
@@ -310,7 +312,7 @@ describe('vLLM', () => {
 });
 
 describe('SGLang', () => {
-  it("has not said its bound while it starts (engine_default), then reports its own or the declared one's", async () => {
+  it('never reports the bound it chose (engine_default, starting or ready); a declared one stays declared', async () => {
     const e = await launch('sglang', 'host_ram', {}, { simFlags: ['--sim-load-ms', '2000'] });
     const ctx = { spec: e.spec, command: HOST_COMMAND };
     expect(await e.adapter.maxRunning(null, ctx)).toEqual({ source: 'engine_default' });
@@ -325,8 +327,9 @@ describe('SGLang', () => {
       await declared.adapter.maxRunning(declared.endpoint, { spec: declared.spec, command: HOST_COMMAND }),
     ).toEqual({
       count: 16,
-      source: 'engine',
+      source: 'declared',
     });
+    expect(await e.adapter.maxRunning(e.endpoint, ctx)).toEqual({ source: 'engine_default' });
   });
 
   it('samples no load without metrics', async () => {
@@ -335,10 +338,44 @@ describe('SGLang', () => {
   });
 });
 
+describe('vLLM from 0.17.0', () => {
+  it('is parked with the mode its version check pins, wait: a request that slipped past the drain finishes whole', async () => {
+    const flags = ['--sim-version', '0.17.0', '--sim-tokens-per-s', '50'];
+    const e = await ready(await launch('vllm', 'host_ram', {}, { simFlags: flags }));
+    const checked = await checkEngineVersion(e.adapter, e.endpoint, undefined);
+    expect(checked).toEqual({ reported: '0.17.0', treatedAs: '0.17.0', sends: { sleepMode: 'wait' } });
+    const stream = post(`${e.sim.baseUrl}/v1/chat/completions`, {
+      model: e.spec.name,
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 40,
+      stream: true,
+    }).then(readEvents);
+    await until(async () => (await e.sim.state()).running === 1);
+    await e.adapter.park(e.endpoint, 'host_ram', checked.sends);
+    expect(((await stream) as any[]).at(-2).choices[0].finish_reason).toBe('length');
+    expect((await e.sim.state()).violations).toEqual([]);
+  });
+
+  it('of a version the table does not list is refused, naming it and the versions capyctl knows', async () => {
+    const e = await ready(await launch('vllm', 'host_ram', {}, { simFlags: ['--sim-version', '0.40.2+cu130'] }));
+    const refused = await engineError(checkEngineVersion(e.adapter, e.endpoint, undefined));
+    expect(refused.kind).toBe('version_unsupported');
+    expect(refused.message).toBe(
+      hostStepFailures.engineVersionUnsupported(
+        'vLLM',
+        '0.40.2+cu130',
+        'GET /version',
+        '0.10.1 up to (not including) 0.32.0',
+        'engines.vllm.unlisted_version_as',
+      ),
+    );
+  });
+});
+
 describe('TensorFold', () => {
   it('cannot park: it stops instead', async () => {
     const e = await ready(await launch('tensorfold', null));
-    expect((await engineError(e.adapter.park(e.endpoint, 'host_ram'))).kind).toBe('refused');
-    expect((await engineError(e.adapter.wake(e.endpoint, 'host_ram'))).kind).toBe('refused');
+    expect((await engineError(e.adapter.park(e.endpoint, 'host_ram', {}))).kind).toBe('refused');
+    expect((await engineError(e.adapter.wake(e.endpoint, 'host_ram', {}))).kind).toBe('refused');
   });
 });

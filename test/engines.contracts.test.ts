@@ -7,7 +7,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { engineContracts, routesTierNeeds, type Step } from '../engines/contracts.js';
+import {
+  engineContracts,
+  routesTierNeeds,
+  type Step,
+  type StepFacts,
+  type VersionRequests,
+} from '../engines/contracts.js';
 import { EngineError } from '../engines/engine.js';
 import { adapters } from '../activities/engines/index.js';
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
@@ -28,13 +34,12 @@ interface Scripted {
 
 const MODEL_PATH = 'Qwen/Qwen3-4B';
 
-/** The line, body and answer of one table step, as the engine would answer it. */
-function scripted(step: Step): Scripted {
-  const { route, query, role } = step;
-  const json =
-    typeof step.json === 'function'
-      ? (step.json as (f: { modelPath: string }) => unknown)({ modelPath: MODEL_PATH })
-      : step.json;
+/** The line, body and answer of one table step, as the engine of a version sent `sends` would answer it. */
+function scripted(step: Step, sends: VersionRequests = {}): Scripted {
+  const { route, role } = step;
+  const facts: StepFacts = { modelPath: MODEL_PATH, sends };
+  const query = typeof step.query === 'function' ? step.query(facts) : step.query;
+  const json = typeof step.json === 'function' ? (step.json as (f: StepFacts) => unknown)(facts) : step.json;
   let answer = route.answer.text ?? JSON.stringify(route.answer.json);
   if (role === 'expect_asleep' || role === 'expect_awake')
     answer = JSON.stringify({ is_sleeping: role === 'expect_asleep' });
@@ -94,7 +99,12 @@ class ScriptedEngine {
 }
 
 const tiersOf = (engine: EngineName) => Object.keys(engineContracts[engine].park) as ParkTier[];
-const parking = (['vllm', 'sglang'] as const).flatMap((engine) => tiersOf(engine).map((tier) => ({ engine, tier })));
+/** Every tier each engine parks at, for each range of its versions capyctl knows. */
+const parking = (['vllm', 'sglang'] as const).flatMap((engine) =>
+  engineContracts[engine].versions.flatMap(({ from, sends }) =>
+    tiersOf(engine).map((tier) => ({ engine, tier, from, sends })),
+  ),
+);
 
 describe('each adapter sends exactly the table’s requests', () => {
   const scriptedEngine = new ScriptedEngine();
@@ -104,17 +114,17 @@ describe('each adapter sends exactly the table’s requests', () => {
   });
   afterAll(() => scriptedEngine.close());
 
-  it.each(parking)('$engine parks and wakes at $tier', async ({ engine, tier }) => {
+  it.each(parking)('$engine from $from parks and wakes at $tier', async ({ engine, tier, sends }) => {
     const endpoint = { baseUrl, model: 'my-model' };
     const contract = engineContracts[engine];
-    const park = [...preflight(engine, tier), ...contract.park[tier]!.map(scripted)];
+    const park = [...preflight(engine, tier), ...contract.park[tier]!.map((step) => scripted(step, sends))];
     scriptedEngine.play(park);
-    await adapters[engine].park(endpoint, tier);
+    await adapters[engine].park(endpoint, tier, sends);
     expect(scriptedEngine.seen).toEqual(park.map(({ request, body }) => ({ request, body })));
 
-    const wake = contract.wake[tier]!.map(scripted);
+    const wake = contract.wake[tier]!.map((step) => scripted(step, sends));
     scriptedEngine.play(wake);
-    await adapters[engine].wake(endpoint, tier);
+    await adapters[engine].wake(endpoint, tier, sends);
     expect(scriptedEngine.seen).toEqual(wake.map(({ request, body }) => ({ request, body })));
   });
 });
@@ -158,8 +168,8 @@ describe('the simulator serves the table', () => {
   afterEach(stopSimulators);
 
   it.each(parking)(
-    '$engine launched for $tier answers each park and wake request as the table says',
-    async ({ engine, tier }) => {
+    '$engine from $from launched for $tier answers each park and wake request as the table says',
+    async ({ engine, tier, from, sends }) => {
       const spec = deploymentDocument.parse({ name: 'my-model', engine, model: MODEL_PATH });
       const plan = adapters[engine].launch({
         spec,
@@ -171,7 +181,11 @@ describe('the simulator serves the table', () => {
       });
       const sim = await startSimulator(
         engine,
-        [...plan.argv, '--sim-load-ms', '0', '--sim-park-ms', '0', '--sim-wake-ms', '0', '--sim-reload-ms', '0'],
+        [
+          ...plan.argv,
+          ...['--sim-version', from, '--sim-load-ms', '0', '--sim-park-ms', '0', '--sim-wake-ms', '0'],
+          ...['--sim-reload-ms', '0'],
+        ],
         {
           env: plan.env,
         },
@@ -181,7 +195,7 @@ describe('the simulator serves the table', () => {
         expect((await fetch(`${sim.baseUrl}${request.slice('GET '.length)}`)).status, request).toBe(status);
       }
       for (const step of [...contract.park[tier]!, ...contract.wake[tier]!]) {
-        const { request, body, status, answer } = scripted(step);
+        const { request, body, status, answer } = scripted(step, sends);
         const [method, path] = request.split(' ') as [string, string];
         const res = await fetch(`${sim.baseUrl}${path}`, {
           method,
@@ -222,7 +236,7 @@ describe('every error of the adapters names what really happened', () => {
     answer: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const vllmPark = (tier: ParkTier) => preflight('vllm', tier);
-  const vllmWake = (tier: ParkTier) => engineContracts.vllm.wake[tier]!.map(scripted);
+  const vllmWake = (tier: ParkTier) => engineContracts.vllm.wake[tier]!.map((step) => scripted(step));
   const error = (call: Promise<unknown>) =>
     call.then(
       () => expect.unreachable('it succeeded'),
@@ -234,14 +248,14 @@ describe('every error of the adapters names what really happened', () => {
     {
       case: 'a step answered with an error',
       script: () => [...vllmPark('host_ram'), answer(500, { error: { message: 'boom' } })],
-      call: () => adapters.vllm.park(endpoint, 'host_ram'),
+      call: () => adapters.vllm.park(endpoint, 'host_ram', {}),
       kind: 'refused',
       message: () => `vLLM at ${baseUrl} answered POST /sleep?level=1 with 500: {"error":{"message":"boom"}}`,
     },
     {
       case: 'a wake the GPU has no room for',
       script: () => [answer(500, { error: { message: 'CUDA out of memory. Tried to allocate 2.00 GiB' } })],
-      call: () => adapters.vllm.wake(endpoint, 'host_ram'),
+      call: () => adapters.vllm.wake(endpoint, 'host_ram', {}),
       kind: 'out_of_memory',
       message: () =>
         `vLLM at ${baseUrl} answered POST /wake_up with 500: {"error":{"message":"CUDA out of memory. Tried to allocate 2.00 GiB"}}`,
@@ -249,35 +263,35 @@ describe('every error of the adapters names what really happened', () => {
     {
       case: 'a route the wake needs that the engine does not have',
       script: () => [notFound],
-      call: () => adapters.vllm.wake(endpoint, 'host_ram'),
+      call: () => adapters.vllm.wake(endpoint, 'host_ram', {}),
       kind: 'refused',
       message: () => `vLLM at ${baseUrl} answered POST /wake_up with 404: has no such route`,
     },
     {
       case: 'a sleep answered 200 that did not sleep',
       script: () => [...vllmPark('host_ram'), answer(200, ''), answer(200, { is_sleeping: false })],
-      call: () => adapters.vllm.park(endpoint, 'host_ram'),
+      call: () => adapters.vllm.park(endpoint, 'host_ram', {}),
       kind: 'refused',
       message: () => `vLLM at ${baseUrl} answered the sleep with 200 but GET /is_sleeping says it is not sleeping`,
     },
     {
       case: 'a wake answered 200 that is still sleeping',
       script: () => [...vllmWake('host_ram').slice(0, 2), answer(200, { is_sleeping: true })],
-      call: () => adapters.vllm.wake(endpoint, 'host_ram'),
+      call: () => adapters.vllm.wake(endpoint, 'host_ram', {}),
       kind: 'not_ready',
       message: () => `vLLM at ${baseUrl} answered the wake with 200 but GET /is_sleeping says it is still sleeping`,
     },
     {
       case: 'an answer that does not parse',
       script: () => [...vllmPark('deep'), answer(200, ''), answer(200, 'asleep')],
-      call: () => adapters.vllm.park(endpoint, 'deep'),
+      call: () => adapters.vllm.park(endpoint, 'deep', {}),
       kind: 'refused',
       message: () => `vLLM at ${baseUrl} answered GET /is_sleeping with 200 but an unexpected body: asleep`,
     },
     {
       case: 'a weight reload the engine failed',
       script: () => [vllmWake('deep')[0]!, answer(500, { error: { message: 'reload_weights failed' } })],
-      call: () => adapters.vllm.wake(endpoint, 'deep'),
+      call: () => adapters.vllm.wake(endpoint, 'deep', {}),
       kind: 'reload_failed',
       message: () =>
         `vLLM at ${baseUrl} did not reload its weights: vLLM at ${baseUrl} answered POST /collective_rpc with 500: {"error":{"message":"reload_weights failed"}}`,
@@ -285,10 +299,10 @@ describe('every error of the adapters names what really happened', () => {
     {
       case: 'a weight reload SGLang answered with success false',
       script: () => [
-        ...engineContracts.sglang.wake.deep!.map(scripted).slice(0, 2),
+        ...engineContracts.sglang.wake.deep!.map((step) => scripted(step)).slice(0, 2),
         answer(200, { success: false, message: 'no such file' }),
       ],
-      call: () => adapters.sglang.wake(endpoint, 'deep'),
+      call: () => adapters.sglang.wake(endpoint, 'deep', {}),
       kind: 'reload_failed',
       message: () =>
         `SGLang at ${baseUrl} did not reload its weights: POST /update_weights_from_disk answered no such file`,
@@ -296,7 +310,7 @@ describe('every error of the adapters names what really happened', () => {
     {
       case: 'a park whose wake route is missing, refused before it parks',
       script: () => [...vllmPark('deep').slice(0, 3), notFound, answer(200, { version: '0.9.2' })],
-      call: () => adapters.vllm.park(endpoint, 'deep'),
+      call: () => adapters.vllm.park(endpoint, 'deep', {}),
       kind: 'refused',
       message: () =>
         `vLLM 0.9.2 at ${baseUrl} cannot park at tier deep: it has no POST /collective_rpc (404); ` +
@@ -305,7 +319,7 @@ describe('every error of the adapters names what really happened', () => {
     {
       case: 'a tier the engine does not park at',
       script: () => [],
-      call: () => adapters.vllm.park(endpoint, 'kv_only'),
+      call: () => adapters.vllm.park(endpoint, 'kv_only', {}),
       kind: 'refused',
       message: () => 'vLLM cannot park at tier kv_only',
     },
@@ -320,7 +334,7 @@ describe('every error of the adapters names what really happened', () => {
     const [wake, , check] = vllmWake('host_ram');
     scriptedEngine.play([wake!, notFound, check!]);
     const warnings: string[] = [];
-    await adapters.vllm.wake(endpoint, 'host_ram', { warn: (w) => warnings.push(w) });
+    await adapters.vllm.wake(endpoint, 'host_ram', {}, { warn: (w) => warnings.push(w) });
     expect(warnings).toEqual([
       `vLLM at ${baseUrl} has no POST /reset_prefix_cache (404); skipped, since it only refines the step`,
     ]);
@@ -331,18 +345,18 @@ describe('every error of the adapters names what really happened', () => {
 
   it('says nothing answered, or that the call was cut, naming the request', async () => {
     const closed = { baseUrl: 'http://127.0.0.1:9', model: 'my-model' };
-    const unreachable = await error(adapters.vllm.wake(closed, 'host_ram'));
+    const unreachable = await error(adapters.vllm.wake(closed, 'host_ram', {}));
     expect(unreachable.kind).toBe('unreachable');
     expect(unreachable.message).toMatch(/^POST \/wake_up on http:\/\/127\.0\.0\.1:9: .*ECONNREFUSED/);
     scriptedEngine.play([]);
     const cut = await error(
-      adapters.vllm.wake(endpoint, 'host_ram', { signal: AbortSignal.abort('the wake window ended') }),
+      adapters.vllm.wake(endpoint, 'host_ram', {}, { signal: AbortSignal.abort('the wake window ended') }),
     );
     expect({ kind: cut.kind, message: cut.message }).toEqual({
       kind: 'timeout',
       message: `POST /wake_up on ${baseUrl} was aborted: the wake window ended`,
     });
-    expect((await error(adapters.tensorfold.park(endpoint, 'host_ram'))).message).toBe(
+    expect((await error(adapters.tensorfold.park(endpoint, 'host_ram', {}))).message).toBe(
       'TensorFold cannot park; it stops instead',
     );
   });

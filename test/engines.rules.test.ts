@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { apiErrors } from '../domain/catalogue.js';
+import { apiErrors, engineSettingRefusals } from '../domain/catalogue.js';
+import { judgeVersion, releaseOf, supportedRange } from '../engines/engineVersions.js';
+import { hostEnginesRefusals } from '../engines/hostEngines.js';
+import { hostDocument } from '../settings/hostDocument.js';
 import {
   cannotParkReasons,
   documentRefusal,
@@ -13,7 +16,6 @@ import {
   parkRefusal,
   releasedLine,
   releasingLine,
-  reportedMaxRunning,
 } from '../engines/rules.js';
 import { findCount, findOption } from '../engines/launchOptions.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
@@ -418,17 +420,6 @@ describe('max_running sources', () => {
       source: 'extra_args',
     });
   });
-
-  it("engine: the engine's own figure once it reports one", () => {
-    expect(reportedMaxRunning({ source: 'engine_default' }, 48)).toEqual({ count: 48, source: 'engine' });
-    expect(reportedMaxRunning({ count: 12, source: 'declared' }, 12)).toEqual({ count: 12, source: 'engine' });
-    expect(reportedMaxRunning({ count: 12, source: 'declared' }, undefined)).toEqual({ count: 12, source: 'declared' });
-  });
-
-  it("state_cache: an engine that runs fewer than it was passed is held back by a hybrid model's state", () => {
-    expect(reportedMaxRunning({ count: 32, source: 'declared' }, 8)).toEqual({ count: 8, source: 'state_cache' });
-    expect(reportedMaxRunning({ count: 16, source: 'extra_args' }, 10)).toEqual({ count: 10, source: 'state_cache' });
-  });
 });
 
 describe('reading options out of an argv', () => {
@@ -454,5 +445,66 @@ describe('reading options out of an argv', () => {
     expect(findOption(['--chunked-prefill-size', '-1'], '--chunked-prefill-size')).toBe('-1');
     // A longer option that starts the same is another option.
     expect(findCount(['-tpx', '3', '--tensor-parallel-size-x', '3'], tp)).toBeUndefined();
+  });
+});
+
+describe('engine versions', () => {
+  it('compares releases on their first three numbers: pre-, post-release and local builds count as their release', () => {
+    expect(releaseOf('0.17.0+cu128')).toEqual([0, 17, 0]);
+    expect(releaseOf('v0.11.0rc2.dev12+g1a2b')).toEqual([0, 11, 0]);
+    expect(releaseOf('0.5.4.post1')).toEqual([0, 5, 4]);
+    expect(releaseOf('1.0')).toEqual([1, 0, 0]);
+    expect(releaseOf('nightly')).toBeUndefined();
+    expect(supportedRange('vllm', '0.16.9')?.sends).toEqual({});
+    expect(supportedRange('vllm', '0.17.0+cu128')?.sends).toEqual({ sleepMode: 'wait' });
+    expect(supportedRange('vllm', '0.32.0')).toBeUndefined();
+    expect(supportedRange('vllm', '0.10.0')).toBeUndefined();
+    expect(supportedRange('sglang', '0.5.5')?.sends).toEqual({});
+    expect(supportedRange('sglang', '0.5.6')?.sends).toEqual({ pauseMode: 'abort' });
+    expect(supportedRange('tensorfold', '1.4.2')?.sends).toEqual({});
+  });
+
+  it('runs an unlisted or unreported version only as the listed one the host names', () => {
+    expect(judgeVersion('vllm', '0.33.0', undefined)).toEqual({ ok: false, reported: '0.33.0' });
+    expect(judgeVersion('vllm', null, undefined)).toEqual({ ok: false, reported: null });
+    expect(judgeVersion('vllm', '0.33.0', '0.17.0')).toEqual({
+      ok: true,
+      checked: { reported: '0.33.0', treatedAs: '0.17.0', sends: { sleepMode: 'wait' } },
+    });
+    // A listed version is sent its own requests, whatever the host names.
+    expect(judgeVersion('vllm', '0.12.1', '0.17.0')).toEqual({
+      ok: true,
+      checked: { reported: '0.12.1', treatedAs: '0.12.1', sends: {} },
+    });
+    expect(judgeVersion('sglang', '0.7.0', '0.9.0')).toEqual({ ok: false, reported: '0.7.0' });
+  });
+
+  it("refuses a host's engines section that lets vLLM sleep on its own or names an unknown version", () => {
+    const engines = hostDocument.parse({ server: { token: 't' } }).engines;
+    expect(hostEnginesRefusals(engines)).toEqual([]);
+    expect(
+      hostEnginesRefusals({
+        ...engines,
+        vllm: { command: ['vllm', 'serve', '--sleep_idle_ttl=30'], unlisted_version_as: '0.9.0' },
+      }),
+    ).toEqual([
+      engineSettingRefusals.selfParkOption('engines.vllm.command', '--sleep-idle-ttl', 'vLLM'),
+      engineSettingRefusals.unlistedAsUnknown(
+        'engines.vllm.unlisted_version_as',
+        '0.9.0',
+        'vLLM',
+        '0.10.1 up to (not including) 0.32.0',
+      ),
+    ]);
+  });
+
+  it('refuses a deployment whose extra_args let vLLM sleep on its own, in any spelling, naming extra_args', () => {
+    const refusal = documentRefusal(deployment({ extra_args: ['--sleep_idle_ttl', '60'] }));
+    expect(refusal).toEqual({
+      field: 'extra_args',
+      error: apiErrors.invalidRequest(
+        engineSettingRefusals.selfParkOption('deployment my-model: its extra_args', '--sleep-idle-ttl', 'vLLM'),
+      ),
+    });
   });
 });

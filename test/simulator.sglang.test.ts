@@ -69,15 +69,19 @@ describe('SGLang dialect', () => {
     expect(sim.stdout()).toContain('max_running_requests=256');
   });
 
-  it('reports its server and model info, max_running_requests as given and as effective', async () => {
+  it('reports its server and model info as SGLang does: max_running_requests only as given on its command line', async () => {
     const [plain, capped] = await Promise.all([
       sglang(),
       sglang(['--max-running-requests', '8', '--served-model-name', 'chat']),
     ]);
+    // The server args, the scheduler's ready message, each scheduler's state (its server args again) and the version.
     expect(await (await fetch(`${plain.baseUrl}/get_server_info`)).json()).toMatchObject({
       model_path: 'org/m',
       max_running_requests: null,
-      internal_states: [{ max_running_requests: 256 }],
+      status: 'ready',
+      max_total_num_tokens: 256 * 64,
+      internal_states: [{ max_running_requests: null, memory_usage: { token_capacity: 256 * 64 } }],
+      version: '0.5.4',
     });
     expect(await (await fetch(`${capped.baseUrl}/get_server_info`)).json()).toMatchObject({
       max_running_requests: 8,
@@ -229,6 +233,33 @@ describe('SGLang dialect', () => {
     await post(`${sim.baseUrl}/continue_generation`);
     expect((await held).status).toBe(200);
     expect((await sim.state()).violations).toEqual(['pause_generation aborted 1 request(s)']);
+  });
+});
+
+describe('SGLang dialect: versions', () => {
+  it('after 0.5.5 pause_generation reads mode: retract keeps what runs, abort (its default) cuts it, another is refused', async () => {
+    const sim = await sglang(['--sim-version', '0.5.6', '--sim-tokens-per-s', '50']);
+    expect(await (await fetch(`${sim.baseUrl}/get_server_info`)).json()).toMatchObject({ version: '0.5.6' });
+    const kept = await slowStream(sim);
+    await expect.poll(async () => (await sim.state()).running).toBe(1);
+    expect((await post(`${sim.baseUrl}/pause_generation`, { mode: 'retract' })).status).toBe(200);
+    expect((await sim.state()).violations).toEqual([]);
+    const wrong = await post(`${sim.baseUrl}/pause_generation`, { mode: 'later' });
+    expect(wrong.status).toBe(400);
+    expect(await wrong.json()).toMatchObject({
+      message: "Invalid mode: 'later'. Expected one of ['abort', 'retract', 'in_place'].",
+    });
+    expect((await post(`${sim.baseUrl}/pause_generation`, { mode: 'abort' })).status).toBe(200);
+    expect(((await readEvents(kept)) as any[]).at(-2).choices[0].finish_reason).toBe('abort');
+    expect((await sim.state()).violations).toEqual(['pause_generation aborted 1 request(s)']);
+  });
+
+  it('0.5.4 pause_generation reads no body: it aborts whatever mode it is sent', async () => {
+    const sim = await sglang(['--sim-tokens-per-s', '50']);
+    const cut = await slowStream(sim);
+    await expect.poll(async () => (await sim.state()).running).toBe(1);
+    expect((await post(`${sim.baseUrl}/pause_generation`, { mode: 'retract' })).status).toBe(200);
+    expect(((await readEvents(cut)) as any[]).at(-2).choices[0].finish_reason).toBe('abort');
   });
 });
 

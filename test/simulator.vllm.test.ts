@@ -347,3 +347,47 @@ describe('vLLM dialect: sleep mode', () => {
     ]);
   });
 });
+
+describe('vLLM dialect: versions', () => {
+  /** A request of 40 tokens (2 s at 20 a second), streaming, running when this returns. */
+  async function running(sim: RunningSimulator) {
+    const reply = post(`${sim.baseUrl}/v1/chat/completions`, {
+      model: MODEL,
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 40,
+      stream: true,
+    }).then(readEvents);
+    await expect.poll(async () => (await sim.state()).running).toBe(1);
+    // Wrapped: an async function's returned promise would be awaited with it.
+    return { reply };
+  }
+
+  it('reports the version it plays (--sim-version)', async () => {
+    const sim = await vllm(['--sim-version', '0.17.0']);
+    expect(await (await fetch(`${sim.baseUrl}/version`)).json()).toEqual({ version: '0.17.0' });
+  });
+
+  it('from 0.17.0 a sleep reads mode: abort, its default, cuts what is in flight; wait lets it finish first', async () => {
+    const sim = await vllm(['--sim-version', '0.17.0', '--sim-tokens-per-s', '20']);
+    const cut = await running(sim);
+    expect((await post(`${sim.baseUrl}/sleep?level=1`)).status).toBe(200);
+    expect((await cut.reply).at(-2)).not.toMatchObject({ choices: [{ finish_reason: 'length' }] });
+    expect((await sim.state()).violations).toEqual(['sleep (mode abort) aborted 1 request(s)']);
+
+    expect((await post(`${sim.baseUrl}/wake_up`)).status).toBe(200);
+    const whole = await running(sim);
+    expect((await post(`${sim.baseUrl}/sleep?level=1&mode=wait`)).status).toBe(200);
+    const events = await whole.reply;
+    expect(events.filter((e) => (e as any).choices?.[0]?.delta?.content !== undefined)).toHaveLength(41);
+    expect((await sim.state()).violations).toHaveLength(1);
+    expect(await (await fetch(`${sim.baseUrl}/is_sleeping`)).json()).toEqual({ is_sleeping: true });
+  });
+
+  it('before 0.17.0 a sleep reads no mode: it runs over what is in flight whatever it is sent', async () => {
+    const sim = await vllm(['--sim-version', '0.16.0', '--sim-tokens-per-s', '20']);
+    const { reply } = await running(sim);
+    expect((await post(`${sim.baseUrl}/sleep?level=1&mode=wait`)).status).toBe(200);
+    expect((await sim.state()).violations).toEqual(['sleep (level 1) with 1 request(s) in flight']);
+    await reply.catch(() => undefined);
+  });
+});

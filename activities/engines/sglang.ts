@@ -5,12 +5,12 @@
  */
 import { z } from 'zod';
 import { engineContracts } from '../../engines/contracts.js';
-import { type EngineAdapter, EngineError } from '../../engines/engine.js';
-import { answers200, fetchJson, fetchJsonIfServed, post } from './http.js';
+import type { EngineAdapter } from '../../engines/engine.js';
+import { answers200, fetchJsonIfServed, post } from './http.js';
 import { buildLaunchPlan } from '../../engines/launchPlan.js';
 import { sampleMetrics } from './metrics.js';
 import { askProbe } from './probe.js';
-import { expectedMaxRunning, reportedMaxRunning } from '../../engines/rules.js';
+import { expectedMaxRunning } from '../../engines/rules.js';
 import { parkByContract, wakeByContract } from './steps.js';
 import { adapterFacts } from '../../engines/traits.js';
 
@@ -22,15 +22,8 @@ const loadMetrics = {
   kvUsage: ['sglang:token_usage'],
 };
 
-/**
- * `max_running_requests` at the top is the command-line value; the one each scheduler settled on
- * (after sizing its memory pools) is in `internal_states`.
- */
-const serverInfo = z.object({
-  max_running_requests: z.number().int().positive().nullish(),
-  internal_states: z.array(z.object({ max_running_requests: z.number().int().positive().nullish() })).nullish(),
-  version: z.string().nullish(),
-});
+/** Of `/get_server_info` (server args, scheduler info, internal states), only the version is read. */
+const serverInfo = z.object({ version: z.string().nullish() });
 
 export const sglang: EngineAdapter = {
   ...adapterFacts('sglang'),
@@ -40,26 +33,16 @@ export const sglang: EngineAdapter = {
   // 503 while starting; 200 once a one-token generation succeeds.
   isReady: (endpoint, options) => answers200(endpoint, '/health', options),
 
-  park: (endpoint, tier, options = {}) =>
-    parkByContract('sglang', endpoint, tier, () => sglang.version(endpoint, options), options),
-  wake: (endpoint, tier, options = {}) => wakeByContract('sglang', endpoint, tier, options),
+  park: (endpoint, tier, sends, options = {}) =>
+    parkByContract('sglang', endpoint, tier, sends, () => sglang.version(endpoint, options), options),
+  wake: (endpoint, tier, sends, options = {}) => wakeByContract('sglang', endpoint, tier, sends, options),
 
   // null without `--enable-metrics` (the route answers 404).
   sampleLoad: (endpoint, options) => sampleMetrics(endpoint, loadMetrics, options),
 
-  async maxRunning(endpoint, ctx, options) {
-    const expected = expectedMaxRunning(ctx);
-    if (endpoint === null) return expected;
-    try {
-      const info = await fetchJson(endpoint, contract.routes.serverInfo.path, serverInfo, options);
-      const reported = info.internal_states?.[0]?.max_running_requests ?? info.max_running_requests ?? undefined;
-      return reportedMaxRunning(expected, reported);
-    } catch (e) {
-      // An engine that does not answer (yet) has not said.
-      if (e instanceof EngineError && e.kind !== 'timeout') return expected;
-      throw e;
-    }
-  },
+  // `/get_server_info` gives the command-line value, in its server args and again in each scheduler's
+  // internal state; the figure a scheduler chose is only in its start-up log line (CONTRACTS.md).
+  maxRunning: async (_endpoint, ctx) => expectedMaxRunning(ctx),
 
   // A version probe only refines the capability rules: an engine without the route has not said.
   async version(endpoint, options) {

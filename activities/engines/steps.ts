@@ -11,6 +11,7 @@ import {
   routesTierNeeds,
   type Step,
   type StepFacts,
+  type VersionRequests,
 } from '../../engines/contracts.js';
 import { type CallOptions, type EngineEndpoint, EngineError } from '../../engines/engine.js';
 import { type EngineReply, exchange, expectJson, refusal, succeeded } from './http.js';
@@ -23,6 +24,10 @@ const weightsUpdate = z.object({ success: z.boolean(), message: z.string().nulli
 
 /** The path and query a step asks for. */
 const target = (route: RouteContract, query?: string): string => `${route.path}${query ? `?${query}` : ''}`;
+
+/** A step's query string, built from what is known when its function needs it. */
+const queryOf = (step: Step, facts: StepFacts): string | undefined =>
+  typeof step.query === 'function' ? step.query(facts) : step.query;
 /** How a message names a request: `POST /sleep?level=1`. */
 const requestLine = (route: RouteContract, query?: string): string => `${route.method} ${target(route, query)}`;
 
@@ -94,13 +99,15 @@ async function runSteps(
   engine: EngineName,
   endpoint: EngineEndpoint,
   steps: readonly Step[],
+  sends: VersionRequests,
   options: CallOptions = {},
 ): Promise<void> {
-  const facts: StepFacts = { modelPath: '' };
+  const facts: StepFacts = { modelPath: '', sends };
   for (const step of steps) {
-    const line = requestLine(step.route, step.query);
+    const query = queryOf(step, facts);
+    const line = requestLine(step.route, query);
     const json = typeof step.json === 'function' ? (step.json as (f: StepFacts) => unknown)(facts) : step.json;
-    const reply = await exchange(endpoint, target(step.route, step.query), {
+    const reply = await exchange(endpoint, target(step.route, query), {
       method: step.route.method,
       json,
       signal: options.signal,
@@ -151,6 +158,7 @@ export async function parkByContract(
   engine: EngineName,
   endpoint: EngineEndpoint,
   tier: ParkTier,
+  sends: VersionRequests,
   version: () => Promise<string | null>,
   options: CallOptions = {},
 ): Promise<void> {
@@ -165,12 +173,13 @@ export async function parkByContract(
         `it has no ${missing.join(', ')} (404)${hint ? `; ${hint}` : ''}`,
     );
   }
-  await runSteps(engine, endpoint, steps, options);
+  await runSteps(engine, endpoint, steps, sends, options);
 }
 
 export const wakeByContract = (
   engine: EngineName,
   endpoint: EngineEndpoint,
   tier: ParkTier,
+  sends: VersionRequests,
   options: CallOptions = {},
-): Promise<void> => runSteps(engine, endpoint, tierSteps(engine, 'wake', tier), options);
+): Promise<void> => runSteps(engine, endpoint, tierSteps(engine, 'wake', tier), sends, options);

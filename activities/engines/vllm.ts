@@ -28,9 +28,9 @@ export const vllm: EngineAdapter = {
   // Connections are refused until the engine is built, then /health answers 200 (asleep too).
   isReady: (endpoint, options) => answers200(endpoint, '/health', options),
 
-  park: (endpoint, tier, options = {}) =>
-    parkByContract('vllm', endpoint, tier, () => vllm.version(endpoint, options), options),
-  wake: (endpoint, tier, options = {}) => wakeByContract('vllm', endpoint, tier, options),
+  park: (endpoint, tier, sends, options = {}) =>
+    parkByContract('vllm', endpoint, tier, sends, () => vllm.version(endpoint, options), options),
+  wake: (endpoint, tier, sends, options = {}) => wakeByContract('vllm', endpoint, tier, sends, options),
 
   sampleLoad: (endpoint, options) => sampleMetrics(endpoint, loadMetrics, options),
 

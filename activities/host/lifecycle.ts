@@ -14,8 +14,9 @@ import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } fro
 import { whileHeartbeating } from '../heartbeat.js';
 import type { ReleaseBoard, VictimRelease } from '../releaseBoard.js';
 import { type InstanceKey, sameStart, type SupervisedEngine } from '../supervisor.js';
+import { checkEngineVersion } from '../engines/versionCheck.js';
 import { busyUntil } from './probes.js';
-import { asFailure, type HostActivityDeps, notRunning, runningEngine, warnFor } from './shared.js';
+import { asFailure, type HostActivityDeps, notRunning, runningEngine, versionRequests, warnFor } from './shared.js';
 
 /** About the last screen of an engine's stderr: a Python traceback's tail and the line before it. */
 const STDERR_LINES = 20;
@@ -54,6 +55,7 @@ type LifecycleDeps = Pick<
   | 'adapters'
   | 'supervisor'
   | 'engineCommands'
+  | 'unlistedVersionsAs'
   | 'engineEnv'
   | 'engineStopGraceMs'
   | 'enginePorts'
@@ -164,8 +166,9 @@ export function engineLifecycleActivities(deps: LifecycleDeps, releases: Release
     },
 
     /**
-     * Waits for the engine's readiness route; the workflow bounds it with its start timeout. An engine
-     * that exited because its port was taken is launched again, same generation, on a fresh port.
+     * Waits for the engine's readiness route, then checks its version (a version capyctl does not
+     * know is refused: `version_unsupported`); the workflow bounds both with its start timeout. An
+     * engine that exited because its port was taken is launched again, same generation, on a fresh port.
      */
     async awaitEngineReady(input: { key: InstanceKey }): Promise<void> {
       const first = deps.supervisor.get(input.key);
@@ -189,7 +192,12 @@ export function engineLifecycleActivities(deps: LifecycleDeps, releases: Release
           if (await Promise.race([ready, engine.exited.then(() => false)])) break;
           await Promise.race([sleep(READY_POLL_MS, undefined, { signal }), engine.exited]);
         }
+        const unlistedAs = deps.unlistedVersionsAs[engine.spec.engine];
+        engine.version = await checkEngineVersion(engine.adapter, engine.endpoint, unlistedAs, { signal }).catch(
+          asFailure,
+        );
       });
+      deps.logger.info({ ...input.key, version: engine.version }, 'engine ready');
       engine.stage = 'ready';
     },
 
@@ -224,7 +232,10 @@ export function engineLifecycleActivities(deps: LifecycleDeps, releases: Release
       }
       engine.stage = 'parking';
       await whileHeartbeating((signal) =>
-        engine.adapter.park(engine.endpoint, input.tier, { signal, warn: warnFor(deps.logger, input.key) }),
+        engine.adapter.park(engine.endpoint, input.tier, versionRequests(engine), {
+          signal,
+          warn: warnFor(deps.logger, input.key),
+        }),
       ).catch(asFailure);
       engine.stage = 'parked';
       engine.parkedTier = input.tier;

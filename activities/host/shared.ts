@@ -5,6 +5,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { EngineName } from '../../domain/vocabulary.js';
+import type { VersionRequests } from '../../engines/contracts.js';
 import { type EngineAdapter, EngineError } from '../../engines/engine.js';
 import type { EngineSupervisor, InstanceKey, InstanceSlot, SupervisedEngine } from '../supervisor.js';
 import { hostFailureTypes } from '../../api/hostFailures.js';
@@ -14,6 +15,8 @@ export interface HostActivityDeps {
   supervisor: EngineSupervisor;
   /** The command each engine's arguments follow (the host document's `engines.<name>.command`). */
   engineCommands: Record<EngineName, readonly string[]>;
+  /** The listed version an unlisted one is run as (the host document's `engines.<name>.unlisted_version_as`). */
+  unlistedVersionsAs: Partial<Record<EngineName, string>>;
   /** The size of the host's largest GPU: what a deployment's own memory bound is counted against. */
   largestGpuBytes: number;
   /** Set for every engine when the host's GPUs are simulated. */
@@ -26,7 +29,12 @@ export interface HostActivityDeps {
   logger: Logger;
 }
 
-const NON_RETRYABLE: ReadonlySet<EngineError['kind']> = new Set(['out_of_memory', 'reload_failed', 'refused']);
+const NON_RETRYABLE: ReadonlySet<EngineError['kind']> = new Set([
+  'out_of_memory',
+  'reload_failed',
+  'refused',
+  'version_unsupported',
+]);
 
 /** Rethrows an engine's failure as the ApplicationFailure the workflows map to the spec's codes. */
 export function asFailure(e: unknown): never {
@@ -56,6 +64,20 @@ export function runningEngine(supervisor: EngineSupervisor, key: InstanceKey): S
   if (!engine || engine.key.generation !== key.generation || engine.exit !== undefined)
     throw notRunning(supervisor, key);
   return engine;
+}
+
+/**
+ * What a park or wake of `engine` sends for its version: checked when its start found it ready, so an
+ * engine without it never became ready and is refused.
+ */
+export function versionRequests(engine: SupervisedEngine): VersionRequests {
+  if (!engine.version)
+    throw ApplicationFailure.nonRetryable(
+      `instance ${engine.key.deploymentId}/${engine.key.instanceIndex} generation ${engine.key.generation} never ` +
+        'became ready: its version was not checked',
+      hostFailureTypes.notRunning,
+    );
+  return engine.version.sends;
 }
 
 /** Where an adapter says what it skipped (an optional route its engine does not have). */

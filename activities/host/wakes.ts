@@ -12,7 +12,7 @@ import type { ReleaseBoard } from '../releaseBoard.js';
 import type { InstanceKey, SupervisedEngine } from '../supervisor.js';
 import { SwitchWakes } from '../switchWakes.js';
 import { askEngine } from './probes.js';
-import { asFailure, type HostActivityDeps, runningEngine, warnFor } from './shared.js';
+import { asFailure, type HostActivityDeps, runningEngine, versionRequests, warnFor } from './shared.js';
 
 /**
  * A wake scheduled beside its switch's parks (one round trip through Temporal fewer): it begins once
@@ -53,7 +53,7 @@ async function wakeAndAsk(
   if (engine.stage !== 'ready') {
     engine.stage = 'waking';
     await engine.adapter
-      .wake(engine.endpoint, input.tier, { signal, warn: warnFor(deps.logger, input.key) })
+      .wake(engine.endpoint, input.tier, versionRequests(engine), { signal, warn: warnFor(deps.logger, input.key) })
       .catch(asFailure);
     engine.stage = 'ready';
   }

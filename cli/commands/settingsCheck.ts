@@ -1,7 +1,9 @@
 /** `capyctl settings check KIND [--file F] [--set k=v …] [--json]`: validates a document before a start. */
 import { parseArgs } from 'node:util';
+import { hostEnginesRefusals } from '../../engines/hostEngines.js';
 import { documentRefusal } from '../../engines/rules.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
+import type { HostSettings } from '../../settings/hostDocument.js';
 import {
   type BaseDocument,
   documentSchemas,
@@ -31,6 +33,13 @@ function checked(
   return overrides.length === 0 ? document : `${document} with ${overrides.join(', ')}`;
 }
 
+/** The engines section a host agent of this document would run: a host's, or a standalone's host's. */
+function hostEnginesOf(kind: DocumentKind, settings: unknown): HostSettings['engines'] | undefined {
+  if (kind === 'host') return (settings as HostSettings).engines;
+  if (kind === 'standalone') return (settings as { host: Pick<HostSettings, 'engines'> }).host.engines;
+  return undefined;
+}
+
 export const settingsCheck: Command = {
   words: ['settings', 'check'],
   summary: 'validate a standalone, server, host or deployment document with its overrides',
@@ -56,6 +65,10 @@ export const settingsCheck: Command = {
       const { field, error } = refusal;
       throw new SettingsError(kind, values.file, [`${field}: ${error.code}: ${error.message}`]);
     }
+    // Refused here as the agent's start would refuse it.
+    const engines = hostEnginesOf(kind, settings);
+    const engineProblems = engines ? hostEnginesRefusals(engines) : [];
+    if (engineProblems.length > 0) throw new SettingsError(kind, values.file, engineProblems);
     if (values.json) printJson(settings);
     else process.stdout.write(`${checked(kind, values.file, base, sets)}: valid\n`);
     return exitCodes.ok;

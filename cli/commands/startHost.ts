@@ -11,10 +11,13 @@ export const startHost: Command = {
   async run(args) {
     const { settings, logFormat } = await processSettings('host', args);
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
-    const { startHostAgent } = await import('../../hostAgent/agent.js');
+    const { HostEnginesRefused, startHostAgent } = await import('../../hostAgent/agent.js');
     const { RegistrationRefused } = await import('../../hostAgent/serverClient.js');
     const logger = createLogger('capyctl-host', { format: logFormat });
-    const agent = await startedOrRefused(() => startHostAgent(settings, logger), [RegistrationRefused]);
+    const agent = await startedOrRefused(
+      () => startHostAgent(settings, logger),
+      [RegistrationRefused, HostEnginesRefused],
+    );
     if (!agent) return exitCodes.refused;
     const signal = await untilStopSignal();
     logger.info({ signal }, 'stopping the host agent');

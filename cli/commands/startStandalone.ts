@@ -20,18 +20,23 @@ export const startStandalone: Command = {
   async run(args) {
     const { settings, logFormat } = await processSettings('standalone', args);
     // Loaded here, not at the top: the Temporal worker is heavy and other commands do not need it.
-    const [{ startStandalone: start }, { ListenRefused }, { RegistrationRefused }] = await Promise.all([
-      import('../../standalone/standalone.js'),
-      import('../../server/server.js'),
-      import('../../hostAgent/serverClient.js'),
-    ]);
+    const [{ startStandalone: start }, { ListenRefused }, { RegistrationRefused }, { HostEnginesRefused }] =
+      await Promise.all([
+        import('../../standalone/standalone.js'),
+        import('../../server/server.js'),
+        import('../../hostAgent/serverClient.js'),
+        import('../../hostAgent/agent.js'),
+      ]);
     const logger = createLogger('capyctl-standalone', {
       format: logFormat,
       jsonFile: resolve(settings.data_dir, STANDALONE_LOG_FILE),
     });
     // Another standalone (or anything else) may have its ports; another installation on the same
-    // Temporal, its host's ID.
-    const standalone = await startedOrRefused(() => start(settings, logger), [ListenRefused, RegistrationRefused]);
+    // Temporal, its host's ID; its host's engines section may be refused.
+    const standalone = await startedOrRefused(
+      () => start(settings, logger),
+      [ListenRefused, RegistrationRefused, HostEnginesRefused],
+    );
     if (!standalone) return exitCodes.refused;
     const signal = await untilStopSignal();
     logger.info({ signal }, 'stopping: running answers finish first, up to the drain bound');

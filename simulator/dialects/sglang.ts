@@ -5,6 +5,7 @@
  */
 import { STATUS_CODES } from 'node:http';
 import { engineContracts } from '../../engines/contracts.js';
+import { atLeast } from '../../engines/engineVersions.js';
 import type { SimConfig } from '../../engines/simulatorArgs.js';
 import type { Dialect } from '../dialect.js';
 import type { SimEngine } from '../engine.js';
@@ -27,6 +28,10 @@ function memoryParts(body: unknown): MemoryParts {
   return { weights: tags.includes('weights'), kv: tags.includes('kv_cache') };
 }
 
+/** `PauseGenerationReqInput` gained `mode` after 0.5.5 (`abort`, its default; `retract`; `in_place`). */
+const PAUSE_MODE_SINCE = '0.5.6';
+const pauseModes = ['abort', 'retract', 'in_place'];
+
 /** The KV cache's size in tokens, as the simulated engine reports it. */
 const maxTotalNumTokensOf = (config: SimConfig) => config.maxRunning * 64;
 
@@ -35,28 +40,43 @@ function addInfoRoutes(router: Router, engine: SimEngine): void {
   const { config } = engine;
   const maxTotalNumTokens = maxTotalNumTokensOf(config);
 
+  /** Its server args: `max_running_requests` is the command-line value, null when absent. */
+  const serverArgs = {
+    model_path: config.model,
+    tokenizer_path: config.model,
+    served_model_name: config.servedModelName,
+    host: config.host,
+    port: config.port,
+    max_running_requests: config.maxRunningFlag ?? null,
+    enable_memory_saver: config.enableMemorySaver,
+    enable_weights_cpu_backup: config.enableWeightsCpuBackup,
+    enable_metrics: config.enableMetrics,
+    speculative_algorithm: config.speculativeAlgorithm ?? null,
+  };
+
+  /**
+   * `get_server_info` (http_server.py): the server args, the first scheduler's ready message, each
+   * scheduler's internal state (its server args again, its throughput and memory) and the version.
+   * The figure of requests a scheduler chose is in none of them, only in its start-up log line.
+   */
   function serverInfo(): unknown {
     return {
-      model_path: config.model,
-      tokenizer_path: config.model,
-      served_model_name: config.servedModelName,
-      host: config.host,
-      port: config.port,
-      // The command-line value, null when absent, as SGLang reports it; the effective one is per scheduler.
-      max_running_requests: config.maxRunningFlag ?? null,
-      enable_memory_saver: config.enableMemorySaver,
-      enable_weights_cpu_backup: config.enableWeightsCpuBackup,
-      enable_metrics: config.enableMetrics,
-      speculative_algorithm: config.speculativeAlgorithm ?? null,
+      ...serverArgs,
+      status: 'ready',
       max_total_num_tokens: maxTotalNumTokens,
+      max_req_input_len: MAX_MODEL_LEN - 1,
       internal_states: [
         {
-          max_running_requests: config.maxRunning,
-          max_total_num_tokens: maxTotalNumTokens,
-          context_len: MAX_MODEL_LEN,
+          ...serverArgs,
+          last_gen_throughput: 0,
+          memory_usage: {
+            weight: config.weightsBytes / 2 ** 30,
+            kvcache: config.kvBytes / 2 ** 30,
+            token_capacity: maxTotalNumTokens,
+          },
         },
       ],
-      version: contract.version,
+      version: config.version,
     };
   }
 
@@ -99,6 +119,7 @@ function addMetricsRoute(router: Router, engine: SimEngine): void {
 
 /** Pause and continue, abort by request id, and the cache flush: what acts on the running requests and the cache. */
 function addGenerationRoutes(router: Router, engine: SimEngine): void {
+  const readsMode = atLeast(engine.config.version, PAUSE_MODE_SINCE);
   const flushCache: Handler = ({ res }) => {
     const busy = engine.slots.running + engine.slots.waiting > 0;
     if (!busy) engine.cacheStale = false;
@@ -110,11 +131,24 @@ function addGenerationRoutes(router: Router, engine: SimEngine): void {
     );
   };
 
-  router.on(routes.pause.method, routes.pause.path, ({ res }) => {
+  router.on(routes.pause.method, routes.pause.path, ({ res, body }) => {
+    // Older versions take no body and abort; newer ones read `mode`, `abort` by default.
+    const mode = readsMode ? ((body as { mode?: unknown } | undefined)?.mode ?? 'abort') : 'abort';
+    if (typeof mode !== 'string' || !pauseModes.includes(mode))
+      return sendJson(
+        res,
+        400,
+        // As `__post_init__` words it, with Python's reprs.
+        errorBody(
+          400,
+          `Invalid mode: '${String(mode)}'. Expected one of [${pauseModes.map((m) => `'${m}'`).join(', ')}].`,
+        ),
+      );
     engine.paused = true;
     engine.slots.setGate(false);
-    // SGLang's pause aborts what is in flight: an answer cut off, which capyctl must never cause.
-    const aborted = engine.abortRequests();
+    // An abort cuts what is in flight: an answer cut off, which capyctl must never cause. Retract and
+    // in-place keep the requests, held until /continue_generation.
+    const aborted = mode === 'abort' ? engine.abortRequests() : 0;
     if (aborted > 0) engine.violation(`pause_generation aborted ${aborted} request(s)`);
     sendJson(res, 200, { message: 'Generation paused successfully.', status: 'ok' });
   });

@@ -2,7 +2,9 @@
  * vLLM's own routes (engines.md): version, metrics, and sleep mode — `/sleep`, `/wake_up`,
  * `/is_sleeping`, `/collective_rpc`, `/reset_prefix_cache` — which exist only in dev mode.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { engineContracts } from '../../engines/contracts.js';
+import { atLeast } from '../../engines/engineVersions.js';
 import type { Dialect } from '../dialect.js';
 import type { SimEngine } from '../engine.js';
 import { type Router, sendEmpty, sendJson } from '../http.js';
@@ -23,6 +25,16 @@ function errorBody(status: number, message: string): unknown {
   return contract.errorBody(status, errorTypes[status] ?? 'InternalServerError', message);
 }
 
+/**
+ * From this release `/sleep` pauses the scheduler first and reads `mode` (vllm-project/vllm#34528):
+ * `abort` (its default) aborts what is in flight, `wait` lets it finish, `keep` freezes it.
+ */
+const SLEEP_MODE_SINCE = '0.17.0';
+const sleepModes = ['abort', 'wait', 'keep'] as const;
+
+/** How often a `mode=wait` sleep looks whether its requests have finished. */
+const WAIT_POLL_MS = 10;
+
 /** `tags=weights` / `tags=kv_cache`, repeated; none wakes both. */
 function wakeParts(tags: string[]): MemoryParts | undefined {
   if (tags.length === 0) return { weights: true, kv: true };
@@ -34,11 +46,33 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
   const { config } = engine;
   const devMode = env.VLLM_SERVER_DEV_MODE === '1';
 
+  const readsMode = atLeast(config.version, SLEEP_MODE_SINCE);
+
+  /**
+   * What a sleep does first with the requests in flight, by its `mode`: an abort cuts their answers
+   * (which capyctl must never cause); a wait lets them finish. Older versions read no mode, and the
+   * sleep runs over whatever is in flight. The simulator does not play `keep`.
+   */
+  async function pauseForSleep(mode: string): Promise<void> {
+    if (mode === 'abort') {
+      const aborted = engine.abortRequests();
+      if (aborted > 0) engine.violation(`sleep (mode abort) aborted ${aborted} request(s)`);
+    }
+    // An aborted request leaves once its stream is closed; a waited-for one once it finished.
+    while (engine.inFlight.size > 0) await sleep(WAIT_POLL_MS);
+  }
+
   function addSleepMode(router: Router): void {
     router.on(routes.sleep.method, routes.sleep.path, async ({ res, query }) => {
       const level = query.get('level') ?? '1';
       if (level !== '1' && level !== '2')
         return sendJson(res, 400, errorBody(400, `sleep level ${level} is not 1 or 2`));
+      if (readsMode) {
+        const mode = query.get('mode') ?? 'abort';
+        if (!sleepModes.includes(mode as (typeof sleepModes)[number]) || mode === 'keep')
+          return sendJson(res, 400, errorBody(400, `sleep mode ${mode} is not one the simulator plays: abort or wait`));
+        await pauseForSleep(mode);
+      }
       // Level 1 copies the weights to host RAM; level 2 drops them. Both drop the KV cache.
       await engine.park({
         parts: { weights: true, kv: true },
@@ -74,7 +108,7 @@ export function vllmDialect(engine: SimEngine, env: NodeJS.ProcessEnv): Dialect 
     errorBody,
     addRoutes(router) {
       router.on(routes.version.method, routes.version.path, ({ res }) =>
-        sendJson(res, 200, { version: contract.version }),
+        sendJson(res, 200, { version: config.version }),
       );
       router.on(routes.metrics.method, routes.metrics.path, ({ res }) =>
         sendGauges(

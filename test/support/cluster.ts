@@ -16,7 +16,7 @@ import { gpuUsage } from '../../hostAgent/simulatedGpu.js';
 import { type CliResult, CAPYCTL, capyctl } from './capyctl.js';
 import { harnessServices, type LifecycleServices } from './lifecycle.js';
 import { type FreshDatabase, freshDatabase } from './postgres.js';
-import { simHostYaml } from './simHost.js';
+import { type SimHost, simHostYaml } from './simHost.js';
 import { until } from './until.js';
 
 export const CLUSTER_ADMIN_TOKEN = 'capy_admin_cluster_test';
@@ -103,6 +103,8 @@ export interface ClusterHostOptions {
   serverUrl?: string;
   /** The host's ID; a fresh one unless said (another installation's host of the same ID, say). */
   hostId?: string;
+  /** More of its engines' sections (simHost.ts). */
+  engines?: SimHost['engines'];
 }
 
 export interface ClusterOptions {
@@ -265,6 +267,7 @@ export class Cluster {
         memoryKind: options.memoryKind,
         hostRam: options.hostRam,
         extra: options.yaml,
+        engines: options.engines,
       }),
     );
     const host: ClusterHost = { hostId, token, dataDir, file, process: this.startAgent(file) };

@@ -31,6 +31,7 @@ export const ciSeconds: Record<string, number> = {
   'test/multiGpu.e2e.test.ts': 32,
   'test/fuzz.api.test.ts': 30,
   'test/server.test.ts': 29,
+  'test/engineVersions.e2e.test.ts': 28,
   'test/hostShutdown.test.ts': 28,
   'test/engines.adapters.test.ts': 24,
   'test/inference.test.ts': 20,

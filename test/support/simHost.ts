@@ -15,9 +15,23 @@ export interface SimHost {
   hostRam?: string;
   /** More lines of the document (YAML), e.g. `lifecycle: { activation: explicit }`. */
   extra?: string;
+  /** More of an engine's section: arguments after its simulator command, and its other settings. */
+  engines?: Partial<Record<SimDialect, EngineSection>>;
 }
 
-const sim = (dialect: string) => `["${process.execPath}", "${CAPYCTL}", "sim", "${dialect}"]`;
+export type SimDialect = 'vllm' | 'sglang' | 'tensorfold';
+
+export interface EngineSection {
+  args?: string[];
+  unlistedVersionAs?: string;
+}
+
+/** An engine's section of the host document: the simulator in its dialect, and what `section` adds. */
+function engineSection(dialect: SimDialect, section: EngineSection = {}): string {
+  const command = JSON.stringify([process.execPath, CAPYCTL, 'sim', dialect, ...(section.args ?? [])]);
+  const unlisted = section.unlistedVersionAs ? `, unlisted_version_as: "${section.unlistedVersionAs}"` : '';
+  return `${dialect}: { command: ${command}${unlisted} }`;
+}
 
 export function simHostYaml(h: SimHost): string {
   return [
@@ -32,7 +46,7 @@ export function simHostYaml(h: SimHost): string {
     `host_ram: ${h.hostRam ?? '64GiB'}`,
     'shutdown_grace: 5s',
     'engine_stop_grace: 5s',
-    `engines: { vllm: { command: ${sim('vllm')} }, sglang: { command: ${sim('sglang')} }, tensorfold: { command: ${sim('tensorfold')} } }`,
+    `engines: { ${(['vllm', 'sglang', 'tensorfold'] as const).map((d) => engineSection(d, h.engines?.[d])).join(', ')} }`,
     h.extra ?? '',
   ].join('\n');
 }

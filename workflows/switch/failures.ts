@@ -64,9 +64,10 @@ export function wakeError(deploymentId: string, failure: StepFailure, wakeWindow
 
 /**
  * Why a start failed: an engine that exited says how and its last lines of stderr; a step that ran out
- * of time says so.
+ * of time says so; an engine of a version capyctl does not know, which version and the ones it knows.
  */
 export function startError(deploymentId: string, failure: StepFailure, startMs: number): ApiError {
+  if (failure.kind === 'version_unsupported') return apiErrors.engineVersionUnsupported(deploymentId, failure.message);
   if (failure.exit) {
     const how = `${failure.exit.how}${failure.kind === 'out_of_memory' ? ': out of memory' : ''}`;
     return apiErrors.startFailedEngineExited(deploymentId, how, failure.exit.stderr);
