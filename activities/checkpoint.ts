@@ -13,7 +13,6 @@ import { engineTraits } from '../engines/traits.js';
 import { gpusPerInstance, perGpuBytes } from '../engines/parallelism.js';
 import { setShare } from '../engines/memoryBound.js';
 import { type ModelKv, modelKvOfConfig } from '../engines/kvCache.js';
-import type { MaxModelLenSource } from '../domain/vocabulary.js';
 import { type SequencePlan, planSequence } from '../engines/sequencePlan.js';
 
 /** What the host reads of a checkpoint before the ledger's reservation is decided. */
@@ -40,8 +39,6 @@ export interface Checkpoint extends SequencePlan {
   residueBytes: number;
   source: 'simulator' | 'files';
 }
-
-export type { MaxModelLenSource };
 
 const WEIGHT_FILE = /\.(safetensors|bin|pt|gguf)$/;
 
