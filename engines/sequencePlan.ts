@@ -48,6 +48,19 @@ function declaredLength(spec: DeploymentSpec, command: readonly string[]): numbe
   return n;
 }
 
+/**
+ * Why the length a document declares cannot be taken, before any host reads the model: an engine
+ * that takes none, or both `max_model_len` and the option in its extra_args. Undefined when it can.
+ */
+export function declaredLengthRefusal(spec: DeploymentSpec): string | undefined {
+  try {
+    declaredLength(spec, []);
+    return undefined;
+  } catch (e) {
+    return `deployment ${spec.name}: ${(e as Error).message}`;
+  }
+}
+
 export function planSequence(input: {
   spec: DeploymentSpec;
   command: readonly string[];
