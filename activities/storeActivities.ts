@@ -19,6 +19,7 @@ import { liveServers } from '../store/servers.js';
 import { type SwitchReceipt, saveSwitchReceipt } from '../store/switchReceipts.js';
 import { findWakeReference, recordWakeReference } from '../store/wakeReferences.js';
 import type { DeploymentView, InstanceRef, PhaseTiming, WakeReference } from '../api/lifecycle.js';
+import type { ReservedMemory } from '../domain/measurement.js';
 
 /** A switch's receipt as its workflow writes it; the last write of a finished switch carries its phases. */
 export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt' | 'phases'> & {
@@ -136,12 +137,8 @@ const heldOn = async (db: Db, hostId: string) =>
 /** What the lifecycle writes on a deployment's catalogue row: its checkpoint, failures, operator's stop, its end. */
 function deploymentWrites(db: Db) {
   return {
-    async recordCheckpoint(input: {
-      deploymentId: string;
-      revision: number;
-      checkpoint: { weightBytes: number; kvBytes: number };
-    }) {
-      await recordCheckpoint(db, input.deploymentId, input.revision, input.checkpoint);
+    async recordCheckpoint(input: { deploymentId: string; revision: number; checkpoint: Required<ReservedMemory> }) {
+      await recordCheckpoint(db, input.deploymentId, input.revision, { ...input.checkpoint });
     },
 
     async recordMeasureFailure(input: { deploymentId: string; revision: number; reason: string }) {

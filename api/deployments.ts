@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { measurementStates } from '../domain/measurement.js';
-import { activations, instanceStates, parkTiers } from '../domain/vocabulary.js';
+import { activations, instanceStates, maxModelLenSources, parkTiers } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 
 export const deploymentBody = z.object({
@@ -24,6 +24,20 @@ export const deploymentBody = z.object({
   checkpoint: measurementStates,
   /** Why its measurement failed: the host could not read the checkpoint. Only when `failed`. */
   checkpoint_failure: z.string().optional(),
+  /**
+   * What the ledger reserves for an instance, once measured: its weights, KV budget and the residue
+   * its engine keeps parked (bytes, all its GPUs together), and the longest sequence its engine is
+   * launched for (null: the engine chooses) with where that figure comes from.
+   */
+  memory: z
+    .object({
+      weight_bytes: z.number().int(),
+      kv_bytes: z.number().int(),
+      parked_residue_bytes: z.number().int(),
+      max_model_len: z.number().int().nullable(),
+      max_model_len_from: maxModelLenSources,
+    })
+    .optional(),
   /**
    * Why its latest start failed (an engine that exited: how, and its last lines of stderr). Only until a
    * start succeeds.

@@ -5,6 +5,7 @@
  * store and the activities too, which the workflows import in turn.
  */
 import type { ApiError } from '../domain/catalogue.js';
+import type { ReservedMemory } from '../domain/measurement.js';
 import type { InstanceState, MemoryKind, ParkTier, SwitchOutcome, SwitchPhase } from '../domain/vocabulary.js';
 import type { LaunchMemory } from '../engines/memoryBound.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
@@ -27,7 +28,7 @@ export interface DeploymentView {
   spec: DeploymentSpec;
   operatorStopped: boolean;
   /** The measured checkpoint of this revision; null while its measurement is pending or failed. */
-  checkpoint: { weightBytes: number; kvBytes: number } | null;
+  checkpoint: ReservedMemory | null;
   /** Why this revision's measurement failed; null unless it did. */
   measureFailure: string | null;
   /** `lifecycle.activation: explicit` on the deployment or on the host it may run on. */
@@ -55,7 +56,9 @@ export type VictimPlan =
         | 'no_room'
         | 'cut_before_output'
         | 'operator'
-        | 'idle';
+        | 'idle'
+        /** It was parked, and what its engine still held on its GPUs was needed. */
+        | 'parked_residue';
     };
 
 export interface SwitchVictim {

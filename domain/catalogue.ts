@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { INGRESS_SECRET_HEADER } from './hostIngress.js';
 import { RETRY_AFTER_SECONDS } from './limits.js';
-import type { ParkTier } from './vocabulary.js';
+import type { MaxModelLenSource, ParkTier } from './vocabulary.js';
 
 export const errorCodes = z.enum([
   'unavailable',
@@ -529,6 +529,14 @@ export const parkTierWords = { host_ram: 'host RAM', deep: 'deep', kv_only: 'wei
   ParkTier,
   string
 >;
+
+/** How `status deployment` says where the longest sequence its engine serves comes from. */
+export const maxModelLenWords = {
+  declared: 'declared',
+  model: "the model's own",
+  kv_budget: 'what its KV budget holds',
+  engine_default: 'chosen by the engine',
+} as const satisfies Record<MaxModelLenSource, string>;
 
 /** The line a receipt prints for each way a victim was released. */
 export const releasedLines = {

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { type ApiError, apiErrors } from './catalogue.js';
+import type { MaxModelLenSource } from './vocabulary.js';
 
 /** What `capyctl status deployment` shows as `checkpoint`. */
 export const measurementStates = z.enum(['measured', 'measuring', 'failed']);
@@ -31,10 +32,34 @@ export function unmeasuredRefusal(deploymentName: string, r: Measured): ApiError
   return apiErrors.checkpointUnmeasured(deploymentName, state === 'failed' ? r.measureFailure : null);
 }
 
-/** What a revision's measured checkpoint brings to a GPU; null while it is not measured. */
-export function checkpointOf(
-  r: Pick<Measured, 'checkpoint'> | undefined,
-): { weightBytes: number; kvBytes: number } | null {
-  const checkpoint = r?.checkpoint as { weightBytes?: number; kvBytes?: number } | null | undefined;
-  return checkpoint ? { weightBytes: checkpoint.weightBytes ?? 0, kvBytes: checkpoint.kvBytes ?? 0 } : null;
+/**
+ * What a measured checkpoint brings to a GPU, as the store keeps it and the ledger counts it. The
+ * fields after the KV budget are absent from what was measured (and from workflow histories written)
+ * before they were counted: no residue, and the engine chose its length.
+ */
+export interface ReservedMemory {
+  weightBytes: number;
+  /** The KV budget beside the weights. */
+  kvBytes: number;
+  /** What its engine keeps on its GPUs while parked (all of them together), held running too. */
+  residueBytes?: number;
+  /** The longest sequence its engine is launched for; null when the engine chooses. */
+  maxModelLen?: number | null;
+  maxModelLenFrom?: MaxModelLenSource;
+}
+
+/**
+ * What a revision's measured checkpoint brings to a GPU; null while it is not measured. A checkpoint
+ * measured before residues and lengths were counted holds none and lets the engine choose.
+ */
+export function checkpointOf(r: Pick<Measured, 'checkpoint'> | undefined): Required<ReservedMemory> | null {
+  const c = r?.checkpoint as Partial<ReservedMemory> | null | undefined;
+  if (!c) return null;
+  return {
+    weightBytes: c.weightBytes ?? 0,
+    kvBytes: c.kvBytes ?? 0,
+    residueBytes: c.residueBytes ?? 0,
+    maxModelLen: c.maxModelLen ?? null,
+    maxModelLenFrom: c.maxModelLenFrom ?? 'engine_default',
+  };
 }

@@ -60,6 +60,15 @@ export const maxRunningSources = z.enum([
 ]);
 export type MaxRunningSource = z.infer<typeof maxRunningSources>;
 
+/**
+ * Where the longest sequence an engine is launched to serve comes from: the deployment's
+ * `max_model_len` (or its extra_args' option), the model's own maximum (its KV budget holds one
+ * sequence of it), what the KV budget holds when that is less, or the engine's own choice (capyctl
+ * passes nothing: the model's KV figures are not known, or the engine sizes no KV cache).
+ */
+export const maxModelLenSources = z.enum(['declared', 'model', 'kv_budget', 'engine_default']);
+export type MaxModelLenSource = z.infer<typeof maxModelLenSources>;
+
 /** How a switch ended; a search attribute on every switch workflow. */
 export const switchOutcomes = z.enum([
   'running',

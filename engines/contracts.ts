@@ -5,6 +5,7 @@
  * test/engines.contracts.test.ts holds each to it.
  */
 import type { EngineName, ParkTier } from '../domain/vocabulary.js';
+import { gibibytes } from '../settings/units.js';
 
 export type Method = 'GET' | 'POST';
 
@@ -124,6 +125,32 @@ export interface ParallelismContract {
   tooFewDevicesLine: (layout: ParallelLayout, visibleDevices: number) => string;
 }
 
+/**
+ * How an engine is told the longest sequence it serves, and how it checks its KV cache against it
+ * (engines/kvCache.ts computes both; CONTRACTS.md, "Memory an engine really needs", cites them).
+ */
+export interface ContextLengthContract {
+  /** The launch option capyctl passes. */
+  option: string;
+  /**
+   * `refuses_at_start`: the engine exits when its KV cache cannot hold one sequence of that length
+   * (vLLM's `check_enough_kv_cache_memory`). `clamps`: it serves, capping a request at the tokens its
+   * KV pool holds (SGLang's `max_req_len`).
+   */
+  rule: 'refuses_at_start' | 'clamps';
+  /** What a `refuses_at_start` engine says on stderr when its KV cache cannot hold one sequence, in its sources' words. */
+  kvTooSmallLine?: (f: KvShortfall) => string;
+}
+
+/** The figures of a KV cache too small for one sequence, as the engine reports them. */
+export interface KvShortfall {
+  maxModelLen: number;
+  neededBytes: number;
+  availableBytes: number;
+  /** The longest sequence it holds; 0 when not one page. */
+  estimatedMaxLen: number;
+}
+
 export interface EngineContract<Route extends string = string> {
   /** How messages name the engine. */
   label: string;
@@ -149,6 +176,8 @@ export interface EngineContract<Route extends string = string> {
   alwaysFlags: string[];
   maxRunning: { option: string; engineDefault: number | 'computed' };
   memoryBound: MemoryBoundContract | null;
+  /** The longest sequence it serves; null for an engine capyctl does not size a KV cache for. */
+  contextLength: ContextLengthContract | null;
   /** How an instance runs on several GPUs; null for an engine that runs on one. */
   parallelism: ParallelismContract | null;
   routes: Record<Route, RouteContract>;
@@ -252,6 +281,19 @@ const vllm: EngineContract<keyof typeof vllmRoutes> = {
     rule: 'share_of_total',
     defaultShare: 0.9,
     noRoomLine: 'ValueError: Free memory on device on startup is less than desired GPU memory utilization',
+  },
+  contextLength: {
+    option: '--max-model-len',
+    rule: 'refuses_at_start',
+    // vllm/v1/core/kv_cache_utils.py, `_check_enough_kv_cache_memory` ("models's" is its own spelling).
+    kvTooSmallLine: (f) =>
+      `ValueError: To serve at least one request with the models's max seq len (${f.maxModelLen}), ` +
+      `(${gibibytes(f.neededBytes)} GiB KV cache is needed, which is larger than the available KV cache memory ` +
+      `(${gibibytes(f.availableBytes)} GiB). ` +
+      (f.estimatedMaxLen > 0
+        ? `Based on the available memory, the estimated maximum model length is ${f.estimatedMaxLen}. `
+        : '') +
+      'Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.',
   },
   routes: vllmRoutes,
   park: {
@@ -397,6 +439,7 @@ const sglang: EngineContract<keyof typeof sglangRoutes> = {
     defaultShare: 0.88,
     noRoomLine: 'RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.',
   },
+  contextLength: { option: '--context-length', rule: 'clamps' },
   routes: sglangRoutes,
   park: { host_ram: sglangPark('host_ram'), deep: sglangPark('deep'), kv_only: sglangPark('kv_only') },
   wake: { host_ram: sglangWake('host_ram'), deep: sglangWake('deep'), kv_only: sglangWake('kv_only') },
@@ -419,6 +462,7 @@ const tensorfold: EngineContract<'health' | 'version'> = {
   maxRunning: { option: '--max-running', engineDefault: 8 },
   parallelism: null,
   memoryBound: null,
+  contextLength: null,
   routes: {
     health: { method: 'GET', path: '/health', answer: empty },
     version: { method: 'GET', path: '/version', optional: true, answer: { status: 200, json: { version: '1.0.0' } } },

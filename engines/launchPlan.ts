@@ -1,8 +1,21 @@
 /** The command line every adapter builds the same way, from its engine's contract (contracts.ts). */
 import { engineContracts } from './contracts.js';
 import type { LaunchContext, LaunchPlan } from './engine.js';
+import { findOption } from './launchOptions.js';
 import { memoryBoundArgs } from './memoryBound.js';
 import { maxRunningToPass } from './rules.js';
+
+/**
+ * `[option, length]`: the longest sequence the KV budget holds, in the engine's option; none when
+ * the engine chooses, or when the host's command or the extra_args say it already (the same figure:
+ * the measurement took it as declared).
+ */
+function contextLengthArgs({ spec, command, memory }: LaunchContext): string[] {
+  const contract = engineContracts[spec.engine].contextLength;
+  if (contract === null || memory.maxModelLen == null) return [];
+  if (findOption([...command, ...spec.extra_args], contract.option) !== undefined) return [];
+  return [contract.option, String(memory.maxModelLen)];
+}
 
 /**
  * The host's command, the model, the name it serves, where to listen, the bound on requests run at
@@ -29,6 +42,7 @@ export function buildLaunchPlan(ctx: LaunchContext): LaunchPlan {
       '127.0.0.1',
       ...bound,
       ...memoryBoundArgs(spec, command, memory),
+      ...contextLengthArgs(ctx),
       ...contract.alwaysFlags,
       ...(parks ? contract.parkFlags(parkTier) : []),
       ...spec.extra_args,

@@ -15,6 +15,11 @@ export interface LaunchMemory {
   reservedBytes: number;
   /** What the ledger counts on that GPU for the other models as this one starts. */
   othersBytes: number;
+  /**
+   * The longest sequence its KV budget was sized for (sequencePlan.ts), passed in the engine's
+   * context-length option; null or absent (a launch planned before lengths were): the engine chooses.
+   */
+  maxModelLen?: number | null;
 }
 
 /**

@@ -13,6 +13,7 @@ import { selfParkOptionIn } from './hostEngines.js';
 import { findCount, findOption } from './launchOptions.js';
 import { engineTraits } from './traits.js';
 import { parallelLayout } from './parallelism.js';
+import { declaredLengthRefusal } from './sequencePlan.js';
 
 // ─── Capability ─────────────────────────────────────────────────────────────────────────────────
 
@@ -118,7 +119,7 @@ export const dataParallelRefusal = (name: string, ranks: number, modelShards: nu
 
 /** A document's refusal, and the field `settings check` names for it: the one to change. */
 export interface DocumentRefusal {
-  field: 'instances' | 'extra_args' | 'residency';
+  field: 'instances' | 'extra_args' | 'residency' | 'max_model_len';
   error: ApiError;
 }
 
@@ -150,6 +151,8 @@ export function documentRefusal(spec: DeploymentSpec): DocumentRefusal | null {
   const { ranks, modelShards } = parallelLayout(spec.engine, spec.extra_args);
   if (ranks > modelShards)
     return { field: 'extra_args', error: apiErrors.invalidRequest(dataParallelRefusal(spec.name, ranks, modelShards)) };
+  const length = declaredLengthRefusal(spec);
+  if (length !== undefined) return { field: 'max_model_len', error: apiErrors.invalidRequest(length) };
   const asksForPark = spec.residency === 'deep' || spec.residency === 'host_backed';
   const error =
     asksForPark && engineTraits[spec.engine].parkTiers.length === 0

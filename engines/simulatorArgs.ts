@@ -47,6 +47,17 @@ export interface SimConfig {
   /** The KV cache declared (`--sim-kv`): what an engine without a bound takes, and what a checkpoint measures. */
   kvBytes: number;
   /**
+   * What each rank keeps on its device while asleep (`--sim-residue`): its CUDA context and what
+   * else sleep does not free. Taken at start with the weights, given back only when the process ends.
+   */
+  residueBytes: number;
+  /** K and V of one token over every layer (`--sim-kv-per-token`); unset, the engine checks no sequence length. */
+  kvBytesPerToken: number | undefined;
+  /** The model's own maximum length (`--sim-max-model-len`). */
+  modelMaxLen: number;
+  /** The longest sequence it serves: its context-length option, else the model's own. */
+  maxModelLen: number;
+  /**
    * The engine's GPU memory bound (`--gpu-memory-utilization`, `--mem-fraction-static`), when given:
    * a share of each device its ranks run on.
    */
@@ -77,6 +88,14 @@ type FlagKind = 'string' | 'boolean';
 function boundFlag(dialect: DialectName): string | undefined {
   return engineContracts[dialect].memoryBound?.option.replace(/^--/, '');
 }
+
+/** The flag, without its dashes, that sets the longest sequence served (contracts.ts); none for TensorFold. */
+function contextFlag(dialect: DialectName): string | undefined {
+  return engineContracts[dialect].contextLength?.option.replace(/^--/, '');
+}
+
+/** The context length of a simulated model that declares none; `/v1/models` reports it. */
+export const SIM_MAX_MODEL_LEN = 40960;
 
 /** The engine flags each dialect understands; the same flag means the same thing in every dialect. */
 const engineFlags: Record<DialectName, Record<string, FlagKind>> = {
@@ -111,13 +130,16 @@ const engineFlags: Record<DialectName, Record<string, FlagKind>> = {
 };
 
 for (const dialect of dialectNames) {
-  const flag = boundFlag(dialect);
-  if (flag !== undefined) engineFlags[dialect][flag] = 'string';
+  for (const flag of [boundFlag(dialect), contextFlag(dialect)])
+    if (flag !== undefined) engineFlags[dialect][flag] = 'string';
 }
 
 const simFlags: Record<string, FlagKind> = {
   'sim-weights': 'string',
   'sim-kv': 'string',
+  'sim-residue': 'string',
+  'sim-kv-per-token': 'string',
+  'sim-max-model-len': 'string',
   'sim-load-ms': 'string',
   'sim-park-ms': 'string',
   'sim-wake-ms': 'string',
@@ -262,6 +284,8 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
         ? count(values, 'max-running-requests', 1)
         : count(values, 'max-running', 1);
   const port = count(values, 'port', 0) ?? defaultPorts[name];
+  const modelMaxLen = count(values, 'sim-max-model-len', 1) ?? SIM_MAX_MODEL_LEN;
+  const contextOption = contextFlag(name);
   if (port > 65535) throw new SimArgsError(`--port ${port}: not a TCP port`);
   const decision = text(values, 'sim-decision');
   const decisionOptions =
@@ -284,6 +308,10 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
     maxRunningFlag,
     weightsBytes: bytes(values, 'sim-weights', 8 * GiB),
     kvBytes: bytes(values, 'sim-kv', 2 * GiB),
+    residueBytes: bytes(values, 'sim-residue', 0),
+    kvBytesPerToken: text(values, 'sim-kv-per-token') === undefined ? undefined : bytes(values, 'sim-kv-per-token', 0),
+    modelMaxLen,
+    maxModelLen: (contextOption === undefined ? undefined : count(values, contextOption, 1)) ?? modelMaxLen,
     memoryShare: share(values, boundFlag(name)),
     layout: layout(name, rest),
     timings: {

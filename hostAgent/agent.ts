@@ -159,6 +159,11 @@ export async function startHostAgent(
       engineCommands,
       unlistedVersionsAs,
       largestGpuBytes: Math.max(0, ...gpus.map((g) => g.memoryBytes)),
+      parkedResidueBytes: {
+        vllm: settings.engines.vllm.parked_residue,
+        sglang: settings.engines.sglang.parked_residue,
+        tensorfold: 0,
+      },
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,
       enginePorts: settings.engine_ports,

@@ -10,6 +10,11 @@ export const deploymentDocument = z.strictObject({
   /** Where it parks; left out, the rules for its engine and hardware choose. */
   residency: residencies.optional(),
   max_concurrent_requests: count(1, 65_536).optional(),
+  /**
+   * The longest sequence (prompt and answer, in tokens) its engine serves: its KV budget is sized
+   * to hold one. Left out, the model's own maximum when the budget holds it, else what it holds.
+   */
+  max_model_len: count(16, 16_777_216).optional(),
   extra_args: z.array(z.string()).default([]),
   lifecycle: z
     .strictObject({

@@ -17,18 +17,32 @@ const declaredGpu = z.strictObject({
  * How the host launches an engine: the command its arguments follow. Point it at the engine
  * simulator (`["capyctl", "sim", "vllm"]`) to run without a GPU.
  */
-const engineLaunch = (command: string[]) =>
+const launchFields = (command: string[]) => ({
+  command: z.array(z.string().min(1)).min(1).default(command),
+  /** The engine's version when known ahead of a launch (some capability rules depend on it). */
+  version: z.string().min(1).optional(),
+  /**
+   * Runs a version capyctl does not list as this listed one, whose requests it then takes; without
+   * it, an engine reporting an unlisted version is refused at its start.
+   */
+  unlisted_version_as: z.string().min(1).optional(),
+});
+
+const engineLaunch = (command: string[]) => z.strictObject(launchFields(command)).prefault({});
+
+/**
+ * What a parked engine still holds on each of its GPUs (its CUDA context, CUDA graphs' pools and
+ * allocations sleep does not free), counted by the ledger while it is parked and within what it
+ * holds running. The default is vLLM's own test of sleep mode (`tests/basic_correctness/test_cumem.py`:
+ * under 2 GiB after a level-1 sleep); CONTRACTS.md cites it. An engine simulator's `--sim-residue`
+ * takes its place for the models it runs.
+ */
+export const PARKED_RESIDUE_DEFAULT = 2 * GiB;
+
+/** An engine that parks: how it is launched, and what it keeps parked. */
+const parkingEngineLaunch = (command: string[]) =>
   z
-    .strictObject({
-      command: z.array(z.string().min(1)).min(1).default(command),
-      /** The engine's version when known ahead of a launch (some capability rules depend on it). */
-      version: z.string().min(1).optional(),
-      /**
-       * Runs a version capyctl does not list as this listed one, whose requests it then takes; without
-       * it, an engine reporting an unlisted version is refused at its start.
-       */
-      unlisted_version_as: z.string().min(1).optional(),
-    })
+    .strictObject({ ...launchFields(command), parked_residue: bytes(0, 64 * GiB).default(PARKED_RESIDUE_DEFAULT) })
     .prefault({});
 
 /** What a host says about itself, in a host document and in a standalone's `host:` section alike. */
@@ -50,8 +64,8 @@ export const hostSection = (requestDeadlineDefaultMs: number) =>
     engine_ports: portRange().optional(),
     engines: z
       .strictObject({
-        vllm: engineLaunch(['vllm', 'serve']),
-        sglang: engineLaunch(['python3', '-m', 'sglang.launch_server']),
+        vllm: parkingEngineLaunch(['vllm', 'serve']),
+        sglang: parkingEngineLaunch(['python3', '-m', 'sglang.launch_server']),
         tensorfold: engineLaunch(['tensorfold', 'serve']),
       })
       .prefault({}),

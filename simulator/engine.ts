@@ -13,6 +13,7 @@ import {
   type MemoryParts,
   noCudaGpusLine,
   type StartOutcome,
+  type ModelMemory,
   type StartSizing,
 } from './memory.js';
 import { Slots } from './slots.js';
@@ -79,6 +80,17 @@ function startSizing(config: SimConfig): StartSizing {
   return bound === null ? { rule: 'declared' } : { rule: bound.rule, share: config.memoryShare ?? bound.defaultShare };
 }
 
+/** What each rank keeps asleep, and the sequence its engine checks its KV cache against when the model's figures are declared. */
+function modelMemory(config: SimConfig): ModelMemory {
+  const contract = engineContracts[config.dialect].contextLength;
+  return {
+    residueBytes: config.residueBytes,
+    ...(config.kvBytesPerToken !== undefined && contract !== null
+      ? { kvCheck: { bytesPerToken: config.kvBytesPerToken, maxModelLen: config.maxModelLen, contract } }
+      : {}),
+  };
+}
+
 export class SimEngine {
   state: EngineState = 'loading';
   readonly memory: EngineMemory;
@@ -119,6 +131,7 @@ export class SimEngine {
       placement,
       `${config.dialect} ${config.model}`,
       startSizing(config),
+      modelMemory(config),
     );
     this.slots = new Slots(config.maxRunning);
   }

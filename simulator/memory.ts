@@ -5,7 +5,8 @@
  * through the shared GPU ledger when there is one (CAPYCTL_SIM_GPU_DIR), so two engines on one
  * simulated device cannot both hold more than it has.
  */
-import type { MemoryBoundContract, ParallelLayout } from '../engines/contracts.js';
+import type { ContextLengthContract, MemoryBoundContract, ParallelLayout } from '../engines/contracts.js';
+import { kvBytesFor, longestSequenceIn } from '../engines/kvCache.js';
 import { gibibytes } from '../settings/units.js';
 import { SimArgsError } from '../engines/simulatorArgs.js';
 import { type Allocation, GpuHolding, type NoRoom, type Room, type Sizing } from '../hostAgent/simulatedGpu.js';
@@ -29,6 +30,15 @@ export interface GpuPlacement {
  * was given (or the engine's default share), or, for an engine with no bound, its declared KV cache.
  */
 export type StartSizing = { rule: MemoryBoundContract['rule']; share: number } | { rule: 'declared' };
+
+/**
+ * What the model brings beyond its weights and KV cache: what each rank keeps while asleep, and, when
+ * the model's KV figures are declared, the sequence length its engine checks its KV cache against.
+ */
+export interface ModelMemory {
+  residueBytes: number;
+  kvCheck?: { bytesPerToken: number; maxModelLen: number; contract: ContextLengthContract };
+}
 
 /** The start's outcome: the line an engine that cannot start dies with. */
 export type StartOutcome = { ok: true } | { ok: false; line: string };
@@ -72,6 +82,9 @@ export class EngineMemory {
   private readonly rankWeights: number;
   /** Each rank's KV cache: the declared one split across the ranks, until a bounded start sizes its own. */
   private rankKv: number[];
+  /** What each rank keeps on its device from its start to its exit, asleep or not. */
+  private readonly rankResidue: number;
+  private residueHeld = false;
   private readonly holding: GpuHolding | undefined;
 
   constructor(
@@ -83,8 +96,10 @@ export class EngineMemory {
     readonly placement: GpuPlacement | undefined,
     label: string,
     private readonly sizing: StartSizing = { rule: 'declared' },
+    private readonly model: ModelMemory = { residueBytes: 0 },
   ) {
     this.rankWeights = Math.ceil(weightsBytes / layout.modelShards);
+    this.rankResidue = model.residueBytes;
     this.rankKv = Array.from({ length: layout.ranks }, () => Math.ceil(kvBytes / layout.ranks));
     this.holding = placement && new GpuHolding(placement.dir, placement.indexes.slice(0, layout.ranks), label);
   }
@@ -96,7 +111,10 @@ export class EngineMemory {
 
   /** Every rank's GPU memory, added up. */
   get gpuBytes(): number {
-    return this.onGpu(this.partsHeld).reduce((sum, bytes) => sum + bytes, 0);
+    return (
+      this.onGpu(this.partsHeld).reduce((sum, bytes) => sum + bytes, 0) +
+      this.residueByRank().reduce((a, b) => a + b, 0)
+    );
   }
 
   get hostRamBytes(): number {
@@ -115,7 +133,7 @@ export class EngineMemory {
    */
   async load(): Promise<StartOutcome> {
     if (this.holding === undefined || this.sizing.rule === 'declared') {
-      const restored = await this.restore({ weights: true, kv: true });
+      const restored = await this.restore({ weights: true, kv: true }, true);
       this.weightsGarbage = false;
       return restored.ok ? { ok: true } : { ok: false, line: `torch.OutOfMemoryError: ${restored.message}` };
     }
@@ -130,7 +148,8 @@ export class EngineMemory {
             : `torch.OutOfMemoryError: ${outOfMemoryMessage(allocation.noRoom)}`,
       };
     }
-    this.rankKv = allocation.bytes.map((bytes) => bytes - this.rankWeights);
+    this.rankKv = allocation.bytes.map((bytes) => bytes - this.rankWeights - this.rankResidue);
+    this.residueHeld = true;
     // Read from disk: good weights, unlike a wake into dropped ones.
     this.weights = 'gpu';
     this.kvOnGpu = true;
@@ -159,25 +178,44 @@ export class EngineMemory {
             `used by other processes.`,
         };
       }
-      if (takes.some((take) => take <= this.rankWeights)) {
+      const kv = Math.min(...takes.map((take) => take - this.rankWeights - this.rankResidue));
+      if (kv <= 0) {
         return {
           refusal:
             'ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when ' +
             'initializing the engine.',
         };
       }
-      return { bytes: takes };
+      const tooSmall = this.kvTooSmall(kv);
+      return tooSmall === undefined ? { bytes: takes } : { refusal: tooSmall };
     }
     // SGLang: weights first on every rank, then one KV pool size for all of them, from the least free
     // of their devices (its free-memory reading is reduced to the minimum across the ranks).
-    const short = rooms.find((room) => this.rankWeights > room.freeBytes);
-    if (short)
-      return { refusal: `torch.OutOfMemoryError: ${outOfMemoryMessage({ ...short, triedBytes: this.rankWeights })}` };
-    const kv = Math.min(
-      ...rooms.map((room) => Math.floor(room.freeBytes - this.rankWeights - (1 - share) * room.capacityBytes)),
-    );
+    const loaded = this.rankWeights + this.rankResidue;
+    const short = rooms.find((room) => loaded > room.freeBytes);
+    if (short) return { refusal: `torch.OutOfMemoryError: ${outOfMemoryMessage({ ...short, triedBytes: loaded })}` };
+    const kv = Math.min(...rooms.map((room) => Math.floor(room.freeBytes - loaded - (1 - share) * room.capacityBytes)));
     if (kv <= 0) return { refusal: 'RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.' };
-    return { bytes: rooms.map(() => this.rankWeights + kv) };
+    return { bytes: rooms.map(() => loaded + kv) };
+  }
+
+  /**
+   * The engine's own refusal when a rank's KV cache of `kvBytes` cannot hold one sequence of the
+   * length it serves (vLLM's check; SGLang clamps instead). Each rank holds its share of every token.
+   */
+  private kvTooSmall(kvBytes: number): string | undefined {
+    const check = this.model.kvCheck;
+    if (check?.contract.kvTooSmallLine === undefined) return undefined;
+    const perRank = Math.ceil(check.bytesPerToken / this.layout.modelShards);
+    const neededBytes = kvBytesFor(perRank, check.maxModelLen);
+    if (neededBytes <= kvBytes) return undefined;
+    const estimatedMaxLen = Math.min(check.maxModelLen, longestSequenceIn(perRank, kvBytes));
+    return check.contract.kvTooSmallLine({
+      maxModelLen: check.maxModelLen,
+      neededBytes,
+      availableBytes: kvBytes,
+      estimatedMaxLen,
+    });
   }
 
   /**
@@ -200,12 +238,12 @@ export class EngineMemory {
    * Takes the GPU memory of `parts` back on every rank in one allocation, so a wake either fits whole
    * or changes nothing. Weights come back intact from a host copy and as garbage when they were dropped.
    */
-  async restore(parts: MemoryParts): Promise<RestoreOutcome> {
+  async restore(parts: MemoryParts, starting = false): Promise<RestoreOutcome> {
     const taking = { weights: parts.weights && this.weights !== 'gpu', kv: parts.kv && !this.kvOnGpu };
     if (!taking.weights && !taking.kv) return { ok: true, took: false };
-    const allocation: Allocation = this.holding
-      ? await this.holding.allocate(this.onGpu(taking))
-      : { ok: true, bytes: this.onGpu(taking) };
+    // The start takes the residue too (its CUDA context first of all); a wake finds it still held.
+    const want = this.onGpu(taking).map((bytes) => bytes + (starting ? this.rankResidue : 0));
+    const allocation: Allocation = this.holding ? await this.holding.allocate(want) : { ok: true, bytes: want };
     if (!allocation.ok)
       return {
         ok: false,
@@ -216,6 +254,7 @@ export class EngineMemory {
       this.weights = 'gpu';
     }
     if (taking.kv) this.kvOnGpu = true;
+    if (starting) this.residueHeld = true;
     await this.holding?.setHostRam(this.hostRamByRank());
     return { ok: true, took: true };
   }
@@ -233,6 +272,10 @@ export class EngineMemory {
   /** What `parts` weigh on each rank's device. */
   private onGpu(parts: MemoryParts): number[] {
     return this.rankKv.map((kv) => (parts.weights ? this.rankWeights : 0) + (parts.kv ? kv : 0));
+  }
+
+  private residueByRank(): number[] {
+    return this.rankKv.map(() => (this.residueHeld ? this.rankResidue : 0));
   }
 
   private hostRamByRank(): number[] {

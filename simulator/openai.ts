@@ -36,8 +36,6 @@ class Refusal extends Error {
 }
 
 const DEFAULT_MAX_TOKENS = 16;
-/** The context length every simulated model has; `/v1/models` reports it. */
-export const MAX_MODEL_LEN = 40960;
 /** vLLM's --max-logprobs default. */
 const MAX_TOP_LOGPROBS = 20;
 
@@ -99,10 +97,11 @@ function parseGeneration(kind: Kind, body: unknown, engine: SimEngine): Generati
   const maxTokens =
     positiveInteger(b, 'max_completion_tokens') ?? positiveInteger(b, 'max_tokens') ?? DEFAULT_MAX_TOKENS;
   const promptTokens = countPromptTokens(prompt);
-  if (promptTokens + maxTokens > MAX_MODEL_LEN) {
+  const { maxModelLen } = engine.config;
+  if (promptTokens + maxTokens > maxModelLen) {
     throw new Refusal(
       400,
-      `This model's maximum context length is ${MAX_MODEL_LEN} tokens. However, you requested ` +
+      `This model's maximum context length is ${maxModelLen} tokens. However, you requested ` +
         `${promptTokens + maxTokens} tokens ` +
         `(${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the ` +
         `messages or completion.`,
@@ -229,7 +228,7 @@ async function generate(engine: SimEngine, dialect: Dialect, res: ServerResponse
 
 function modelList(engine: SimEngine, dialect: Dialect): unknown {
   const created = Math.floor(Date.now() / 1000);
-  const { servedModelName, model } = engine.config;
+  const { servedModelName, model, maxModelLen } = engine.config;
   return {
     object: 'list',
     data: [
@@ -240,7 +239,7 @@ function modelList(engine: SimEngine, dialect: Dialect): unknown {
         owned_by: dialect.ownedBy,
         root: model,
         parent: null,
-        max_model_len: MAX_MODEL_LEN,
+        max_model_len: maxModelLen,
         permission: [
           {
             id: `modelperm-${randomUUID().replace(/-/g, '')}`,

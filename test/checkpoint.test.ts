@@ -44,6 +44,7 @@ describe('measuring a checkpoint', () => {
       weightBytes: 8 * 2 ** 30,
       kvBytes: 2 * 2 ** 30,
       source: 'simulator',
+      residuePerGpu: 0,
     });
   });
 
@@ -54,6 +55,7 @@ describe('measuring a checkpoint', () => {
       weightBytes: 8 * 2 ** 30,
       kvBytes: 2 ** 30,
       source: 'simulator',
+      residuePerGpu: 0,
     });
   });
 
@@ -99,5 +101,59 @@ describe('measuring a checkpoint', () => {
         24 * GiB,
       ),
     ).toMatchObject({ kvBytes: 6 * GiB });
+  });
+
+  it("reads the model's KV figures from its config.json as vLLM does, and sizes the length its budget holds", () => {
+    const model = join(dir, 'llama-8b');
+    file(join(model, 'model.safetensors'), 16 * 2 ** 20);
+    writeFileSync(
+      join(model, 'config.json'),
+      JSON.stringify({
+        num_hidden_layers: 32,
+        num_attention_heads: 32,
+        num_key_value_heads: 8,
+        hidden_size: 4096,
+        torch_dtype: 'bfloat16',
+        max_position_embeddings: 131072,
+      }),
+    );
+    expect(measureCheckpoint(model, [])).toMatchObject({
+      modelKv: { bytesPerToken: 128 * 1024, maxModelLen: 131072 },
+    });
+    const spec = (more: object) => deploymentDocument.parse({ name: 'm', engine: 'vllm', model, ...more });
+    // A quarter of 16 MiB of weights is 4 MiB: one 2 MiB page spare, one page of 16 tokens left.
+    expect(reservedCheckpoint(spec({}), ['vllm', 'serve'], 24 * 2 ** 30, 2 * 2 ** 30)).toEqual({
+      weightBytes: 16 * 2 ** 20,
+      kvBytes: 4 * 2 ** 20,
+      residueBytes: 2 * 2 ** 30,
+      maxModelLen: 16,
+      maxModelLenFrom: 'kv_budget',
+      source: 'files',
+    });
+    // Declared: the budget grows to hold it; above the model's own it is refused, as vLLM refuses it.
+    expect(reservedCheckpoint(spec({ max_model_len: 1024 }), [], 24 * 2 ** 30)).toMatchObject({
+      kvBytes: (64 + 1) * 2 * 2 ** 20,
+      maxModelLen: 1024,
+      maxModelLenFrom: 'declared',
+    });
+    expect(() => reservedCheckpoint(spec({ max_model_len: 262144 }), [], 24 * 2 ** 30)).toThrow(
+      "max_model_len 262144 is more than the model's own maximum (131072)",
+    );
+    expect(() =>
+      reservedCheckpoint(spec({ max_model_len: 1024, extra_args: ['--max-model-len', '2048'] }), [], 24 * 2 ** 30),
+    ).toThrow('max_model_len 1024 and --max-model-len 2048 are both set: set one');
+  });
+
+  it('counts no residue for an engine that cannot park, and a residue per GPU for one that parks on several', () => {
+    const spec = (engine: string, extra: string[]) =>
+      deploymentDocument.parse({ name: 'm', engine, model: 'sim/m', extra_args: ['--sim-residue', '1GiB', ...extra] });
+    expect(reservedCheckpoint(spec('tensorfold', []), ['capyctl', 'sim', 'tensorfold'], 24 * 2 ** 30)).toMatchObject({
+      residueBytes: 0,
+      maxModelLen: null,
+      maxModelLenFrom: 'engine_default',
+    });
+    expect(reservedCheckpoint(spec('vllm', ['-tp', '2']), ['capyctl', 'sim', 'vllm'], 24 * 2 ** 30)).toMatchObject({
+      residueBytes: 2 * 2 ** 30,
+    });
   });
 });

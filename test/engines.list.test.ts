@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { capyctl } from './support/capyctl.js';
 
 describe('capyctl engine list', () => {
-  it('prints every engine in a table laid out like the spec’s, then the options whose product is its GPUs per instance', async () => {
+  it('prints every engine in a table laid out like the spec’s, then the options whose product is its GPUs per instance, then how its memory is sized', async () => {
     const result = await capyctl(['engine', 'list']);
     expect(result).toEqual({
       code: 0,
@@ -17,7 +17,12 @@ describe('capyctl engine list', () => {
         'vllm         --tensor-parallel-size/-tp × --pipeline-parallel-size/-pp × --data-parallel-size/-dp\n' +
         'sglang       --tp-size/--tensor-parallel-size/--tp × --pp-size/--pipeline-parallel-size × ' +
         '--dp-size/--data-parallel-size/--dp (1 with --enable-dp-attention)\n' +
-        'tensorfold   1\n',
+        'tensorfold   1\n' +
+        '\n' +
+        'NAME         MAX MODEL LEN OPTION   KV TOO SMALL FOR IT   PARKED RESIDUE\n' +
+        'vllm         --max-model-len        refuses to start      2GiB a GPU\n' +
+        'sglang       --context-length       clamps requests       2GiB a GPU\n' +
+        'tensorfold   none                   -                     none\n',
     });
   });
 
@@ -37,6 +42,9 @@ describe('capyctl engine list', () => {
           { options: ['--pipeline-parallel-size', '-pp'], splits: 'model', not_with: [] },
           { options: ['--data-parallel-size', '-dp'], splits: 'requests', not_with: [] },
         ],
+        max_model_len_option: '--max-model-len',
+        kv_too_small: 'refuses_at_start',
+        parked_residue_default: 2 * 2 ** 30,
       },
       {
         name: 'sglang',
@@ -54,6 +62,9 @@ describe('capyctl engine list', () => {
             not_with: ['--enable-dp-attention'],
           },
         ],
+        max_model_len_option: '--context-length',
+        kv_too_small: 'clamps',
+        parked_residue_default: 2 * 2 ** 30,
       },
       {
         name: 'tensorfold',
@@ -63,6 +74,9 @@ describe('capyctl engine list', () => {
         max_running_option: '--max-running',
         memory_bound_option: null,
         parallelism: [],
+        max_model_len_option: null,
+        kv_too_small: null,
+        parked_residue_default: null,
       },
     ]);
   });

@@ -337,6 +337,22 @@ describe('refusals at deploy', () => {
     expect(documentRefusal(deployment({ extra_args: ['-tp', '4', '-pp', '2'] }))).toBeNull();
   });
 
+  it('names max_model_len for an engine that takes none, and for one set twice', () => {
+    expect(documentRefusal(deployment({ engine: 'tensorfold', max_model_len: 4096 }))).toEqual({
+      field: 'max_model_len',
+      error: apiErrors.invalidRequest(
+        'deployment my-model: max_model_len: TensorFold takes no maximum sequence length',
+      ),
+    });
+    expect(documentRefusal(deployment({ max_model_len: 4096, extra_args: ['--max-model-len=8192'] }))).toEqual({
+      field: 'max_model_len',
+      error: apiErrors.invalidRequest(
+        'deployment my-model: max_model_len 4096 and --max-model-len 8192 are both set: set one',
+      ),
+    });
+    expect(documentRefusal(deployment({ engine: 'sglang', max_model_len: 4096 }))).toBeNull();
+  });
+
   it('refuses host_backed where a host it may run on has unified memory', () => {
     const hosts = [
       { id: 'gpu-a', gpus: [{ memoryKind: 'discrete' as const }] },
@@ -485,7 +501,7 @@ describe('engine versions', () => {
     expect(
       hostEnginesRefusals({
         ...engines,
-        vllm: { command: ['vllm', 'serve', '--sleep_idle_ttl=30'], unlisted_version_as: '0.9.0' },
+        vllm: { ...engines.vllm, command: ['vllm', 'serve', '--sleep_idle_ttl=30'], unlisted_version_as: '0.9.0' },
       }),
     ).toEqual([
       engineSettingRefusals.selfParkOption('engines.vllm.command', '--sleep-idle-ttl', 'vLLM'),

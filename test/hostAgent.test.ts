@@ -139,7 +139,14 @@ describe('the host agent, a real process on the real dev server', () => {
   });
 
   it('measures a checkpoint through its activity', async () => {
-    expect(await run(measure, hostId, input)).toEqual({ weightBytes: 4 * GiB, kvBytes: 1 * GiB, source: 'simulator' });
+    expect(await run(measure, hostId, input)).toEqual({
+      weightBytes: 4 * GiB,
+      kvBytes: 1 * GiB,
+      residueBytes: 0,
+      maxModelLen: null,
+      maxModelLenFrom: 'engine_default',
+      source: 'simulator',
+    });
   });
 
   it('launches an engine, parks it in host RAM and wakes it with the same answer', async () => {

@@ -68,6 +68,15 @@ describe('what a host holds', () => {
     expect(hostRamFree(ledger([entry('a', { state: 'parked', gpuBytes: 0, hostRamBytes: 4 * GiB })]))).toBe(12 * GiB);
   });
 
+  it('counts what a parked engine keeps (its residue) on the GPU, and the residue within what it holds running', () => {
+    const keeps = { ...checkpoint, residueBytes: 2 * GiB };
+    expect(gpuNeed(keeps)).toBe(7 * GiB);
+    expect(holdings(keeps, 'parked', 'host_ram')).toEqual({ gpuBytes: 2 * GiB, hostRamBytes: 4 * GiB });
+    expect(holdings(keeps, 'parked', 'deep')).toEqual({ gpuBytes: 2 * GiB, hostRamBytes: 0 });
+    expect(holdings(keeps, 'parked', 'kv_only')).toEqual({ gpuBytes: 6 * GiB, hostRamBytes: 0 });
+    expect(holdings(keeps, 'stopped', null)).toEqual({ gpuBytes: 0, hostRamBytes: 0 });
+  });
+
   it('keeps counting all the GPU memory of a model on its way out until its park or stop finished', () => {
     for (const state of ['starting', 'waking', 'draining', 'stopping'] as const) {
       expect(holdings(checkpoint, state, 'host_ram')).toEqual({ gpuBytes: 5 * GiB, hostRamBytes: 0 });
@@ -141,6 +150,57 @@ describe('room for a model', () => {
         l,
       ),
     ).toEqual({ kind: 'wait' });
+  });
+});
+
+describe('room beside parked engines that keep a residue', () => {
+  const residue = 2 * GiB;
+  // 10 GiB: a ready 5 GiB model (2 GiB of it kept once parked) and a parked one keeping 2 GiB; 3 GiB free.
+  const l = ledger([entry('ready'), entry('parked', { state: 'parked', gpuBytes: residue, tier: 'deep' })], {
+    gpus: [{ index: 0, memoryBytes: 10 * GiB, memoryKind: 'discrete' }],
+  });
+  const holders = l.entries.map((e) =>
+    holder(e, { residueBytes: residue, lastUsedMs: e.state === 'parked' ? 500 : 0 }),
+  );
+  const victims = (need: number, parkedMayStop = true) => {
+    const room = planRoom({ ledger: l, gpuIndexes: [0], count: 1, need, holders, evict: true, parkedMayStop });
+    return room.kind === 'evict' ? room.victims.map((v) => v.name) : room.kind;
+  };
+
+  it('stops a parked engine first, however recently used, when what it keeps is enough', () => {
+    expect(victims(5 * GiB)).toEqual(['parked']);
+  });
+
+  it('counts a ready victim as freeing all but the residue it keeps parked', () => {
+    // 3 free + 2 from the parked one + 3 from the ready one (5 held, 2 kept) = 8 GiB.
+    expect(victims(8 * GiB)).toEqual(['parked', 'ready']);
+    expect(victims(9 * GiB)).toBe('wait');
+  });
+
+  it('leaves a parked engine alone in a history from before parked engines were stopped for room', () => {
+    expect(victims(5 * GiB, false)).toEqual(['ready']);
+  });
+
+  it('plans a stop for a parked victim, whatever its engine could park at', () => {
+    const facts = {
+      entry: l.entries[1]!,
+      deployment: {
+        id: 'parked',
+        name: 'parked',
+        revision: 1,
+        spec: deploymentDocument.parse({ name: 'parked', engine: 'vllm', model: 'm' }),
+        operatorStopped: false,
+        measureFailure: null,
+        explicit: false,
+        generation: 1,
+        readyElsewhere: false,
+        checkpoint: { ...checkpoint, residueBytes: residue },
+      },
+    } satisfies VictimFacts;
+    expect(
+      planVictims({ victims: [facts], memoryKind: () => 'discrete', hostRamFreeBytes: 16 * GiB, operator: false })
+        .plans,
+    ).toEqual([{ kind: 'stop', reason: 'parked_residue' }]);
   });
 });
 

@@ -113,6 +113,67 @@ describe('simulated GPU', () => {
     expect((await gpuUsage(dir, 0)).usedBytes).toBe(8 * GiB);
   });
 
+  it('a sleeping engine keeps its residue until it exits: a start that did not count it dies with vLLM’s free-memory line', async () => {
+    // 6 GiB of weights, 2 of KV cache and 1 GiB of residue within its 9 GiB share.
+    const a = await startSimulator('vllm', [...model('a', 6, 3), '--sim-residue', '1GiB'], {
+      gpu: { dir, index: 0 },
+      env: VLLM_DEV_MODE,
+    });
+    expect(await a.state()).toMatchObject({ gpu_bytes: 9 * GiB });
+    expect((await post(`${a.baseUrl}/sleep?level=2`)).status).toBe(200);
+    expect(await a.state()).toMatchObject({ state: 'parked', gpu_bytes: 1 * GiB });
+    expect((await gpuUsage(dir, 0)).usedBytes).toBe(1 * GiB);
+
+    const b = await startSimulator('vllm', model('b', 8), { gpu: { dir, index: 0 }, waitReady: false });
+    expect((await b.exited).code).toBe(1);
+    expect(b.stderr()).toContain(
+      'ValueError: Free memory on device (9.00/10.00 GiB) on startup is less than desired GPU memory utilization (1, 10.00 GiB).',
+    );
+    // Asked for what it leaves, SGLang counts it among what others hold: its KV cache is the smaller.
+    await startSimulator(
+      'sglang',
+      ['--model-path', 'c', '--sim-weights', '6GiB', '--mem-fraction-static', '1', ...FAST],
+      {
+        gpu: { dir, index: 0 },
+      },
+    );
+    expect((await gpuUsage(dir, 0)).usedBytes).toBe(10 * GiB);
+  });
+
+  it('vLLM refuses a KV cache that cannot hold one sequence of its max model length, in its own words; SGLang serves', async () => {
+    const kv = ['--sim-kv-per-token', '128KiB', '--sim-max-model-len', '131072'];
+    const long = await startSimulator('vllm', [...model('long', 6, 4), ...kv], {
+      gpu: { dir, index: 0 },
+      waitReady: false,
+    });
+    expect((await long.exited).code).toBe(1);
+    expect(long.stderr()).toMatch(
+      /^ValueError: To serve at least one request with the models's max seq len \(131072\), \(16\.00 GiB KV cache is needed, which is larger than the available KV cache memory \(4\.00 GiB\)\. Based on the available memory, the estimated maximum model length is 32768\. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine\.$/m,
+    );
+    // Told the length its budget holds, it starts and says so.
+    const fits = await startSimulator('vllm', [...model('fits', 6, 4), ...kv, '--max-model-len', '32768'], {
+      gpu: { dir, index: 0 },
+    });
+    const models = (await (await fetch(`${fits.baseUrl}/v1/models`)).json()) as { data: { max_model_len: number }[] };
+    expect(models.data[0]!.max_model_len).toBe(32768);
+    const sglang = await startSimulator(
+      'sglang',
+      [
+        '--model-path',
+        's',
+        '--sim-weights',
+        '4GiB',
+        '--sim-kv-per-token',
+        '128KiB',
+        '--context-length',
+        '65536',
+        ...FAST,
+      ],
+      { gpu: { dir, index: 1 } },
+    );
+    expect(sglang.stdout()).toContain('context_len=65536');
+  });
+
   it('a crashed engine frees its memory, as a dead process frees a real GPU', async () => {
     const a = await startSimulator('tensorfold', ['--model', 'a', '--sim-weights', '7GiB', ...FAST], {
       gpu: { dir, index: 0 },

@@ -13,11 +13,18 @@ import type { StoreActivities } from '../activities/storeActivities.js';
 /** A measured checkpoint: what a deployment brings to a GPU. */
 export type Checkpoint = NonNullable<DeploymentView['checkpoint']>;
 
-/** GPU memory a ready instance holds: its weights and its KV cache, across all its GPUs (`heldOnEach` on each). */
-export const gpuNeed = (c: Checkpoint): number => c.weightBytes + c.kvBytes;
+/**
+ * What an instance's engine keeps on its GPUs while parked: its CUDA context, graphs and what else
+ * sleep does not free (none counted for a checkpoint measured before residues were).
+ */
+export const residueOf = (c: Checkpoint): number => c.residueBytes ?? 0;
 
-/** GPU memory an instance holds parked at `tier`: only `kv_only` keeps its weights there. */
-const parkedGpuBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number => (tier === 'kv_only' ? c.weightBytes : 0);
+/** GPU memory a ready instance holds: its weights, its KV cache and its residue, across all its GPUs (`heldOnEach` on each). */
+export const gpuNeed = (c: Checkpoint): number => c.weightBytes + c.kvBytes + residueOf(c);
+
+/** GPU memory an instance holds parked at `tier`: its residue, and its weights for `kv_only`. */
+const parkedGpuBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number =>
+  residueOf(c) + (tier === 'kv_only' ? c.weightBytes : 0);
 
 /** Host RAM an instance holds parked at `tier`: only a `host_ram` park keeps a copy of its weights. */
 const parkedHostRamBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number =>
@@ -113,6 +120,8 @@ export interface Holder {
   waiting: boolean;
   /** When it last served or became ready: the least recently used yields first. */
   lastUsedMs: number;
+  /** What its engine keeps on its GPUs once parked, all of them together (a ready victim frees the rest); none when absent. */
+  residueBytes?: number;
 }
 
 export type RoomPlan =
@@ -137,27 +146,39 @@ export function gpuSets(indexes: readonly number[], count: number): number[][] {
 }
 
 /**
- * What room one set of GPUs can give: it fits, or the victims that free it (least recently used
- * first; a victim on several GPUs frees each), or what stands in the way: models with waiting
- * requests (a wait) or models kept loaded (named in a refusal).
+ * What a victim frees on each of its GPUs: a parked one (stopped) all it holds, a ready one (parked)
+ * all but the residue its engine keeps.
+ */
+const freesOnEach = (h: Holder): number =>
+  heldOnEach(h.entry) - (h.entry.state === 'parked' ? 0 : perGpuBytes(h.residueBytes ?? 0, h.entry.gpuIndexes.length));
+
+/**
+ * What room one set of GPUs can give: it fits, or the victims that free it (parked ones first, whose
+ * engines are stopped to free what they still hold, then the least recently used; a victim on
+ * several GPUs frees each), or what stands in the way: models with waiting requests (a wait) or
+ * models kept loaded (named in a refusal). `parkedMayStop` false: only ready models yield.
  */
 function roomOn(
   ledger: HostLedger,
   gpuIndexes: number[],
   need: number,
   holders: Holder[],
+  parkedMayStop: boolean,
 ): { victims: Holder[] } | { blockedByWaiting: boolean; kept: Holder[] } {
   const free = new Map(gpuIndexes.map((g) => [g, gpuFree(ledger, g)]));
   const short = () => gpuIndexes.filter((g) => free.get(g)! < need);
   if (short().length === 0) return { victims: [] };
+  const yielding = (h: Holder) => h.entry.state === 'ready' || (parkedMayStop && h.entry.state === 'parked');
   const onSet = holders.filter(
-    (h) => h.entry.state === 'ready' && h.entry.gpuBytes > 0 && h.entry.gpuIndexes.some((g) => free.has(g)),
+    (h) => yielding(h) && h.entry.gpuBytes > 0 && h.entry.gpuIndexes.some((g) => free.has(g)),
   );
   const yields = (h: Holder, into: Map<number, number>) => {
-    for (const g of h.entry.gpuIndexes) if (into.has(g)) into.set(g, into.get(g)! + heldOnEach(h.entry));
+    for (const g of h.entry.gpuIndexes) if (into.has(g)) into.set(g, into.get(g)! + freesOnEach(h));
   };
+  const parkedFirst = (a: Holder, b: Holder) =>
+    Number(b.entry.state === 'parked') - Number(a.entry.state === 'parked') || a.lastUsedMs - b.lastUsedMs;
   const victims: Holder[] = [];
-  for (const h of onSet.filter(mayYield).sort((a, b) => a.lastUsedMs - b.lastUsedMs)) {
+  for (const h of onSet.filter(mayYield).sort(parkedFirst)) {
     const stillShort = short();
     if (stillShort.length === 0) break;
     if (!h.entry.gpuIndexes.some((g) => stillShort.includes(g))) continue;
@@ -185,13 +206,15 @@ export function planRoom(input: {
   need: number;
   holders: Holder[];
   evict: boolean;
+  /** Parked instances holding memory (their residue) may be stopped to free it (false in histories from before). */
+  parkedMayStop?: boolean;
 }): RoomPlan {
   const { ledger, need, holders, evict } = input;
   let best: { gpuIndexes: number[]; victims: Holder[] } | undefined;
   let blockedByWaiting = false;
   const keptHolders = new Map<string, KeptHolder>();
   for (const gpuIndexes of gpuSets(input.gpuIndexes, input.count)) {
-    const room = roomOn(ledger, gpuIndexes, need, holders);
+    const room = roomOn(ledger, gpuIndexes, need, holders, input.parkedMayStop ?? false);
     if ('victims' in room) {
       if (room.victims.length === 0) return { kind: 'fits', gpuIndexes };
       if (!best || room.victims.length < best.victims.length) best = { gpuIndexes, victims: room.victims };
@@ -246,6 +269,8 @@ export function planVictims(input: {
 }): { plans: VictimPlanOrRefusal[]; hostRamFreeBytes: number } {
   let ramFree = input.hostRamFreeBytes;
   const plans = input.victims.map(({ entry, deployment }): VictimPlanOrRefusal => {
+    // Parked already: stopping its engine frees what it still holds.
+    if (entry.state === 'parked') return { kind: 'stop', reason: 'parked_residue' };
     const plan = parkPlan({
       spec: deployment.spec,
       memoryKind: input.memoryKind(entry.gpuIndexes),

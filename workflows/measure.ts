@@ -52,7 +52,13 @@ export async function measureCheckpointWorkflow(input: MeasureInput): Promise<Ch
   await store.recordCheckpoint({
     deploymentId,
     revision,
-    checkpoint: { weightBytes: checkpoint.weightBytes, kvBytes: checkpoint.kvBytes },
+    checkpoint: {
+      weightBytes: checkpoint.weightBytes,
+      kvBytes: checkpoint.kvBytes,
+      residueBytes: checkpoint.residueBytes,
+      maxModelLen: checkpoint.maxModelLen,
+      maxModelLenFrom: checkpoint.maxModelLenFrom,
+    },
   });
   await ended();
   return checkpoint;

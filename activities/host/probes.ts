@@ -49,12 +49,23 @@ export async function busyUntil(
   }
 }
 
-export function probeActivities(deps: Pick<HostActivityDeps, 'supervisor' | 'engineCommands' | 'largestGpuBytes'>) {
+export function probeActivities(
+  deps: Pick<HostActivityDeps, 'supervisor' | 'engineCommands' | 'largestGpuBytes' | 'parkedResidueBytes'>,
+) {
   return {
-    /** Measures the checkpoint a revision brings: its weights' bytes on the GPU and its KV budget. */
+    /**
+     * Measures the checkpoint a revision brings: its weights' bytes on the GPU, its KV budget, the
+     * residue its engine keeps parked and the longest sequence it is launched for.
+     */
     async measureCheckpoint(input: { spec: DeploymentSpec }): Promise<Checkpoint> {
+      const { engine } = input.spec;
       try {
-        return reservedCheckpoint(input.spec, deps.engineCommands[input.spec.engine], deps.largestGpuBytes);
+        return reservedCheckpoint(
+          input.spec,
+          deps.engineCommands[engine],
+          deps.largestGpuBytes,
+          deps.parkedResidueBytes[engine],
+        );
       } catch (e) {
         throw ApplicationFailure.nonRetryable((e as Error).message, hostFailureTypes.checkpointMissing);
       }

@@ -19,6 +19,8 @@ export interface HostActivityDeps {
   unlistedVersionsAs: Partial<Record<EngineName, string>>;
   /** The size of the host's largest GPU: what a deployment's own memory bound is counted against. */
   largestGpuBytes: number;
+  /** What a parked engine keeps on each GPU, by engine (the host document's `engines.<name>.parked_residue`; 0 for one that cannot park). */
+  parkedResidueBytes: Record<EngineName, number>;
   /** Set for every engine when the host's GPUs are simulated. */
   engineEnv: Record<string, string>;
   engineStopGraceMs: number;

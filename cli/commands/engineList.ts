@@ -11,6 +11,8 @@ import { type Command, exitCodes, printJson } from '../command.js';
 import { connectionOptions } from '../managementClient.js';
 import { CONNECTION_USAGE } from '../operatorCommand.js';
 import { table } from '../table.js';
+import { PARKED_RESIDUE_DEFAULT } from '../../settings/hostDocument.js';
+import { formatBytes } from '../../settings/units.js';
 
 const enabled = (on: boolean) => (on ? 'enabled' : 'disabled');
 
@@ -37,8 +39,16 @@ function engineRow(name: (typeof engineNames.options)[number]) {
       splits: f.splits,
       not_with: [...(f.notWith ?? [])],
     })),
+    /** The option CapyCTL passes the longest sequence the KV budget holds in; null when it passes none. */
+    max_model_len_option: engineContracts[name].contextLength?.option ?? null,
+    /** What the engine does when its KV cache cannot hold one sequence of that length. */
+    kv_too_small: engineContracts[name].contextLength?.rule ?? null,
+    /** What the ledger counts a parked engine as still holding on each GPU unless the host says otherwise; null when it cannot park. */
+    parked_residue_default: parkTiers.length > 0 ? PARKED_RESIDUE_DEFAULT : null,
   };
 }
+
+const kvTooSmallWords = { refuses_at_start: 'refuses to start', clamps: 'clamps requests' } as const;
 
 /** `--tensor-parallel-size/-tp × --pipeline-parallel-size/-pp`: what the GPUs per instance are the product of. */
 function gpusPerInstance(e: EngineRow): string {
@@ -50,7 +60,8 @@ function gpusPerInstance(e: EngineRow): string {
 
 export const engineList: Command = {
   words: ['engine', 'list'],
-  summary: 'list the engines a deployment can name, how each parks and what runs it on several GPUs',
+  summary:
+    'list the engines a deployment can name, how each parks, what runs it on several GPUs and how its memory is sized',
   usage: `capyctl engine list ${CONNECTION_USAGE}`,
   example: 'capyctl engine list',
   async run(args) {
@@ -79,6 +90,17 @@ export const engineList: Command = {
       `\n${table(
         ['NAME', 'GPUS PER INSTANCE'],
         engines.map((e) => [e.name, gpusPerInstance(e)]),
+      )}`,
+    );
+    process.stdout.write(
+      `\n${table(
+        ['NAME', 'MAX MODEL LEN OPTION', 'KV TOO SMALL FOR IT', 'PARKED RESIDUE'],
+        engines.map((e) => [
+          e.name,
+          e.max_model_len_option ?? 'none',
+          e.kv_too_small === null ? '-' : kvTooSmallWords[e.kv_too_small],
+          e.parked_residue_default === null ? 'none' : `${formatBytes(e.parked_residue_default)} a GPU`,
+        ]),
       )}`,
     );
     return exitCodes.ok;

@@ -2,12 +2,26 @@
  * `capyctl status deployment NAME [--json]`: one deployment, its activation, its checkpoint, why its
  * last start failed and where its instances are parked.
  */
-import { parkTierWords } from '../../domain/catalogue.js';
+import { maxModelLenWords, parkTierWords } from '../../domain/catalogue.js';
+import { formatBytes } from '../../settings/units.js';
 import type { DeploymentBody } from '../../api/deployments.js';
 import { exitCodes, printJson } from '../command.js';
 import { operatorCommand } from '../operatorCommand.js';
 import { table } from '../table.js';
 import { deploymentRow } from './listDeployments.js';
+
+/** What an instance reserves and the longest sequence its engine serves, once measured. */
+function memoryFacts({ memory: m }: DeploymentBody): [string, string][] {
+  if (m === undefined) return [];
+  return [
+    [
+      'reserved',
+      `${formatBytes(m.weight_bytes)} weights + ${formatBytes(m.kv_bytes)} KV cache + ` +
+        `${formatBytes(m.parked_residue_bytes)} kept parked`,
+    ],
+    ['max_model_len', `${m.max_model_len ?? '-'} (${maxModelLenWords[m.max_model_len_from]})`],
+  ];
+}
 
 export const statusDeployment = operatorCommand({
   words: ['status', 'deployment'],
@@ -27,6 +41,7 @@ export const statusDeployment = operatorCommand({
       ['checkpoint', d.checkpoint],
       // Why it could not be measured: what the operator fixes before a start can help.
       ...(d.checkpoint_failure !== undefined ? [['checkpoint_failure', d.checkpoint_failure]] : []),
+      ...memoryFacts(d),
       ['operator_stopped', d.operator_stopped ? 'yes' : 'no'],
     ];
     process.stdout.write(table(['NAME', 'STATE', 'READY', 'REVISION', 'HOSTS'], [deploymentRow(d)]));

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { documentRefusal, hostsRefusal, instanceCount } from '../../engines/rules.js';
 import { gpusPerInstance } from '../../engines/parallelism.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
-import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
+import { checkpointOf, measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
 import { fitsNoGpu, instanceIndexes, liveInstances, mayRunOn, tooFewGpus } from '../placement.js';
@@ -74,6 +74,21 @@ export interface DeploymentRouteDeps {
   lifecycle: OperatorLifecycle;
 }
 
+/** What a measured revision reserves, as the API says it; nothing while it is not measured. */
+function memoryOf(d: Deployment): Pick<DeploymentBody, 'memory'> {
+  const c = checkpointOf(d);
+  if (c === null) return {};
+  return {
+    memory: {
+      weight_bytes: c.weightBytes,
+      kv_bytes: c.kvBytes,
+      parked_residue_bytes: c.residueBytes,
+      max_model_len: c.maxModelLen,
+      max_model_len_from: c.maxModelLenFrom,
+    },
+  };
+}
+
 /** What the routes share: a deployment as the API renders it, found by its ref, and the hosts that decide for it. */
 function deploymentViews(deps: DeploymentRouteDeps) {
   const { catalogue, table, lifecycle } = deps;
@@ -96,6 +111,7 @@ function deploymentViews(deps: DeploymentRouteDeps) {
       operator_stopped: d.operatorStopped,
       checkpoint: measurementState(d),
       ...(d.measureFailure !== null ? { checkpoint_failure: d.measureFailure } : {}),
+      ...memoryOf(d),
       ...(d.startFailure !== null ? { start_failure: d.startFailure } : {}),
       instances: instances.map((i) => ({
         index: i.index,

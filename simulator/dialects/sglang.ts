@@ -12,7 +12,6 @@ import type { SimEngine } from '../engine.js';
 import { type Handler, type Router, sendEmpty, sendJson, sendText } from '../http.js';
 import type { MemoryParts } from '../memory.js';
 import { sendGauges } from '../metrics.js';
-import { MAX_MODEL_LEN } from '../openai.js';
 
 const contract = engineContracts.sglang;
 const routes = contract.routes;
@@ -64,7 +63,7 @@ function addInfoRoutes(router: Router, engine: SimEngine): void {
       ...serverArgs,
       status: 'ready',
       max_total_num_tokens: maxTotalNumTokens,
-      max_req_input_len: MAX_MODEL_LEN - 1,
+      max_req_input_len: config.maxModelLen - 1,
       internal_states: [
         {
           ...serverArgs,
@@ -213,7 +212,7 @@ export function sglangDialect(engine: SimEngine): Dialect {
     readyLines: [
       // The effective figure, which /get_server_info's top level does not give.
       `max_total_num_tokens=${maxTotalNumTokens}, max_running_requests=${config.maxRunning}, ` +
-        `context_len=${MAX_MODEL_LEN}`,
+        `context_len=${config.maxModelLen}`,
       'The server is fired up and ready to roll!',
     ],
     errorBody,

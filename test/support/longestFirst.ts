@@ -7,7 +7,10 @@
 import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
-/** Seconds each file took in CI on 2026-12-04 (two cores); files under 10 s keep vitest's order after these. */
+/**
+ * Seconds each file took in CI on 2026-12-04 (two cores; engineMemory.e2e's estimated from a local
+ * run); files under 10 s keep vitest's order after these.
+ */
 export const ciSeconds: Record<string, number> = {
   'test/lifecycle.switch.test.ts': 108,
   'test/readme.test.ts': 83,
@@ -33,6 +36,7 @@ export const ciSeconds: Record<string, number> = {
   'test/server.test.ts': 29,
   'test/engineVersions.e2e.test.ts': 28,
   'test/hostShutdown.test.ts': 28,
+  'test/engineMemory.e2e.test.ts': 25,
   'test/engines.adapters.test.ts': 24,
   'test/inference.test.ts': 20,
   'test/statusPage.e2e.test.ts': 16,

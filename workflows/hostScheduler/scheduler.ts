@@ -49,6 +49,7 @@ import {
   hostRamFree,
   launchTier,
   planRoom,
+  residueOf,
   planVictims,
   type VictimFacts,
 } from '../ledger.js';
@@ -66,6 +67,8 @@ import type { hostScheduler } from './workflow.js';
 const DEFAULT_MAX_HISTORY_EVENTS = 10_000;
 /** The `patched()` name of a wake begun with its switch (`wakeAhead`); older histories left it to the switch. */
 const WAKE_AHEAD = 'wake-ahead-of-switch';
+/** The `patched()` name of parked instances stopped to free the residue they hold; older histories never stopped one for room. */
+const STOP_PARKED_HOLDERS = 'stop-parked-holders';
 
 /** A deployment whose checkpoint is measured: the only kind the scheduler places or releases. */
 export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
@@ -292,6 +295,7 @@ export class HostScheduler {
       warm: deployment.spec.lifecycle.warm,
       waiting: this.waitingFor(entry.deploymentId),
       lastUsedMs: this.state.lastUsedMs[entry.deploymentId] ?? 0,
+      residueBytes: deployment.checkpoint ? residueOf(deployment.checkpoint) : 0,
     };
   }
 
@@ -447,13 +451,15 @@ export class HostScheduler {
     const wake = existing?.state === 'parked';
     // A parked engine's process keeps its CUDA devices (CUDA_VISIBLE_DEVICES is read at its start): it wakes on them.
     const gpus = wake ? existing!.gpuIndexes.length : gpusPerInstance(deployment.spec);
+    const others = holders.filter((h) => h.entry.deploymentId !== deployment.id);
     const room = planRoom({
       ledger: this.ledger,
       gpuIndexes: wake ? existing!.gpuIndexes : this.ledger.gpus.map((g) => g.index),
       count: gpus,
       need: perGpuBytes(gpuNeed(deployment.checkpoint), gpus) - (existing ? heldOnEach(existing) : 0),
-      holders: holders.filter((h) => h.entry.deploymentId !== deployment.id),
+      holders: others,
       evict: opts.evict,
+      parkedMayStop: others.some((h) => h.entry.state === 'parked') && patched(STOP_PARKED_HOLDERS),
     });
     if (room.kind === 'wait') return { kind: 'waits' };
     if (room.kind === 'refused') throw refusal(apiErrors.insufficientCapacity(deployment.id, room.holders));
@@ -492,8 +498,8 @@ export class HostScheduler {
     ]);
     await opts.beforeSwitch?.();
     const begun = opts.begun && ((switchId: string) => opts.begun!({ switchId, target, victims: released }));
-    // A victim ready elsewhere has no window (spec): its requests go there meanwhile.
-    const windowed = victims.some((v) => !v.deployment.readyElsewhere);
+    // A victim ready elsewhere has no window (spec): its requests go there meanwhile; a parked one serves none.
+    const windowed = victims.some((v) => v.entry.state === 'ready' && !v.deployment.readyElsewhere);
     const result = await this.runSwitch(target, released, windowed ? opts.admissionWindowMs : null, checkpoints, {
       begun,
       liveServerQueues: opts.liveServerQueues,
@@ -511,13 +517,19 @@ export class HostScheduler {
   private launchMemory(deployment: MeasuredView, gpuIndexes: number[], victims: Holder[]): LaunchMemory {
     const leaving = new Set(victims.map((h) => h.entry.deploymentId));
     const others = this.ledger.entries.filter((e) => e.deploymentId !== deployment.id && !leaving.has(e.deploymentId));
+    // A ready victim parks and keeps its residue; a parked one is stopped and keeps nothing.
+    const parking = victims.filter((h) => h.entry.state === 'ready');
     const othersOn = (gpuIndex: number) =>
-      others.filter((e) => e.gpuIndexes.includes(gpuIndex)).reduce((sum, e) => sum + heldOnEach(e), 0);
+      others.filter((e) => e.gpuIndexes.includes(gpuIndex)).reduce((sum, e) => sum + heldOnEach(e), 0) +
+      parking
+        .filter((h) => h.entry.gpuIndexes.includes(gpuIndex))
+        .reduce((sum, h) => sum + perGpuBytes(h.residueBytes ?? 0, h.entry.gpuIndexes.length), 0);
     const sizeOf = (gpuIndex: number) => this.ledger.gpus.find((g) => g.index === gpuIndex)?.memoryBytes ?? 0;
     return {
       gpuBytes: Math.min(...gpuIndexes.map(sizeOf)),
       reservedBytes: perGpuBytes(gpuNeed(deployment.checkpoint), gpuIndexes.length),
       othersBytes: Math.max(...gpuIndexes.map(othersOn)),
+      maxModelLen: deployment.checkpoint.maxModelLen ?? null,
     };
   }
 
