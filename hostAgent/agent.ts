@@ -24,6 +24,7 @@ import type { GpuSource } from './gpuMemory.js';
 import { hostMetrics } from './metrics.js';
 import { type Registration, RegistrationRefused, ServerClient } from './serverClient.js';
 import { EngineSupervisor, type InstanceSlot } from '../activities/supervisor.js';
+import { lastStderrLines } from '../domain/problems.js';
 
 export interface HostAgentOptions {
   /**
@@ -106,6 +107,7 @@ export async function startHostAgent(
           generation: engine.key.generation,
           exit_code: exit.code,
           signal: exit.signal,
+          stderr: lastStderrLines(exit.stderrTail),
         })
         .catch((e) => log.error({ err: e }, 'could not report an engine exit')),
   });

@@ -198,7 +198,17 @@ function listenersOf(core: Core, { settings, adminToken, logger, localEngines, i
       store,
       board,
       logger,
-      hostEvents: hostEvents({ directory, ownership, client, schedulerRef, table, engineLoss, deploys, delivery }),
+      hostEvents: hostEvents({
+        directory,
+        ownership,
+        client,
+        schedulerRef,
+        table,
+        engineLoss,
+        deploys,
+        delivery,
+        recordProblem: store.catalogue.recordProblem,
+      }),
       metricsToken: settings.metrics.token,
       admin: {
         adminToken,

@@ -12,6 +12,7 @@ import { documentRefusal, hostsRefusal, instanceCount } from '../../engines/rule
 import { gpusPerInstance } from '../../engines/parallelism.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
+import { crashLooping } from '../../domain/problems.js';
 import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
 import { fitsNoGpu, instanceIndexes, liveInstances, mayRunOn, tooFewGpus } from '../placement.js';
@@ -84,11 +85,12 @@ function deploymentViews(deps: DeploymentRouteDeps) {
    */
   function render(d: Deployment): DeploymentBody {
     const instances = table.get(d.id)?.instances ?? [];
+    const state = deploymentState(instances);
     return {
       deployment_id: d.id,
       name: d.name,
       revision: d.revision,
-      state: deploymentState(instances),
+      state,
       ready_instances: instances.filter((i) => i.observedState === 'ready').length,
       desired_instances: instanceCount(d.spec),
       hosts: [...new Set(liveInstances({ instances }).map((i) => i.hostId))],
@@ -97,6 +99,9 @@ function deploymentViews(deps: DeploymentRouteDeps) {
       checkpoint: measurementState(d),
       ...(d.measureFailure !== null ? { checkpoint_failure: d.measureFailure } : {}),
       ...(d.startFailure !== null ? { start_failure: d.startFailure } : {}),
+      ...(d.lastProblem !== null ? { last_problem: d.lastProblem } : {}),
+      restarts: d.restarts,
+      crash_loop: crashLooping(d.recentEndings, state, Date.now()),
       instances: instances.map((i) => ({
         index: i.index,
         host_id: i.hostId,
