@@ -39,6 +39,8 @@ export const deploymentBody = z.object({
    * state, which stays the spec's.
    */
   crash_loop: z.boolean(),
+  /** Why no GPU it may run on could ever hold it (its need, the largest GPU): its requests cannot be served. */
+  fits_nowhere: z.string().optional(),
   instances: z.array(
     z.object({
       index: z.number().int(),

@@ -28,6 +28,7 @@ import { HostDirectory } from './hostDirectory.js';
 import { hostEvents } from './hostEvents.js';
 import { engineRoutes, Listeners } from './listeners.js';
 import { ServerMetrics } from './metrics.js';
+import { StatusHistory } from '../gateway/statusHistory.js';
 import { operatorLifecycle } from './operatorLifecycle.js';
 import { RegistryBeat } from './registryBeat.js';
 import { createServerActivities, serveRecorded } from './serverActivities.js';
@@ -138,6 +139,7 @@ async function buildCore({ settings, db, logger }: ServerDeps, opened: Awaited<R
     logger,
   });
   const metrics = new ServerMetrics({ table, queue, board, db });
+  const history = new StatusHistory(() => table.list().reduce((sum, d) => sum + queue.deployment(d.id).waiting, 0));
   for (const d of table.list()) for (const i of d.instances) serveRecorded(queue, { deploymentId: d.id, ...i });
   const exits = EngineExits.fromRecorded(table.list());
   const activities = createServerActivities({
@@ -178,6 +180,7 @@ async function buildCore({ settings, db, logger }: ServerDeps, opened: Awaited<R
     queue,
     delivery,
     metrics,
+    history,
     activities,
     engineLoss,
     deploys,
@@ -188,7 +191,7 @@ type Core = Awaited<ReturnType<typeof buildCore>>;
 
 /** The management listener (host agents, and operators with the admin token) and the inference one. */
 function listenersOf(core: Core, { settings, adminToken, logger, localEngines, inferenceToken }: ServerDeps) {
-  const { store, board, table, queue, metrics, directory, ownership, client, schedulerRef } = core;
+  const { store, board, table, queue, metrics, history, directory, ownership, client, schedulerRef } = core;
   const { engineLoss, deploys, delivery } = core;
   return Listeners.build({
     listen: settings.listen,
@@ -225,12 +228,13 @@ function listenersOf(core: Core, { settings, adminToken, logger, localEngines, i
         }),
         metrics: metrics.registry,
         webUi: { url: settings.temporal.web_ui, namespace: settings.temporal.namespace },
+        history,
       },
     },
     inference: {
       table,
       queue,
-      metrics,
+      metrics: history.alongside(metrics),
       logger,
       token: inferenceToken,
       routeTo: engineRoutes(table, directory, localEngines),
@@ -283,6 +287,7 @@ export async function startServer(deps: ServerDeps): Promise<RunningServer> {
   await delivery.open(core.previousQueue);
   directory.start();
   beat.start();
+  core.history.start();
 
   return {
     ...urls,
@@ -299,6 +304,7 @@ export async function startServer(deps: ServerDeps): Promise<RunningServer> {
      * running answers finish within the drain bound, then stops the listeners and the worker.
      */
     async stop() {
+      core.history.stop();
       await directory.stop();
       await listeners.stop();
       await beat.stop();

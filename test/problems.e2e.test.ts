@@ -6,7 +6,8 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeploymentBody } from '../api/deployments.js';
-import type { SwitchBody } from '../api/switches.js';
+import type { StatusHistoryReply } from '../api/statusHistory.js';
+import type { SwitchBody, SwitchListReply } from '../api/switches.js';
 import type { Deployment } from '../store/deployments.js';
 import { capyctl } from './support/capyctl.js';
 import { simDeployment } from './support/lifecycle.js';
@@ -147,5 +148,37 @@ describe("a deployment's last problem, restarts and crash loop", () => {
       `\nlast_problem: park_failed at ${s.last_problem!.at} on ${bench.hostId} (instance 0, generation 1): ` +
         `${s.last_problem!.message}\n`,
     );
+  });
+
+  it('keeps the status page’s last hour: waiting requests sampled, switches with how long each took, errors by code', async () => {
+    // A model its operator stopped is answered 409, counted by its code.
+    const stop = await request(`${bench.server.managementUrl}/management/v1/deployments/${chat.name}/stop`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    expect(stop.statusCode).toBe(200);
+    await stop.body.dump();
+    expect(await bench.chat(chat)).toMatchObject({ status: 409, body: { code: 'deployment_stopped' } });
+    expect(await bench.chat(chat)).toMatchObject({ status: 409 });
+
+    const history = await management<StatusHistoryReply>('GET', '/status/history');
+    expect(history.sample_every_ms).toBe(10_000);
+    expect(history.errors_by_code).toContainEqual({ code: 'deployment_stopped', count: 2 });
+    // Sampled as the server started: nothing waited then.
+    expect(history.waiting[0]).toMatchObject({ waiting: 0 });
+    // Every switch of this bench ended within the hour: each start, the failed park, the stop.
+    const receipts = await management<SwitchListReply>('GET', '/switches?limit=100');
+    const ended = receipts.switches.filter((sw) => sw.finished_at !== null);
+    expect(history.switches.map((sw) => sw.switch_id)).toEqual(ended.map((sw) => sw.switch_id).reverse());
+    for (const sw of history.switches) {
+      const receipt = ended.find((r) => r.switch_id === sw.switch_id)!;
+      expect(sw).toEqual({
+        switch_id: receipt.switch_id,
+        started_at: receipt.started_at,
+        ms: Date.parse(receipt.finished_at!) - Date.parse(receipt.started_at),
+        outcome: receipt.outcome,
+      });
+    }
+    expect(history.switches.map((sw) => sw.outcome)).toContain('park_failed');
   });
 });
