@@ -150,6 +150,19 @@ describe("a deployment's last problem, restarts and crash loop", () => {
     );
   });
 
+  it('says why a deployment no GPU could hold waits in vain: its need and the largest GPU', async () => {
+    const huge = await bench.deploy('huge', simDeployment('huge', 'vllm', ['--sim-weights', '20GiB']));
+    expect((await status('huge')).fits_nowhere).toMatch(
+      new RegExp(
+        `^deployment ${huge.id} needs [\\d.]+ GiB of GPU memory, more than the largest GPU it may run on has ` +
+          `\\(16 GiB on ${bench.hostId}\\)$`,
+      ),
+    );
+    expect((await status(chat.name)).fits_nowhere).toBeUndefined();
+    const listed = await management<{ deployments: DeploymentBody[] }>('GET', '/deployments');
+    expect(listed.deployments.find((d) => d.name === 'huge')?.fits_nowhere).toBe((await status('huge')).fits_nowhere);
+  });
+
   it('keeps the status page’s last hour: waiting requests sampled, switches with how long each took, errors by code', async () => {
     // A model its operator stopped is answered 409, counted by its code.
     const stop = await request(`${bench.server.managementUrl}/management/v1/deployments/${chat.name}/stop`, {
