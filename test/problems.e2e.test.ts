@@ -47,12 +47,7 @@ describe("a deployment's last problem, restarts and crash loop", () => {
   /** Serves a request for `d`, then crashes its engine and waits for the exit to be recorded. */
   async function serveThenCrash(d: Deployment, restartsBefore: number): Promise<DeploymentBody> {
     expect((await bench.chat(d)).status).toBe(200);
-    const crash = await request(`${bench.host.engineUrl({ deploymentId: d.id, instanceIndex: 0 })}/sim/faults`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ crash: true }),
-    }).catch(() => undefined);
-    await crash?.body.dump();
+    await bench.fault(d, { crash: true });
     return until(`exit ${restartsBefore + 1} of ${d.name} to be recorded`, async () => {
       const s = await status(d.name);
       return s.restarts > restartsBefore && s.state === 'stopped' ? s : undefined;
@@ -111,13 +106,7 @@ describe("a deployment's last problem, restarts and crash loop", () => {
   it('says why a park failed in the switch receipt and in status, in the engine’s own answer', async () => {
     expect((await bench.chat(deep)).status).toBe(200);
     // Dev mode and sleep mode are on (its /sleep answers); this build lacks only the weight reload's route.
-    const fault = await request(`${bench.host.engineUrl({ deploymentId: deep.id, instanceIndex: 0 })}/sim/faults`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ missing_routes: ['/collective_rpc'] }),
-    });
-    expect(fault.statusCode).toBe(200);
-    await fault.body.dump();
+    await bench.fault(deep, { missing_routes: ['/collective_rpc'] });
 
     const receipt = await management<{ state: string; switch_id: string }>('POST', `/deployments/${deep.name}/park`);
     expect(receipt.state).toBe('parking');
