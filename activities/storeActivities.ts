@@ -3,6 +3,7 @@
  * Idempotent: each writes the same row again on a retry.
  */
 import { ApplicationFailure } from '@temporalio/common';
+import type { Problem } from '../domain/problems.js';
 import type { Db } from '../store/db.js';
 import {
   checkpointOf,
@@ -10,6 +11,7 @@ import {
   findDeployment,
   recordCheckpoint,
   recordMeasureFailure,
+  recordProblem,
   recordStartFailure,
   setOperatorStopped,
 } from '../store/deployments.js';
@@ -27,6 +29,9 @@ export type SwitchReceiptInput = Omit<SwitchReceipt, 'startedAt' | 'finishedAt' 
   finishedAtMs: number | null;
   phases?: PhaseTiming[];
 };
+
+/** A problem as a workflow reports it: the activity times it. */
+export type ProblemInput = Omit<Problem, 'at'>;
 
 export const storeFailureTypes = { notFound: 'not_found' } as const;
 
@@ -145,8 +150,16 @@ function deploymentWrites(db: Db) {
       await recordMeasureFailure(db, input.deploymentId, input.revision, input.reason);
     },
 
-    async recordStartFailure(input: { deploymentId: string; failure: string | null }) {
+    /** `problem`: the failed start as its last problem (absent from a history written before it was recorded). */
+    async recordStartFailure(input: { deploymentId: string; failure: string | null; problem?: ProblemInput }) {
       await recordStartFailure(db, input.deploymentId, input.failure);
+      if (input.problem)
+        await recordProblem(db, input.deploymentId, { ...input.problem, at: new Date().toISOString() });
+    },
+
+    /** A deployment's last problem, timed as it is written. */
+    async recordProblem(input: { deploymentId: string; problem: ProblemInput }) {
+      await recordProblem(db, input.deploymentId, { ...input.problem, at: new Date().toISOString() });
     },
 
     async setOperatorStopped(input: { deploymentId: string; stopped: boolean }) {

@@ -3,6 +3,7 @@
  * receipts. Plain data, read by every side (the gateway through its ports, gateway/ports.ts, the
  * server's parts, the activities); only store/ writes them, and the SQL stays there.
  */
+import type { Problem } from '../domain/problems.js';
 import type { InstanceState, MemoryKind, ParkTier, SwitchOutcome } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { PhaseTiming } from './lifecycle.js';
@@ -19,6 +20,12 @@ export interface Deployment {
   measureFailure: string | null;
   /** Why its latest start failed; null unless it did. */
   startFailure: string | null;
+  /** Its last problem (domain/problems.ts); null when it has had none. */
+  lastProblem: Problem | null;
+  /** How many times its engine ended unasked. */
+  restarts: number;
+  /** When the last few of those were, oldest first: a crash loop is read from them. */
+  recentEndings: Date[];
   createdAt: Date;
   updatedAt: Date;
 }

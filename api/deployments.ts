@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { measurementStates } from '../domain/measurement.js';
+import { problemBody } from '../domain/problems.js';
 import { activations, instanceStates, maxModelLenSources, parkTiers } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 
@@ -43,6 +44,17 @@ export const deploymentBody = z.object({
    * start succeeds.
    */
   start_failure: z.string().optional(),
+  /** Its last problem: an engine that exited unasked, or a start, park or wake that failed; absent when none. */
+  last_problem: problemBody.optional(),
+  /** How many times its engine ended unasked (exited, or its start failed). */
+  restarts: z.number().int(),
+  /**
+   * It keeps ending unasked (`CRASH_LOOP` in domain/problems.ts) and is not ready: shown beside its
+   * state, which stays the spec's.
+   */
+  crash_loop: z.boolean(),
+  /** Why no GPU it may run on could ever hold it (its need, the largest GPU): its requests cannot be served. */
+  fits_nowhere: z.string().optional(),
   instances: z.array(
     z.object({
       index: z.number().int(),

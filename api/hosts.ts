@@ -58,5 +58,7 @@ export const engineExitBody = z.strictObject({
   generation: z.number().int().min(0),
   exit_code: z.number().int().nullable(),
   signal: z.string().nullable(),
+  /** Its last lines of stderr (domain/problems.ts); absent from an agent of an older release. */
+  stderr: z.array(z.string()).optional(),
 });
 export type EngineExitBody = z.infer<typeof engineExitBody>;

@@ -545,6 +545,8 @@ export const releasedLines = {
   parkedKvOnly: 'released: parked (weights kept)',
   stopped: 'released: stopped',
   stoppedNoRoom: 'released: stopped (no room to park)',
+  /** Its park failed, so it was stopped rather than left half-parked: why, in the words of what failed. */
+  stoppedParkFailed: (cause: string) => `released: stopped (its park failed: ${cause})`,
 } as const;
 
 /** The same, on the receipt of a start that answers as its switch begins: the victim is on its way out. */

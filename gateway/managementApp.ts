@@ -18,6 +18,8 @@ import { jsonBody } from './plugins/jsonBody.js';
 import { storableTextPlugin } from './plugins/storableText.js';
 import { statusPageRoute } from './statusPage.js';
 import type { RouterFigures } from './routerFigures.js';
+import type { StatusHistory } from './statusHistory.js';
+import { statusHistoryRoutes } from './management/statusHistory.js';
 import type { RoutingTable } from './routingTable.js';
 
 /** What the operator's routes need: the server's memory, and the lifecycle commands go to. */
@@ -30,6 +32,8 @@ export interface AdminDeps {
   lifecycle: OperatorLifecycle;
   /** Where the listed switches link to; left out by test benches without a Temporal Web UI. */
   webUi?: TemporalWebUi;
+  /** The status page's last hour; left out by test benches of the operator's routes alone. */
+  history?: StatusHistory;
 }
 
 export interface ManagementDeps {
@@ -56,6 +60,8 @@ function adminRoutes(deps: AdminDeps & { board: LoadBoard; store: GatewayStore }
     await app.register(deploymentRoutes({ catalogue: store.catalogue, hosts: store.hosts, table, lifecycle }));
     await app.register(hostAdminRoutes({ hosts: store.hosts, catalogue: store.catalogue, table, lifecycle }));
     await app.register(switchRoutes({ switchReceipts: store.switchReceipts, table, lifecycle, webUi: deps.webUi }));
+    if (deps.history)
+      await app.register(statusHistoryRoutes({ history: deps.history, switchReceipts: store.switchReceipts }));
   };
 }
 

@@ -26,6 +26,7 @@ import { hostMetrics } from './metrics.js';
 import { buildInfo } from '../processes/build.js';
 import { type Registration, RegistrationRefused, ServerClient } from './serverClient.js';
 import { EngineSupervisor, type InstanceSlot } from '../activities/supervisor.js';
+import { lastStderrLines } from '../domain/problems.js';
 
 export interface HostAgentOptions {
   /**
@@ -115,6 +116,7 @@ export async function startHostAgent(
           generation: engine.key.generation,
           exit_code: exit.code,
           signal: exit.signal,
+          stderr: lastStderrLines(exit.stderrTail),
         })
         .catch((e) => log.error({ err: e }, 'could not report an engine exit')),
   });

@@ -3,7 +3,9 @@
  * engine exited, it was heard, it stops.
  */
 import type { Client } from '@temporalio/client';
+import type { EngineExitBody } from '../api/hosts.js';
 import { apiErrors, CapyError } from '../domain/catalogue.js';
+import { exitHow, type Problem } from '../domain/problems.js';
 import { configureScheduler, ensureScheduler, type SchedulerRef } from '../gateway/lifecycleClient.js';
 import type { HostEventSink } from '../gateway/management/hosts.js';
 import type { RoutingTable } from '../gateway/routingTable.js';
@@ -23,11 +25,29 @@ export interface HostEventDeps {
   engineLoss: EngineLoss;
   deploys: Deploys;
   delivery: DemandDelivery;
+  /** Writes a deployment's last problem where the operator looks (`status`, `list`, the status page). */
+  recordProblem: (deploymentId: string, problem: Problem) => Promise<void>;
   metrics: Pick<ServerMetrics, 'engineExited'>;
 }
 
+/** An engine that exited unasked, as its host reported it. */
+function exitProblem(hostId: string, exit: EngineExitBody): Problem {
+  return {
+    kind: 'engine_exited',
+    at: new Date().toISOString(),
+    host_id: hostId,
+    instance_index: exit.instance_index,
+    generation: exit.generation,
+    message: `its engine exited unasked (${exitHow(exit.exit_code, exit.signal)})`,
+    exit_code: exit.exit_code,
+    signal: exit.signal,
+    stderr: exit.stderr ?? [],
+  };
+}
+
 export function hostEvents(deps: HostEventDeps): HostEventSink {
-  const { directory, ownership, client, schedulerRef, table, engineLoss, deploys, delivery, metrics } = deps;
+  const { directory, ownership, client, schedulerRef, table, engineLoss, deploys, delivery, recordProblem, metrics } =
+    deps;
   const { liveness } = directory;
   return {
     async registered(hostId, body, ingressSecret) {
@@ -64,6 +84,7 @@ export function hostEvents(deps: HostEventDeps): HostEventSink {
         instanceIndex: exit.instance_index,
         generation: exit.generation,
       });
+      await recordProblem(exit.deployment_id, exitProblem(hostId, exit));
     },
     heard: (hostId) => liveness.heard(hostId),
     async stopping(hostId) {

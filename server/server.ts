@@ -29,6 +29,7 @@ import { HostDirectory } from './hostDirectory.js';
 import { hostEvents } from './hostEvents.js';
 import { engineRoutes, Listeners } from './listeners.js';
 import { ServerMetrics } from './metrics.js';
+import { StatusHistory } from '../gateway/statusHistory.js';
 import { operatorLifecycle } from './operatorLifecycle.js';
 import { RegistryBeat } from './registryBeat.js';
 import { createServerActivities, serveRecorded } from './serverActivities.js';
@@ -146,6 +147,7 @@ async function buildCore({ settings, db, logger }: ServerDeps, opened: Awaited<R
     hosts: () => directory.ids().map((host) => ({ host, up: directory.liveness.stateOf(host, false) !== 'down' })),
     build: buildInfo(),
   });
+  const history = new StatusHistory(() => table.list().reduce((sum, d) => sum + queue.deployment(d.id).waiting, 0));
   for (const d of table.list()) for (const i of d.instances) serveRecorded(queue, { deploymentId: d.id, ...i });
   const exits = EngineExits.fromRecorded(table.list());
   const activities = createServerActivities({
@@ -186,6 +188,7 @@ async function buildCore({ settings, db, logger }: ServerDeps, opened: Awaited<R
     queue,
     delivery,
     metrics,
+    history,
     activities,
     engineLoss,
     deploys,
@@ -196,7 +199,7 @@ type Core = Awaited<ReturnType<typeof buildCore>>;
 
 /** The management listener (host agents, and operators with the admin token) and the inference one. */
 function listenersOf(core: Core, { settings, adminToken, logger, localEngines, inferenceToken }: ServerDeps) {
-  const { store, board, table, queue, metrics, directory, ownership, client, schedulerRef } = core;
+  const { store, board, table, queue, metrics, history, directory, ownership, client, schedulerRef } = core;
   const { engineLoss, deploys, delivery } = core;
   return Listeners.build({
     listen: settings.listen,
@@ -216,6 +219,7 @@ function listenersOf(core: Core, { settings, adminToken, logger, localEngines, i
         deploys,
         delivery,
         metrics,
+        recordProblem: store.catalogue.recordProblem,
       }),
       metricsToken: settings.metrics.token,
       admin: {
@@ -233,12 +237,13 @@ function listenersOf(core: Core, { settings, adminToken, logger, localEngines, i
         }),
         metrics: metrics.registry,
         webUi: { url: settings.temporal.web_ui, namespace: settings.temporal.namespace },
+        history,
       },
     },
     inference: {
       table,
       queue,
-      metrics,
+      metrics: history.alongside(metrics),
       logger,
       token: inferenceToken,
       routeTo: engineRoutes(table, directory, localEngines),
@@ -291,6 +296,7 @@ export async function startServer(deps: ServerDeps): Promise<RunningServer> {
   await delivery.open(core.previousQueue);
   directory.start();
   beat.start();
+  core.history.start();
 
   return {
     ...urls,
@@ -307,6 +313,7 @@ export async function startServer(deps: ServerDeps): Promise<RunningServer> {
      * running answers finish within the drain bound, then stops the listeners and the worker.
      */
     async stop() {
+      core.history.stop();
       await directory.stop();
       await listeners.stop();
       await beat.stop();

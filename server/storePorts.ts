@@ -5,6 +5,7 @@
  */
 import type { SaveResult } from '../api/catalogue.js';
 import type { Catalogue, GatewayStore, HostRegistry } from '../gateway/ports.js';
+import type { Problem } from '../domain/problems.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Db } from '../store/db.js';
 import {
@@ -12,6 +13,7 @@ import {
   findDeployment,
   listDeployments,
   recordMeasureFailure,
+  recordProblem,
   saveDeployment,
 } from '../store/deployments.js';
 import {
@@ -35,6 +37,8 @@ export interface ServerCatalogue extends Catalogue {
   save(spec: DeploymentSpec): Promise<SaveResult>;
   /** Clears why a revision's measurement failed: it is measured again. */
   clearMeasureFailure(id: string, revision: number): Promise<void>;
+  /** Records a deployment's last problem (an engine a host reported exited). */
+  recordProblem(id: string, problem: Problem): Promise<void>;
 }
 
 export interface ServerHosts extends HostRegistry {
@@ -69,6 +73,7 @@ export function storePorts(db: Db): ServerStore {
       deleteDeployment: (id) => deleteDeployment(db, id),
       save: (spec) => saveDeployment(db, spec),
       clearMeasureFailure: (id, revision) => recordMeasureFailure(db, id, revision, null),
+      recordProblem: (id, problem) => recordProblem(db, id, problem),
     },
     hosts: {
       hosts: () => listHosts(db),

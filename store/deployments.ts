@@ -2,6 +2,7 @@
 import { monotonicFactory } from 'ulid';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Deployment, SaveResult } from '../api/catalogue.js';
+import { CRASH_LOOP, endsEngine, type Problem, problemBody } from '../domain/problems.js';
 import type { Db } from './db.js';
 
 export type { Deployment, SaveResult } from '../api/catalogue.js';
@@ -19,13 +20,16 @@ interface Row {
   checkpoint: Record<string, unknown> | null;
   measure_failure: string | null;
   start_failure: string | null;
+  last_problem: unknown;
+  restarts: number;
+  recent_endings: Date[];
   created_at: Date;
   updated_at: Date;
 }
 
 const SELECT = `
   SELECT d.id, d.name, d.revision, r.spec, d.operator_stopped, r.checkpoint, r.measure_failure, d.start_failure,
-    d.created_at, d.updated_at
+    d.last_problem, d.restarts, d.recent_endings, d.created_at, d.updated_at
   FROM deployments d JOIN deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.revision`;
 
 const fromRow = (r: Row): Deployment => ({
@@ -37,6 +41,9 @@ const fromRow = (r: Row): Deployment => ({
   checkpoint: r.checkpoint,
   measureFailure: r.measure_failure,
   startFailure: r.start_failure,
+  lastProblem: r.last_problem === null ? null : problemBody.parse(r.last_problem),
+  restarts: r.restarts,
+  recentEndings: r.recent_endings,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
 });
@@ -150,6 +157,30 @@ export async function recordMeasureFailure(db: Db, id: string, revision: number,
 /** Records why the deployment's latest start failed, or clears it (`failure` null) when a start succeeds. */
 export async function recordStartFailure(db: Db, id: string, failure: string | null): Promise<void> {
   await db.query('UPDATE deployments SET start_failure = $2 WHERE id = $1', [id, failure]);
+}
+
+/**
+ * Records a deployment's last problem. One that ended its engine unasked counts a restart and keeps its
+ * time among the last few (`CRASH_LOOP`). Idempotent: the same problem of the same generation again (a
+ * retried activity, a report sent twice) changes nothing.
+ */
+export async function recordProblem(db: Db, id: string, problem: Problem): Promise<void> {
+  const { kind, host_id, instance_index, generation } = problem;
+  await db.query(
+    `UPDATE deployments SET last_problem = $2::jsonb,
+       restarts = restarts + $3::int,
+       recent_endings = CASE WHEN $3::int = 0 THEN recent_endings
+         ELSE (recent_endings || $4::timestamptz)[greatest(1, cardinality(recent_endings) + 2 - $5::int):] END
+     WHERE id = $1 AND (last_problem IS NULL OR NOT last_problem @> $6::jsonb)`,
+    [
+      id,
+      JSON.stringify(problemBody.parse(problem)),
+      endsEngine(kind) ? 1 : 0,
+      problem.at,
+      CRASH_LOOP.endings,
+      JSON.stringify({ kind, host_id, instance_index, generation }),
+    ],
+  );
 }
 
 /** Removes a deployment with its revisions, instances and wake references. True when it existed. */

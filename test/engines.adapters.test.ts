@@ -283,7 +283,8 @@ describe('vLLM', () => {
     expect({ kind: refused.kind, message: refused.message }).toEqual({
       kind: 'refused',
       message:
-        `vLLM 0.10.1 at ${e.endpoint.baseUrl} cannot park at tier host_ram: it has no POST /sleep, GET /is_sleeping, POST /wake_up (404); ` +
+        `vLLM 0.10.1 at ${e.endpoint.baseUrl} cannot park at tier host_ram: it has no POST /sleep, GET /is_sleeping, POST /wake_up ` +
+        '(GET answered 404 {"detail":"Not Found"}); ' +
         'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
     });
     expect((await e.sim.state()).gpu_bytes).toBe(WEIGHTS + KV);
@@ -301,11 +302,13 @@ describe('vLLM', () => {
     ]);
     expect(await e.adapter.probe(e.endpoint, QUESTION)).toEqual(before);
 
+    // Its other dev-mode routes answer: dev mode and sleep mode are on, so the hint to set them would be false.
     await post(`${e.sim.baseUrl}/sim/faults`, { missing_routes: ['/collective_rpc'] });
     const refused = await engineError(e.adapter.park(e.endpoint, 'deep', {}));
     expect(refused.message).toBe(
-      `vLLM 0.10.1 at ${e.endpoint.baseUrl} cannot park at tier deep: it has no POST /collective_rpc (404); ` +
-        'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
+      `vLLM 0.10.1 at ${e.endpoint.baseUrl} cannot park at tier deep: it has no POST /collective_rpc ` +
+        '(GET answered 404 {"detail":"Not Found"}); its POST /sleep, GET /is_sleeping, POST /wake_up answer, so what ' +
+        'switches these routes on is set and this vLLM build lacks it',
     );
     expect((await e.sim.state()).gpu_bytes).toBe(WEIGHTS + KV);
   });

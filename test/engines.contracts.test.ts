@@ -313,8 +313,9 @@ describe('every error of the adapters names what really happened', () => {
       call: () => adapters.vllm.park(endpoint, 'deep', {}),
       kind: 'refused',
       message: () =>
-        `vLLM 0.9.2 at ${baseUrl} cannot park at tier deep: it has no POST /collective_rpc (404); ` +
-        'its sleep routes exist only when it runs with --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
+        `vLLM 0.9.2 at ${baseUrl} cannot park at tier deep: it has no POST /collective_rpc ` +
+        '(GET answered 404 {"detail":"Not Found"}); its POST /sleep, GET /is_sleeping, POST /wake_up answer, so ' +
+        'what switches these routes on is set and this vLLM build lacks it',
     },
     {
       case: 'a tier the engine does not park at',

@@ -93,7 +93,8 @@ describe('the switch list and the status page', () => {
       phases: [],
       started_at: '2026-12-01T12:00:24.000Z',
       finished_at: null,
-      web_ui_url: `http://temporal-ui.example:8080/namespaces/capy%20ns/workflows?query=${encodeURIComponent(`WorkflowId="switch/${SWITCH_IDS[24]}"`)}`,
+      // The switch's own workflow, not a list filtered to it.
+      web_ui_url: `http://temporal-ui.example:8080/namespaces/capy%20ns/workflows/switch%2F${SWITCH_IDS[24]}`,
     });
     // Names the table does not know (deleted deployments) stay IDs.
     expect(switches[1]).toMatchObject({

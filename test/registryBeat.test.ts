@@ -23,6 +23,9 @@ const deployment = (id: string, revision = 1): Deployment => ({
   checkpoint: null,
   measureFailure: null,
   startFailure: null,
+  lastProblem: null,
+  restarts: 0,
+  recentEndings: [],
   createdAt: new Date(0),
   updatedAt: new Date(0),
 });

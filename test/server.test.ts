@@ -82,12 +82,7 @@ describe('the server with a host agent: a request starts its model, and another 
   });
 
   it('restarts a model whose engine crashed for its next request, as a new generation', async () => {
-    const crash = await request(`${bench.host.engineUrl({ deploymentId: a.id, instanceIndex: 0 })}/sim/faults`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ crash: true }),
-    }).catch(() => undefined);
-    await crash?.body.dump();
+    await bench.fault(a, { crash: true });
     await until('the exit to reach the table', () => (bench.stateOf(a) === 'stopped' ? true : undefined));
     await ask(a);
     expect(instanceOf(a)).toMatchObject({ generation: 2, observedState: 'ready' });

@@ -93,7 +93,7 @@ describe('the status page in Chromium', () => {
     );
     const switchId = await row.getAttribute('data-switch-id');
     expect(await row.locator('a.web-ui').getAttribute('href')).toBe(
-      `http://127.0.0.1:8233/namespaces/default/workflows?query=${encodeURIComponent(`WorkflowId="switch/${switchId}"`)}`,
+      `http://127.0.0.1:8233/namespaces/default/workflows/switch%2F${switchId}`,
     );
     // The first switch, which started chat-a, is listed below it.
     expect(await textsOf(page, '#switches tr td:nth-child(2)')).toEqual([
@@ -108,9 +108,13 @@ describe('the status page in Chromium', () => {
         : undefined;
     });
     // The card's line: what is used of it, and the model on it now (chat-a gave its memory back).
-    expect(await hostSection.locator('.gpu[data-gpu="0"]').innerText()).toMatch(
-      /^GPU 0: \S+, [1-9][\d.]* GiB of 8\.0 GiB used · chat-b$/,
-    );
+    // Its bar, then its memory used of its total and what is free.
+    const gpu = hostSection.locator('.gpu[data-gpu="0"]');
+    const [, used, free] = /^\s*GPU 0: \S+, ([1-9][\d.]*) GiB of 8\.0 GiB used, ([\d.]+) GiB free · chat-b$/.exec(
+      await gpu.innerText(),
+    )!;
+    expect(Number(used) + Number(free)).toBeCloseTo(8, 1);
+    expect(Number(await gpu.locator('meter').getAttribute('value'))).toBeCloseTo(Number(used) * 2 ** 30, -8);
     expect(await page.innerText('tr[data-deployment="chat-a"] td:nth-child(2)')).toMatch(
       /^parked \((host_ram|deep)\)$/,
     );
@@ -119,6 +123,7 @@ describe('the status page in Chromium', () => {
     expect(requested.filter((url) => url.includes(CLUSTER_ADMIN_TOKEN))).toEqual([]);
     // Polled every 2 s, the reads log only what fails: the server's log is not buried in them.
     const polled = [
+      '/management/v1/status/history',
       '/management/v1/hosts',
       '/management/v1/deployments',
       '/management/v1/metrics/load',
@@ -134,5 +139,55 @@ describe('the status page in Chromium', () => {
 
     mkdirSync(OUTPUT_DIR, { recursive: true });
     await page.screenshot({ path: join(OUTPUT_DIR, 'statusPage.png'), fullPage: true });
+  });
+
+  it('answers why: the last engine exit and restarts, errors by code, the last hour, dates, on a narrow screen too', async () => {
+    const b = await cluster.status('chat-b');
+    // The engine's port, from the launch its host agent logged.
+    const launched = host.process
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"engine launched"') && l.includes(b.deployment_id))
+      .at(-1)!;
+    const argv = JSON.parse(launched).argv as string[];
+    const port = argv[argv.indexOf('--port') + 1];
+    await fetch(`http://127.0.0.1:${port}/sim/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ crash: true }),
+    }).catch(() => undefined);
+    const row = page.locator('tr[data-deployment="chat-b"]');
+    await until('chat-b’s exit on the page', async () =>
+      (await row.locator('td.problem').innerText()).includes('engine exited') ? true : undefined,
+    );
+    const problem = await row.locator('td.problem').innerText();
+    expect(problem).toMatch(
+      new RegExp(
+        `^engine exited \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d \\(\\d+ s ago\\) on ${host.hostId}: ` +
+          'its engine exited unasked \\(code 1\\)\\s*\\[sim\\] simulated crash$',
+      ),
+    );
+    expect(await row.locator('td:nth-child(2)').innerText()).toBe('stopped');
+    expect(await row.locator('td:nth-child(8)').innerText()).toBe('1');
+
+    // A request the gateway refuses is counted by its code: chat-a stopped by its operator is answered 409.
+    await cluster.capyctlOk(['stop', 'deployment', 'chat-a']);
+    expect((await cluster.chat('chat-a')).status).toBe(409);
+    await page.locator('#errors tr[data-code="deployment_stopped"]').waitFor();
+    expect(await textsOf(page, '#errors tr[data-code="deployment_stopped"] td')).toEqual(['deployment_stopped', '1']);
+
+    // The last hour: the requests that waited, and a bar a switch, each with how long it took.
+    expect(await page.locator('#waiting-chart svg polyline').count()).toBe(1);
+    expect(await page.locator('#switch-chart line.switch').count()).toBeGreaterThanOrEqual(2);
+    expect(await page.innerText('#switches-hour')).toMatch(/^\d+, the longest [\d.]+ m?s$/);
+    // Times carry their date.
+    expect((await textsOf(page, '#switches tr td:first-child'))[0]).toMatch(
+      /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(\d+ (s|min) ago\)$/,
+    );
+
+    // A phone's width: the tables scroll in their boxes, the page does not scroll sideways.
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
+    await page.screenshot({ path: join(OUTPUT_DIR, 'statusPage-narrow.png'), fullPage: true });
   });
 });

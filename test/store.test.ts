@@ -208,7 +208,8 @@ describe('the store on Postgres', () => {
   it('records the GPUs each instance holds; a row from before the store recorded them reads as not known', async () => {
     const other = await freshDatabase(inject('postgresAdminUrl'));
     try {
-      const before = bundledMigrations().filter((m) => m.version < '0008');
+      // Those after it too: saving a deployment reads the deployments' columns they add.
+      const before = bundledMigrations().filter((m) => !m.version.startsWith('0008'));
       await migrate(other.db, before);
       const { deployment } = await saveDeployment(other.db, chatA);
       await registerHost(other.db, await issueHostToken(other.db), {

@@ -7,7 +7,6 @@
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Deployment } from '../store/deployments.js';
 import type { CommandReceipt } from '../api/lifecycle.js';
@@ -243,11 +242,7 @@ describe('switching, end to end', () => {
     await loaded(a);
     const generation = bench.server.table.get(a.id)!.instances[0]!.generation;
     // The engine takes the request and never produces a token of it.
-    await request(`${bench.host.engineUrl({ deploymentId: a.id, instanceIndex: 0 })}/sim/faults`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ requests_never_finish: true }),
-    }).then((r) => r.body.dump());
+    await bench.fault(a, { requests_never_finish: true });
     expect((await hangUpOnWholeAnswer()).status).toBe(200);
     // The engine may not have started it, so its count proves nothing: the stop settles it.
     expect(bench.stateOf(a)).toBe('stopped');

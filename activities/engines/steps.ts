@@ -123,23 +123,52 @@ async function runSteps(
   }
 }
 
+/** What the engine answered when asked whether it has the routes a tier needs. */
+interface RouteCheck {
+  /** The routes it does not have, each with its answer (`POST /collective_rpc`, `404 {"detail":"Not Found"}`). */
+  missing: Array<{ line: string; answer: string }>;
+  /** The routes it answered for. */
+  present: string[];
+}
+
+/** An answer as a message quotes it: its status and the start of its body. */
+const answerWords = (reply: EngineReply): string => {
+  const body = reply.body.trim().slice(0, 200);
+  return body === '' ? String(reply.status) : `${reply.status} ${body}`;
+};
+
 /**
  * Before a park: every route the tier's park and wake need, where the engine can be asked without
  * doing anything (a GET route, or `GET` on a POST route: 405 when it has it). A missing one refuses
  * the park, so the model stops instead of parking where it could never wake.
  */
-async function missingRoutes(
+async function checkRoutes(
   endpoint: EngineEndpoint,
   routes: readonly RouteContract[],
   options: CallOptions = {},
-): Promise<string[]> {
-  const missing: string[] = [];
+): Promise<RouteCheck> {
+  const check: RouteCheck = { missing: [], present: [] };
   for (const route of routes) {
     if (route.method !== 'GET' && !route.probedByGet) continue;
     const reply = await exchange(endpoint, route.path, { method: 'GET', signal: options.signal });
-    if (reply.status === 404) missing.push(requestLine(route));
+    if (reply.status === 404) check.missing.push({ line: requestLine(route), answer: answerWords(reply) });
+    else check.present.push(requestLine(route));
   }
-  return missing;
+  return check;
+}
+
+/**
+ * Why the engine lacks the routes, as far as its answers tell: when none of them answers, the switch
+ * that turns them on is off (the contract's hint); when some do, that switch is on, and this version
+ * has no such route.
+ */
+function missingRoutesCause(engine: EngineName, check: RouteCheck): string {
+  const hint = engineContracts[engine].missingRouteHint;
+  if (check.present.length === 0) return hint ? `; ${hint}` : '';
+  return (
+    `; its ${check.present.join(', ')} answer, so what switches these routes on is set and this ` +
+    `${label(engine)} build lacks ${check.missing.length === 1 ? 'it' : 'them'}`
+  );
 }
 
 /** The steps of a park or wake at `tier`; refused for a tier the engine does not park at. */
@@ -163,14 +192,15 @@ export async function parkByContract(
   options: CallOptions = {},
 ): Promise<void> {
   const steps = tierSteps(engine, 'park', tier);
-  const missing = await missingRoutes(endpoint, routesTierNeeds(engine, tier), options);
-  if (missing.length > 0) {
+  const check = await checkRoutes(endpoint, routesTierNeeds(engine, tier), options);
+  if (check.missing.length > 0) {
     const reported = await version().catch(() => null);
-    const hint = engineContracts[engine].missingRouteHint;
+    const answers = [...new Set(check.missing.map((m) => m.answer))].join(', ');
     throw new EngineError(
       'refused',
       `${label(engine)} ${reported ?? '(version not reported)'} at ${endpoint.baseUrl} cannot park at tier ${tier}: ` +
-        `it has no ${missing.join(', ')} (404)${hint ? `; ${hint}` : ''}`,
+        `it has no ${check.missing.map((m) => m.line).join(', ')} (GET answered ${answers})` +
+        missingRoutesCause(engine, check),
     );
   }
   await runSteps(engine, endpoint, steps, sends, options);

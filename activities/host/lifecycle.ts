@@ -6,6 +6,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hostStepFailures } from '../../domain/catalogue.js';
+import { exitHow, lastStderrLines } from '../../domain/problems.js';
 import { freePort, freePortIn } from '../../processes/freePort.js';
 import type { ParkTier } from '../../domain/vocabulary.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
@@ -17,9 +18,6 @@ import { type InstanceKey, sameStart, type SupervisedEngine } from '../superviso
 import { checkEngineVersion } from '../engines/versionCheck.js';
 import { busyUntil } from './probes.js';
 import { asFailure, type HostActivityDeps, notRunning, runningEngine, versionRequests, warnFor } from './shared.js';
-
-/** About the last screen of an engine's stderr: a Python traceback's tail and the line before it. */
-const STDERR_LINES = 20;
 
 const READY_POLL_MS = 250;
 /**
@@ -69,12 +67,9 @@ type LifecycleDeps = Pick<
  */
 function exitFailure(engine: SupervisedEngine) {
   const exit = engine.exit!;
-  const lines = exit.stderrTail
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .slice(-STDERR_LINES);
+  const lines = lastStderrLines(exit.stderrTail);
   const oom = lines.some((l) => /out of memory/i.test(l));
-  const how = exit.signal !== null ? `signal ${exit.signal}` : `code ${exit.code}`;
+  const how = exitHow(exit.code, exit.signal);
   const failure: ExitFailureDetails = { how, stderr: lines };
   return ApplicationFailure.create({
     message:

@@ -1,6 +1,6 @@
 /**
  * `capyctl status deployment NAME [--json]`: one deployment, its activation, its checkpoint, why its
- * last start failed and where its instances are parked.
+ * last start failed, its restarts and last problem, and where its instances are parked.
  */
 import { maxModelLenWords, parkTierWords } from '../../domain/catalogue.js';
 import { formatBytes } from '../../settings/units.js';
@@ -8,7 +8,28 @@ import type { DeploymentBody } from '../../api/deployments.js';
 import { exitCodes, printJson } from '../command.js';
 import { operatorCommand } from '../operatorCommand.js';
 import { table } from '../table.js';
-import { deploymentRow } from './listDeployments.js';
+import { CRASH_LOOP } from '../../domain/problems.js';
+import { deploymentsTable } from './listDeployments.js';
+
+/**
+ * Its restarts, a crash loop, and its last problem: what happened, when, where, and an exited engine's
+ * last lines of stderr below it.
+ */
+function problemFacts(d: DeploymentBody): string[][] {
+  const facts = [['restarts', String(d.restarts)]];
+  if (d.crash_loop)
+    facts.push([
+      'crash_loop',
+      `yes: its engine ended unasked ${CRASH_LOOP.endings} times within ${CRASH_LOOP.withinMs / 60_000} minutes`,
+    ]);
+  const p = d.last_problem;
+  if (p) {
+    const stderr = (p.stderr ?? []).map((l) => `\n  ${l}`).join('');
+    const where = `on ${p.host_id} (instance ${p.instance_index}, generation ${p.generation})`;
+    facts.push(['last_problem', `${p.kind} at ${p.at} ${where}: ${p.message}${stderr}`]);
+  }
+  return facts;
+}
 
 /** What an instance reserves and the longest sequence its engine serves, once measured. */
 function memoryFacts({ memory: m }: DeploymentBody): [string, string][] {
@@ -44,8 +65,9 @@ export const statusDeployment = operatorCommand({
       ...memoryFacts(d),
       ['operator_stopped', d.operator_stopped ? 'yes' : 'no'],
     ];
-    process.stdout.write(table(['NAME', 'STATE', 'READY', 'REVISION', 'HOSTS'], [deploymentRow(d)]));
+    process.stdout.write(deploymentsTable([d]));
     if (d.start_failure !== undefined) facts.push(['start_failure', d.start_failure]);
+    facts.push(...problemFacts(d));
     process.stdout.write(`\n${facts.map(([k, v]) => `${k}: ${v}`).join('\n')}\n`);
     if (d.instances.length > 0) {
       const rows = d.instances.map((i) => [

@@ -12,10 +12,11 @@ import { documentRefusal, hostsRefusal, instanceCount } from '../../engines/rule
 import { gpusPerInstance } from '../../engines/parallelism.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { checkpointOf, measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
+import { crashLooping } from '../../domain/problems.js';
 import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
 import { fitsNoGpu, instanceIndexes, liveInstances, mayRunOn, tooFewGpus } from '../placement.js';
-import type { Deployment } from '../../api/catalogue.js';
+import type { Deployment, Host } from '../../api/catalogue.js';
 import type { Catalogue, HostReads } from '../ports.js';
 import {
   type DeploymentBody,
@@ -89,6 +90,12 @@ function memoryOf(d: Deployment): Pick<DeploymentBody, 'memory'> {
   };
 }
 
+/** Why no GPU it may run on could hold it, when none could: waiting for memory cannot help. */
+function fitsNowhere(d: Deployment, hostList: readonly Host[] | undefined): { fits_nowhere?: string } {
+  const refusal = hostList ? fitsNoGpu(d, hostList) : undefined;
+  return refusal ? { fits_nowhere: refusal.message } : {};
+}
+
 /** What the routes share: a deployment as the API renders it, found by its ref, and the hosts that decide for it. */
 function deploymentViews(deps: DeploymentRouteDeps) {
   const { catalogue, table, lifecycle } = deps;
@@ -97,13 +104,14 @@ function deploymentViews(deps: DeploymentRouteDeps) {
    * The catalogue's row with the instances as the routing table holds them: the table learns a
    * target is ready before its waiters are answered, so a list after an answer shows it ready.
    */
-  function render(d: Deployment): DeploymentBody {
+  function render(d: Deployment, hostList?: readonly Host[]): DeploymentBody {
     const instances = table.get(d.id)?.instances ?? [];
+    const state = deploymentState(instances);
     return {
       deployment_id: d.id,
       name: d.name,
       revision: d.revision,
-      state: deploymentState(instances),
+      state,
       ready_instances: instances.filter((i) => i.observedState === 'ready').length,
       desired_instances: instanceCount(d.spec),
       hosts: [...new Set(liveInstances({ instances }).map((i) => i.hostId))],
@@ -113,6 +121,10 @@ function deploymentViews(deps: DeploymentRouteDeps) {
       ...(d.measureFailure !== null ? { checkpoint_failure: d.measureFailure } : {}),
       ...memoryOf(d),
       ...(d.startFailure !== null ? { start_failure: d.startFailure } : {}),
+      ...(d.lastProblem !== null ? { last_problem: d.lastProblem } : {}),
+      restarts: d.restarts,
+      crash_loop: crashLooping(d.recentEndings, state, Date.now()),
+      ...fitsNowhere(d, hostList),
       instances: instances.map((i) => ({
         index: i.index,
         host_id: i.hostId,
@@ -184,7 +196,8 @@ function catalogueRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
         schema: { response: { 200: z.object({ deployments: z.array(deploymentBody) }) } },
       },
       async () => {
-        return { deployments: (await catalogue.deployments()).map(render) };
+        const hostList = await hosts.hosts();
+        return { deployments: (await catalogue.deployments()).map((d) => render(d, hostList)) };
       },
     );
 
@@ -192,7 +205,7 @@ function catalogueRoutes(deps: DeploymentRouteDeps, views: DeploymentViews) {
       '/management/v1/deployments/:ref',
       { schema: { params: refParams, response: { 200: deploymentBody } } },
       async (request) => {
-        return render(await find(request.params.ref));
+        return render(await find(request.params.ref), await hosts.hosts());
       },
     );
 

@@ -35,11 +35,16 @@ export interface TemporalWebUi {
   namespace: string;
 }
 
-/** The Web UI's list of the namespace's workflows, filtered to the one switch: it needs no run ID. */
+/**
+ * The switch's own workflow in the Web UI. Its ID is enough: the UI opens the latest run of
+ * `/namespaces/<ns>/workflows/<workflow ID>` (temporalio/ui `src/routes/(app)/namespaces/[namespace]/
+ * workflows/[workflow]/+page.ts`, UI 2.42.1 in the Temporal CLI here), the ID's slash encoded as its own
+ * links encode it (`encodeURIForSvelte`).
+ */
 export function switchWebUiUrl(ui: TemporalWebUi, switchId: string): string {
-  const query = `WorkflowId="${workflowIds.switch(switchId)}"`;
   const namespace = encodeURIComponent(ui.namespace);
-  return `${ui.url.replace(/\/+$/, '')}/namespaces/${namespace}/workflows?query=${encodeURIComponent(query)}`;
+  const workflowId = encodeURIComponent(workflowIds.switch(switchId));
+  return `${ui.url.replace(/\/+$/, '')}/namespaces/${namespace}/workflows/${workflowId}`;
 }
 
 export interface SwitchRouteDeps {

@@ -72,6 +72,11 @@ export interface ServerBench {
   load(query?: string): Promise<LoadReply>;
   /** The simulator engine of the deployment's first instance, read from the engine itself. */
   engine(d: Deployment): Promise<SimState>;
+  /**
+   * Asks the simulator engine of the deployment's first instance to fail (`/sim/faults`); a crash ends
+   * it before it answers.
+   */
+  fault(d: Deployment, faults: Record<string, unknown>): Promise<void>;
   /** Sends an operator command to the host's scheduler. */
   command(update: 'start' | 'stop' | 'park', deploymentId: string): Promise<unknown>;
   /** The observed state of the deployment's first instance, as the gateway routes by it. */
@@ -197,6 +202,17 @@ export async function startServerBench(options: ServerBenchOptions = {}): Promis
     async engine(d) {
       const res = await request(`${host.engineUrl({ deploymentId: d.id, instanceIndex: 0 })}/sim/state`);
       return (await res.body.json()) as SimState;
+    },
+    async fault(d, faults) {
+      const reply = await request(`${host.engineUrl({ deploymentId: d.id, instanceIndex: 0 })}/sim/faults`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(faults),
+      }).catch((e: unknown) => {
+        if (faults.crash === true) return undefined;
+        throw e;
+      });
+      await reply?.body.dump();
     },
     command: (update, deploymentId) =>
       update === 'start'

@@ -4,12 +4,13 @@
  * beside their parks (`wakeAfterVictims`). What the switch does when the target is not up is the
  * compensation's (`targetNotUp`).
  */
-import { ActivityCancellationType, log } from '@temporalio/workflow';
+import { ActivityCancellationType, log, patched } from '@temporalio/workflow';
 import type { ProbeAnswer } from '../../engines/engine.js';
 import type { WakeAfter } from '../../activities/hostActivities.js';
 import { hostFailureTypes } from '../../api/hostFailures.js';
 import type { SwitchTarget, WakeReference } from '../../api/lifecycle.js';
 import { type ApiError, apiErrors } from '../../domain/catalogue.js';
+import type { ProblemKind } from '../../domain/problems.js';
 import type { SwitchOutcome } from '../../domain/vocabulary.js';
 import { gpuIndexesOf } from '../ledger.js';
 import { compareAnswers, probeFor, wakeQuestion } from '../wakeCheck.js';
@@ -55,17 +56,48 @@ export async function bringUp(
     // scheduled beside the parks has read it already).
     const woke = woken ?? run.firstAnswer(t).then((first) => wakeAndCheck(run, t, first));
     const mismatch = await run.during(t.instance, 'waking', t.tier, () => woke);
-    return mismatch ? { outcome: 'wake_failed', error: apiErrors.wakeMismatch(id) } : null;
+    return mismatch ? await wakeFailed(run, t, apiErrors.wakeMismatch(id)) : null;
   } catch (e) {
     const failure = failureOf(e);
     const lost = failure.kind === hostFailureTypes.lostWithAgent ? { lostWithAgent: true as const } : {};
     if (t.action === 'start') {
       const error = startError(id, failure, timeouts.startMs);
-      await run.store.recordStartFailure({ deploymentId: id, failure: error.message });
+      const problem = problemOf(run, t, 'start_failed', error);
+      await run.store.recordStartFailure({ deploymentId: id, failure: error.message, problem });
       return { outcome: 'start_failed', error, ...lost };
     }
-    return { outcome: 'wake_failed', error: wakeError(id, failure, timeouts.wakeWindowMs), ...lost };
+    return wakeFailed(run, t, wakeError(id, failure, timeouts.wakeWindowMs), lost);
   }
+}
+
+/**
+ * The `patched()` name of a failed wake recorded as its deployment's last problem (domain/problems.ts);
+ * older histories did not record it.
+ */
+const WAKE_FAILURE_RECORDED = 'wake-failure-recorded';
+
+/** A failed step of the target as its deployment's last problem; the error says it whole (an engine's stderr too). */
+const problemOf = (run: SwitchRun, t: SwitchTarget, kind: ProblemKind, error: ApiError) => ({
+  kind,
+  host_id: run.input.hostId,
+  instance_index: t.instance.instanceIndex,
+  generation: t.instance.generation,
+  message: error.message,
+});
+
+/** A wake that failed, recorded as the deployment's last problem. */
+async function wakeFailed(
+  run: SwitchRun,
+  t: SwitchTarget,
+  error: ApiError,
+  lost: { lostWithAgent?: true } = {},
+): Promise<BringUpFailure> {
+  if (patched(WAKE_FAILURE_RECORDED))
+    await run.store.recordProblem({
+      deploymentId: t.instance.deploymentId,
+      problem: problemOf(run, t, 'wake_failed', error),
+    });
+  return { outcome: 'wake_failed', error, ...lost };
 }
 
 /** Why a target whose switch was cancelled is not brought up; a wake begun beside the parks is waited for. */

@@ -2,14 +2,20 @@
  * The victims' release: each drained victim is parked at its tier or stopped, all at once, and a
  * park that fails is followed by a stop, so no victim is left half-parked.
  */
-import { ActivityFailure, CancellationScope, isCancellation, log } from '@temporalio/workflow';
+import { ActivityFailure, CancellationScope, isCancellation, log, patched } from '@temporalio/workflow';
 import { releasedLine } from '../../engines/rules.js';
 import type { SwitchVictim, VictimPlan } from '../../api/lifecycle.js';
 import { releasedLines } from '../../domain/catalogue.js';
 import type { InstanceState, ParkTier } from '../../domain/vocabulary.js';
 import type { Drained } from './drain.js';
-import { busyOf } from './failures.js';
+import { busyOf, failureOf } from './failures.js';
 import type { SwitchRun, VictimResult } from './run.js';
+
+/**
+ * The `patched()` name of a failed park recorded as its deployment's last problem (domain/problems.ts);
+ * older histories only logged it.
+ */
+const PARK_FAILURE_RECORDED = 'park-failure-recorded';
 
 export interface VictimOutcome {
   victim: SwitchVictim;
@@ -49,6 +55,8 @@ async function parkOrStopVictim(
     released ? step() : run.during(v.instance, state, tier, step);
   const forWake = run.wakeBesideParks ? { switchId } : {};
   let parkFailed = false;
+  /** Why its park failed, in the words of what failed. */
+  let parkFailure = '';
   /**
    * Where the victim ended, with its receipt line; unless said, none of its requests still run and
    * its final row is written.
@@ -100,6 +108,7 @@ async function parkOrStopVictim(
         error: String(e),
       });
       parkFailed = true;
+      parkFailure = failureOf(e).message;
     }
   }
   await CancellationScope.nonCancellable(() =>
@@ -109,7 +118,23 @@ async function parkOrStopVictim(
       await run.saveInstance(v.instance, 'stopped', null);
     }),
   );
-  return outcome(stopLine(plan), 'stopped', null);
+  if (!parkFailed) return outcome(stopLine(plan), 'stopped', null);
+  if (patched(PARK_FAILURE_RECORDED)) {
+    const { deploymentId, instanceIndex, generation } = v.instance;
+    await CancellationScope.nonCancellable(() =>
+      run.store.recordProblem({
+        deploymentId,
+        problem: {
+          kind: 'park_failed',
+          host_id: run.input.hostId,
+          instance_index: instanceIndex,
+          generation,
+          message: parkFailure,
+        },
+      }),
+    );
+  }
+  return outcome(releasedLines.stoppedParkFailed(parkFailure), 'stopped', null);
 }
 
 /** The receipt line of a victim that stopped: only "no room" is said (spec). */
