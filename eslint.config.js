@@ -33,7 +33,7 @@ export default tseslint.config(
     // every run (server/workflowBundle.ts): what a module holds at its top level must not change, or
     // one run's state would reach another. The SDK freezes what the modules export, but a frozen Map
     // or Set still takes entries, so those are declared read-only.
-    files: ['workflows/**/*.ts', 'domain/**/*.ts', 'api/**/*.ts', 'engines/**/*.ts'],
+    files: ['workflows/**/*.ts', 'domain/**/*.ts', 'api/**/*.ts', 'engines/**/*.ts', 'settings/units.ts'],
     rules: {
       'no-restricted-syntax': [
         'error',

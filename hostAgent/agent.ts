@@ -10,7 +10,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { adapters } from '../activities/engines/index.js';
 import { createHostActivities } from '../activities/hostActivities.js';
-import type { EngineName } from '../domain/vocabulary.js';
+import { type EngineName, engineNames } from '../domain/vocabulary.js';
 import { hostEnginesRefusals } from '../engines/hostEngines.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
 import type { HostSettings } from '../settings/hostDocument.js';
@@ -86,6 +86,21 @@ export class HostEnginesRefused extends Error {
   override name = 'HostEnginesRefused';
 }
 
+/** The host document's `engines` section as the host's activities take it, engine by engine. */
+function perEngine(engines: HostSettings['engines']) {
+  const each = <T>(pick: (name: EngineName) => T) =>
+    Object.fromEntries(engineNames.options.map((name) => [name, pick(name)])) as Record<EngineName, T>;
+  return {
+    engineCommands: each((name) => engines[name].command),
+    unlistedVersionsAs: each((name) => engines[name].unlisted_version_as),
+    parkedResidueBytes: {
+      vllm: engines.vllm.parked_residue,
+      sglang: engines.sglang.parked_residue,
+      tensorfold: 0,
+    },
+  };
+}
+
 export async function startHostAgent(
   settings: HostSettings,
   logger: Logger,
@@ -145,12 +160,6 @@ export async function startHostAgent(
 
   installTemporalRuntime(log);
   const connection = await NativeConnection.connect({ address: settings.temporal.address });
-  const engineCommands = Object.fromEntries(
-    Object.entries(settings.engines).map(([name, e]) => [name, e.command]),
-  ) as Record<EngineName, string[]>;
-  const unlistedVersionsAs = Object.fromEntries(
-    Object.entries(settings.engines).map(([name, e]) => [name, e.unlisted_version_as]),
-  ) as Partial<Record<EngineName, string>>;
   const worker = await Worker.create({
     connection,
     namespace: settings.temporal.namespace,
@@ -158,14 +167,8 @@ export async function startHostAgent(
     activities: createHostActivities({
       adapters,
       supervisor,
-      engineCommands,
-      unlistedVersionsAs,
+      ...perEngine(settings.engines),
       largestGpuBytes: Math.max(0, ...gpus.map((g) => g.memoryBytes)),
-      parkedResidueBytes: {
-        vllm: settings.engines.vllm.parked_residue,
-        sglang: settings.engines.sglang.parked_residue,
-        tensorfold: 0,
-      },
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,
       enginePorts: settings.engine_ports,

@@ -27,7 +27,9 @@ import { metricsToken } from '../settings/serverDocument.js';
 import { documentSchemas, loadSettings } from '../settings/load.js';
 import { readableBytes } from '../cli/readable.js';
 import { apiErrors } from '../domain/catalogue.js';
+import { engineContracts } from '../engines/contracts.js';
 import { cannotParkReasons } from '../engines/rules.js';
+import { engineNames } from '../domain/vocabulary.js';
 import { capyctl, type CliResult } from './support/capyctl.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN } from './support/cluster.js';
 import { type FieldDocument, fieldDocuments } from './support/fieldDocuments.js';
@@ -40,6 +42,16 @@ const known = new Map<z.ZodType, unknown>([
   [address, '127.0.0.1:7233'],
   [metricsToken, 'capy_metrics_sweep_token'],
 ]);
+
+/** An unlisted version runs as a listed one of its own engine: the first the contract table lists. */
+const knownAt = new Map<string, unknown>(
+  ['', 'host.'].flatMap((section) =>
+    engineNames.options.map((engine) => [
+      `${section}engines.${engine}.unlisted_version_as`,
+      engineContracts[engine].versions[0]!.from,
+    ]),
+  ),
+);
 
 /**
  * A `capyctl` command run in this process, its output captured: a hundred documents as processes
@@ -76,7 +88,7 @@ describe('every field of every document, derived from its schema', () => {
   });
 
   it('a deployment document with each optional field is deployed, listed, shown and read in the load, as it was read', async () => {
-    const { documents } = fieldDocuments(deploymentDocument, known);
+    const { documents } = fieldDocuments(deploymentDocument, known, knownAt);
     expect(documents.map((d) => d.field)).toEqual(
       expect.arrayContaining(['residency', 'max_concurrent_requests', 'lifecycle.activation', 'decision', 'hosts']),
     );
@@ -159,7 +171,7 @@ describe('every field of every document, derived from its schema', () => {
   }, 120_000);
 
   it('a host document with each optional field registers as its agent registers it, and is listed with its GPUs and host RAM', async () => {
-    const { documents } = fieldDocuments(hostDocument, known);
+    const { documents } = fieldDocuments(hostDocument, known, knownAt);
     const registered = [];
     for (const [i, d] of documents.entries()) {
       const settings = loadSettings('host', { text: YAML.stringify(d.document), env: {} });
@@ -273,7 +285,7 @@ describe('every field of every document, derived from its schema', () => {
   it('a document of every kind with each optional field passes settings check, as a line and as JSON', async () => {
     const check = (args: string[]) => inProcess(settingsCheck, args);
     for (const kind of ['deployment', 'server', 'host', 'standalone'] as const) {
-      const { documents } = fieldDocuments(documentSchemas[kind], known);
+      const { documents } = fieldDocuments(documentSchemas[kind], known, knownAt);
       expect(documents.length).toBeGreaterThan(10);
       const optional = Object.entries(documentSchemas[kind].shape)
         .filter(([, field]) => field.safeParse(undefined).success)

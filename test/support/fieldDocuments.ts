@@ -21,6 +21,12 @@ export interface FieldDocument {
 /** Values for schemas that say what they accept only as a pattern: by the schema object itself. */
 export type KnownValues = ReadonlyMap<z.ZodType, unknown>;
 
+/**
+ * Values for fields whose valid values depend on where they stand, not on their schema (a version
+ * of the engine the path names): by the field's path, as `--set` writes it.
+ */
+export type KnownAt = ReadonlyMap<string, unknown>;
+
 // Zod's own description of a schema: its kind and the parts each kind has.
 interface Def {
   type: string;
@@ -45,10 +51,15 @@ const minLength = (def: Def) => def.checks?.find((c) => c._zod.def.check === 'mi
 const formatValues: Record<string, string> = { url: 'http://127.0.0.1:9' };
 
 class Deriver {
-  constructor(private readonly known: KnownValues) {}
+  constructor(
+    private readonly known: KnownValues,
+    private readonly knownAt: KnownAt,
+  ) {}
 
   /** Every value tried for a field: each option of a choice, else one valid value. */
   values(schema: z.ZodType, path: Path): unknown[] {
+    const at = path.join('.');
+    if (this.knownAt.has(at)) return [this.knownAt.get(at)];
     const inner = unwrap(schema);
     if (this.known.has(inner)) return [this.known.get(inner)];
     const range = rangeOf(inner);
@@ -132,8 +143,9 @@ function withValue(base: Document, path: Path, value: unknown): Document {
 export function fieldDocuments(
   schema: z.ZodType,
   known: KnownValues = new Map(),
+  knownAt: KnownAt = new Map(),
 ): { required: Document; documents: FieldDocument[] } {
-  const deriver = new Deriver(known);
+  const deriver = new Deriver(known, knownAt);
   const required = deriver.required(schema, []);
   const documents: FieldDocument[] = [];
   deriver.documents(schema, [], required, documents);
