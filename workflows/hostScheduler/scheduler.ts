@@ -66,6 +66,8 @@ import type { hostScheduler } from './workflow.js';
 const DEFAULT_MAX_HISTORY_EVENTS = 10_000;
 /** The `patched()` name of a wake begun with its switch (`wakeAhead`); older histories left it to the switch. */
 const WAKE_AHEAD = 'wake-ahead-of-switch';
+/** The `patched()` name of room made the cheapest way (ledger.planRoom); older histories chose first fit, LRU victims. */
+const CHEAPEST_ROOM = 'cheapest-room';
 
 /** A deployment whose checkpoint is measured: the only kind the scheduler places or releases. */
 export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
@@ -454,6 +456,7 @@ export class HostScheduler {
       need: perGpuBytes(gpuNeed(deployment.checkpoint), gpus) - (existing ? heldOnEach(existing) : 0),
       holders: holders.filter((h) => h.entry.deploymentId !== deployment.id),
       evict: opts.evict,
+      policy: patched(CHEAPEST_ROOM) ? 'cheapest' : 'first_fit_lru',
     });
     if (room.kind === 'wait') return { kind: 'waits' };
     if (room.kind === 'refused') throw refusal(apiErrors.insufficientCapacity(deployment.id, room.holders));
