@@ -217,12 +217,15 @@ function roomOn(
   return { blockedByWaiting, kept: onSet.filter(kept) };
 }
 
+/** States in which an instance has no engine on its GPUs: nothing of it will wake there. */
+const noEngine: ReadonlySet<InstanceState> = new Set(['stopped', 'failed']);
+
 /**
- * Engines on any GPU of `gpuIndexes`, ready or parked (anything not stopped): each parked one will
- * want its card back, since an engine wakes on the GPUs it was launched on.
+ * Engines on any GPU of `gpuIndexes`, ready, parked or on their way: each parked one will want its
+ * card back, since an engine wakes on the GPUs it was launched on.
  */
 const crowding = (ledger: HostLedger, gpuIndexes: readonly number[]): number =>
-  ledger.entries.filter((e) => e.state !== 'stopped' && e.gpuIndexes.some((g) => gpuIndexes.includes(g))).length;
+  ledger.entries.filter((e) => !noEngine.has(e.state) && e.gpuIndexes.some((g) => gpuIndexes.includes(g))).length;
 
 /** GPU bytes `victims` give back. */
 const releasedBytes = (victims: readonly Holder[]): number => victims.reduce((sum, h) => sum + h.entry.gpuBytes, 0);
