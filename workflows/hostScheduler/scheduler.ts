@@ -59,6 +59,7 @@ import { wakeQuestion } from '../wakeCheck.js';
 import { runCommand } from './commands.js';
 import { hasWaiting, serveDemands, withDemand, withoutDemandsOf } from './demands.js';
 import { IdleTimers } from './idleTimers.js';
+import { RunningSwitches } from './running.js';
 import { type HostSchedulerInput, sameSettings, type SchedulerSettings, type SchedulerState } from './input.js';
 import { type Command, Job } from './jobs.js';
 import type { hostScheduler } from './workflow.js';
@@ -104,7 +105,8 @@ export class HostScheduler {
   private readonly jobs: Job[] = [];
   /** Something changed since the last turn found nothing to do. */
   private changed = true;
-  private runningSwitchId: string | null = null;
+  /** The switches running now: one at a time, or wakes on GPUs apart beside each other (demands.ts). */
+  readonly running = new RunningSwitches();
   /** Settings the server sent that differ from this run's: the next run starts with them. */
   private newSettings: SchedulerSettings | null = null;
 
@@ -170,7 +172,7 @@ export class HostScheduler {
   ledgerNow(): HostLedger {
     return {
       ...(this.state.ledger ?? { hostId: this.hostId, gpus: [], hostRamBytes: 0, entries: [] }),
-      runningSwitchId: this.runningSwitchId,
+      runningSwitchId: this.running.first(),
     };
   }
 
@@ -308,6 +310,8 @@ export class HostScheduler {
       begun?: (switchId: string) => void;
       liveServerQueues?: string[];
       wakeReference?: WakeReference | null;
+      /** Host RAM its victims' parked copies take. */
+      hostRamBytes?: number;
     } = {},
   ): Promise<SwitchResult> {
     const { settings } = this;
@@ -324,7 +328,7 @@ export class HostScheduler {
       ...(target?.action === 'wake' && opts.wakeReference !== undefined ? { wakeReference: opts.wakeReference } : {}),
       timeouts: { drainMs: settings.drainMs, wakeWindowMs: settings.wakeWindowMs, startMs: settings.startMs },
     };
-    this.runningSwitchId = switchInput.switchId;
+    this.running.add(switchInput.switchId, target, victims, opts.hostRamBytes ?? 0);
     try {
       if (target?.action === 'wake' && victims.length === 0 && opts.wakeReference !== undefined)
         this.wakeAhead(switchInput, target, opts.wakeReference);
@@ -341,7 +345,7 @@ export class HostScheduler {
       this.applyResult(result, target, checkpoints);
       return result;
     } finally {
-      this.runningSwitchId = null;
+      this.running.remove(switchInput.switchId);
     }
   }
 
@@ -404,7 +408,7 @@ export class HostScheduler {
     const { plans, hostRamFreeBytes } = planVictims({
       victims,
       memoryKind: (gpuIndexes) => this.memoryKind(gpuIndexes),
-      hostRamFreeBytes: hostRamFree(this.ledger),
+      hostRamFreeBytes: hostRamFree(this.ledger) - this.running.hostRamBytes(),
       operator,
     });
     const releases = plans.map((plan) => {
@@ -447,6 +451,8 @@ export class HostScheduler {
     const existing = this.entryOf(deployment.id);
     if (existing?.state === 'ready') return { kind: 'ready' };
     const wake = existing?.state === 'parked';
+    // Beside a running switch only a wake on GPUs it does not hold goes: a start waits to choose among all.
+    if (this.running.size > 0 && (!wake || this.running.holdsAny(existing!.gpuIndexes))) return { kind: 'waits' };
     // A parked engine's process keeps its CUDA devices (CUDA_VISIBLE_DEVICES is read at its start): it wakes on them.
     const gpus = wake ? existing!.gpuIndexes.length : gpusPerInstance(deployment.spec);
     const room = planRoom({
@@ -454,7 +460,9 @@ export class HostScheduler {
       gpuIndexes: wake ? existing!.gpuIndexes : this.ledger.gpus.map((g) => g.index),
       count: gpus,
       need: perGpuBytes(gpuNeed(deployment.checkpoint), gpus) - (existing ? heldOnEach(existing) : 0),
-      holders: holders.filter((h) => h.entry.deploymentId !== deployment.id),
+      holders: holders.filter(
+        (h) => h.entry.deploymentId !== deployment.id && !this.running.holdsAny(h.entry.gpuIndexes),
+      ),
       evict: opts.evict,
       policy: patched(CHEAPEST_ROOM) ? 'cheapest' : 'first_fit_lru',
     });
@@ -463,6 +471,7 @@ export class HostScheduler {
     const victims = room.kind === 'evict' ? holders.filter((h) => room.victims.some((r) => r.entry === h.entry)) : [];
     const { gpuIndexes } = room;
     const { releases, hostRamFreeBytes } = this.howToReleaseTogether(victims, false);
+    const copiesBytes = hostRamFree(this.ledger) - this.running.hostRamBytes() - hostRamFreeBytes;
     const released = victims.map(({ entry, deployment: victim }, i) => switchVictim(entry, victim, releases[i]!));
     const instance: InstanceRef = wake
       ? existing!.instance
@@ -501,6 +510,7 @@ export class HostScheduler {
       begun,
       liveServerQueues: opts.liveServerQueues,
       wakeReference: opts.wakeReference,
+      hostRamBytes: copiesBytes,
     });
     return { kind: 'switched', result };
   }
@@ -580,11 +590,12 @@ export class HostScheduler {
       await adoptEngines(this);
     }
     for (;;) {
-      const timeout = this.idleTimers.msToNext();
+      // A timer waits for the running switches, which tell their end.
+      const timeout = this.running.size > 0 ? undefined : this.idleTimers.msToNext();
       await condition(() => this.changed, timeout);
       this.changed = false;
       if (await this.takeTurn()) this.changed = true;
-      if ((this.historyFull() || this.newSettings !== null) && this.jobs.length === 0) {
+      if ((this.historyFull() || this.newSettings !== null) && this.jobs.length === 0 && this.running.size === 0) {
         // Between transitions, once every update has answered (a command that comes meanwhile runs
         // first); demands that arrive meanwhile are in `state`, which the next run starts from.
         await condition(() => allHandlersFinished() || this.jobs.length > 0);
@@ -608,6 +619,8 @@ export class HostScheduler {
    * the longest-waiting model; true when something ran.
    */
   private async takeTurn(): Promise<boolean> {
+    // Beside running switches only wakes on other GPUs go; a command or a timer waits for them to end.
+    if (this.running.size > 0) return this.jobs.length === 0 && serveDemands(this);
     if (await this.idleTimers.runDue()) return true;
     const job = this.jobs[0];
     if (!job) return serveDemands(this);
