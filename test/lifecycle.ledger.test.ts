@@ -15,6 +15,7 @@ import {
   launchTier,
   planRoom,
   planVictims,
+  type RoomPlan,
   type VictimFacts,
 } from '../workflows/ledger.js';
 
@@ -274,6 +275,90 @@ describe('room on several GPUs', () => {
       evict: true,
     });
     expect(room).toEqual({ kind: 'wait' });
+  });
+});
+
+describe('the cheapest room: which card a model goes to and which models yield to it', () => {
+  // The workload benchmark's cards: 24 GiB, each holding one 8B model (20 GiB) and one small one (2.75 GiB).
+  const cards = [0, 1].map((index) => ({ index, memoryBytes: 24 * GiB, memoryKind: 'discrete' as const }));
+  const eightB = (id: string, gpu: number, fields: Partial<LedgerEntry> = {}) =>
+    entry(id, { gpuIndexes: [gpu], gpuBytes: 20 * GiB, ...fields });
+  const small = (id: string, gpu: number, fields: Partial<LedgerEntry> = {}) =>
+    entry(id, { gpuIndexes: [gpu], gpuBytes: 2.75 * GiB, ...fields });
+  const parked = { state: 'parked' as const, gpuBytes: 0 };
+  const room = (entries: LedgerEntry[], need: number, gpuIndexes = [0, 1], lastUsed: Record<string, number> = {}) =>
+    planRoom({
+      ledger: ledger(entries, { gpus: cards }),
+      gpuIndexes,
+      count: 1,
+      need,
+      holders: entries.filter((e) => e.gpuBytes > 0).map((e) => holder(e, { lastUsedMs: lastUsed[e.name] ?? 0 })),
+      evict: true,
+    });
+  const chosen = (plan: RoomPlan) =>
+    plan.kind === 'evict' ? { gpuIndexes: plan.gpuIndexes, victims: plan.victims.map((v) => v.name) } : plan;
+
+  it('wakes a small model by parking the small model beside it, not the 8B one used longer ago', () => {
+    const plan = room([eightB('m1-8b', 0), small('m2-small', 0)], 2.75 * GiB, [0], { 'm1-8b': 1, 'm2-small': 2 });
+    expect(chosen(plan)).toEqual({ gpuIndexes: [0], victims: ['m2-small'] });
+  });
+
+  it('parks only the 8B model an 8B wake needs, not the small one used longer ago as well', () => {
+    const plan = room([eightB('m1-8b', 0), small('m2-small', 0)], 20 * GiB, [0], { 'm1-8b': 2, 'm2-small': 1 });
+    expect(chosen(plan)).toEqual({ gpuIndexes: [0], victims: ['m1-8b'] });
+  });
+
+  it('drops a victim that the ones after it made unnecessary', () => {
+    // No one alone frees 10 GiB; the cheapest first take all three, and 3 + 7 GiB were enough.
+    const l = [3, 4, 7].map((gib, i) => entry(`v${i}`, { gpuBytes: gib * GiB }));
+    const plan = planRoom({
+      ledger: ledger(l, { gpus: [{ index: 0, memoryBytes: 14 * GiB, memoryKind: 'discrete' }] }),
+      gpuIndexes: [0],
+      count: 1,
+      need: 10 * GiB,
+      holders: l.map((e) => holder(e)),
+      evict: true,
+    });
+    expect(chosen(plan)).toEqual({ gpuIndexes: [0], victims: ['v0', 'v2'] });
+  });
+
+  it('launches a model on the card fewer engines share, parked ones counted, when both have room', () => {
+    expect(room([small('m6-small', 0)], 20 * GiB)).toEqual({ kind: 'fits', gpuIndexes: [1] });
+    // A parked engine wakes on its own card: the new model goes where none waits to come back.
+    expect(room([eightB('m5-8b', 0, parked)], 2.75 * GiB)).toEqual({ kind: 'fits', gpuIndexes: [1] });
+    // Its bytes are read from the ledger, not assumed zero: a parked engine holding 23 GiB leaves no room.
+    expect(room([eightB('m5-8b', 0, { ...parked, gpuBytes: 23 * GiB }), eightB('m3-8b', 1)], 2.75 * GiB)).toEqual({
+      kind: 'fits',
+      gpuIndexes: [1],
+    });
+  });
+
+  it('makes room on the card whose victims free the fewest bytes, then on the one fewer engines share', () => {
+    // m3-8b needs 20 GiB: parking the small model on card 1 gives it, as parking m5-8b on card 0 would.
+    const warm = [eightB('m5-8b', 0), small('m6-small', 1), small('m4-small', 1)];
+    expect(chosen(room(warm, 20 * GiB))).toEqual({ gpuIndexes: [1], victims: ['m6-small'] });
+    // m1-8b: one 8B model on either card; card 0 also has a parked engine waiting to come back.
+    const later = [small('m6-small', 0, parked), eightB('m3-8b', 0), eightB('m5-8b', 1)];
+    expect(chosen(room(later, 20 * GiB))).toEqual({ gpuIndexes: [1], victims: ['m5-8b'] });
+  });
+
+  it('chooses as schedulers begun before it did when told to: the first card that fits, the least recently used first', () => {
+    const legacy = (entries: LedgerEntry[], need: number, lastUsed: Record<string, number>) =>
+      planRoom({
+        ledger: ledger(entries, { gpus: cards }),
+        gpuIndexes: [0, 1],
+        count: 1,
+        need,
+        holders: entries.map((e) => holder(e, { lastUsedMs: lastUsed[e.name] ?? 0 })),
+        evict: true,
+        policy: 'first_fit_lru',
+      });
+    expect(legacy([small('m6-small', 0)], 20 * GiB, {})).toEqual({ kind: 'fits', gpuIndexes: [0] });
+    const full = [eightB('m1-8b', 0), small('m2-small', 0), eightB('m3-8b', 1), small('m4-small', 1)];
+    expect(chosen(legacy(full, 20 * GiB, { 'm1-8b': 4, 'm2-small': 1, 'm3-8b': 3, 'm4-small': 2 }))).toEqual({
+      gpuIndexes: [0],
+      victims: ['m2-small', 'm1-8b'],
+    });
   });
 });
 

@@ -152,11 +152,68 @@ export function gpuSets(indexes: readonly number[], count: number): number[][] {
 const freesOnEach = (h: Holder): number =>
   heldOnEach(h.entry) - (h.entry.state === 'parked' ? 0 : perGpuBytes(h.residueBytes ?? 0, h.entry.gpuIndexes.length));
 
+/** The GPUs of `free` (what each holds free now) still short of `need` once `victims` are released. */
+function shortWith(free: ReadonlyMap<number, number>, victims: readonly Holder[], need: number): number[] {
+  const after = new Map(free);
+  for (const h of victims)
+    for (const g of h.entry.gpuIndexes) if (after.has(g)) after.set(g, after.get(g)! + freesOnEach(h));
+  return [...after].filter(([, bytes]) => bytes < need).map(([g]) => g);
+}
+
+const roomWith = (free: ReadonlyMap<number, number>, victims: readonly Holder[], need: number): boolean =>
+  shortWith(free, victims, need).length === 0;
+
 /**
- * What room one set of GPUs can give: it fits, or the victims that free it (parked ones first, whose
- * engines are stopped to free what they still hold, then the least recently used; a victim on
- * several GPUs frees each), or what stands in the way: models with waiting requests (a wait) or
- * models kept loaded (named in a refusal). `parkedMayStop` false: only ready models yield.
+ * How a scheduler chooses where a model goes and what yields to it: `cheapest` (planRoom), or
+ * `first_fit_lru` as schedulers begun before it chose (the first set that fits; else the fewest
+ * victims, each set's parked ones first, then least recently used, until it fits), which their
+ * histories replay.
+ */
+export type RoomPolicy = 'cheapest' | 'first_fit_lru';
+
+/** Parked holders first: stopping one frees what its engine still holds and no model that serves. */
+const parkedFirst = (a: Holder, b: Holder) => Number(b.entry.state === 'parked') - Number(a.entry.state === 'parked');
+/** The cheaper of two models to release: parked first, then the fewer GPU bytes (a smaller wake back), then the least recently used. */
+const cheaperFirst = (a: Holder, b: Holder) =>
+  parkedFirst(a, b) || a.entry.gpuBytes - b.entry.gpuBytes || a.lastUsedMs - b.lastUsedMs;
+const leastRecentlyUsedFirst = (a: Holder, b: Holder) => parkedFirst(a, b) || a.lastUsedMs - b.lastUsedMs;
+
+/**
+ * The models to release so that `need` fits on every GPU of `free`, among `candidates` (models that
+ * may yield): the cheapest one that makes room alone; else the cheapest first until it fits, then
+ * without any that turned out not to be needed (the dearest dropped first). Undefined when even all
+ * of them do not make room.
+ */
+function cheapestVictims(
+  free: ReadonlyMap<number, number>,
+  candidates: readonly Holder[],
+  need: number,
+  policy: RoomPolicy,
+): Holder[] | undefined {
+  const legacy = policy === 'first_fit_lru';
+  const byCost = [...candidates].sort(legacy ? leastRecentlyUsedFirst : cheaperFirst);
+  const alone = legacy ? undefined : byCost.find((h) => roomWith(free, [h], need));
+  if (alone) return [alone];
+  const victims: Holder[] = [];
+  for (const h of byCost) {
+    const short = shortWith(free, victims, need);
+    if (short.length === 0) break;
+    if (h.entry.gpuIndexes.some((g) => short.includes(g))) victims.push(h);
+  }
+  if (!roomWith(free, victims, need)) return undefined;
+  if (legacy) return victims;
+  for (const h of [...victims].reverse()) {
+    const without = victims.filter((v) => v !== h);
+    if (roomWith(free, without, need)) victims.splice(victims.indexOf(h), 1);
+  }
+  return victims;
+}
+
+/**
+ * What room one set of GPUs can give: it fits, or the cheapest victims that free it (parked ones
+ * first, whose engines are stopped to free what they still hold; a victim on several GPUs frees
+ * each), or what stands in the way: models with waiting requests (a wait) or models kept loaded
+ * (named in a refusal). `parkedMayStop` false: only ready models yield.
  */
 function roomOn(
   ledger: HostLedger,
@@ -164,40 +221,46 @@ function roomOn(
   need: number,
   holders: Holder[],
   parkedMayStop: boolean,
+  policy: RoomPolicy,
 ): { victims: Holder[] } | { blockedByWaiting: boolean; kept: Holder[] } {
   const free = new Map(gpuIndexes.map((g) => [g, gpuFree(ledger, g)]));
-  const short = () => gpuIndexes.filter((g) => free.get(g)! < need);
-  if (short().length === 0) return { victims: [] };
+  if (roomWith(free, [], need)) return { victims: [] };
   const yielding = (h: Holder) => h.entry.state === 'ready' || (parkedMayStop && h.entry.state === 'parked');
   const onSet = holders.filter(
     (h) => yielding(h) && h.entry.gpuBytes > 0 && h.entry.gpuIndexes.some((g) => free.has(g)),
   );
-  const yields = (h: Holder, into: Map<number, number>) => {
-    for (const g of h.entry.gpuIndexes) if (into.has(g)) into.set(g, into.get(g)! + freesOnEach(h));
-  };
-  const parkedFirst = (a: Holder, b: Holder) =>
-    Number(b.entry.state === 'parked') - Number(a.entry.state === 'parked') || a.lastUsedMs - b.lastUsedMs;
-  const victims: Holder[] = [];
-  for (const h of onSet.filter(mayYield).sort(parkedFirst)) {
-    const stillShort = short();
-    if (stillShort.length === 0) break;
-    if (!h.entry.gpuIndexes.some((g) => stillShort.includes(g))) continue;
-    victims.push(h);
-    yields(h, free);
-  }
-  if (short().length === 0) return { victims };
+  const victims = cheapestVictims(free, onSet.filter(mayYield), need, policy);
+  if (victims) return { victims };
   // Would the memory come free if the models with waiting requests yielded too? Then it is a wait.
-  const withWaiting = new Map(free);
-  for (const h of onSet.filter((h) => h.waiting && !kept(h))) yields(h, withWaiting);
-  const blockedByWaiting = gpuIndexes.every((g) => withWaiting.get(g)! >= need);
+  const blockedByWaiting = roomWith(
+    free,
+    onSet.filter((h) => mayYield(h) || (h.waiting && !kept(h))),
+    need,
+  );
   return { blockedByWaiting, kept: onSet.filter(kept) };
 }
 
+/** States in which an instance has no engine on its GPUs: nothing of it will wake there. */
+const noEngine: ReadonlySet<InstanceState> = new Set(['stopped', 'failed']);
+
+/**
+ * Engines on any GPU of `gpuIndexes`, ready, parked or on their way: each parked one will want its
+ * card back, since an engine wakes on the GPUs it was launched on.
+ */
+const crowding = (ledger: HostLedger, gpuIndexes: readonly number[]): number =>
+  ledger.entries.filter((e) => !noEngine.has(e.state) && e.gpuIndexes.some((g) => gpuIndexes.includes(g))).length;
+
+/** GPU bytes `victims` give back. */
+const releasedBytes = (victims: readonly Holder[]): number => victims.reduce((sum, h) => sum + h.entry.gpuBytes, 0);
+
 /**
  * How to find `need` bytes on each of `count` GPUs, chosen among `gpuIndexes` (a parked instance
- * wakes where it is: its own GPUs). A set of GPUs that fits wins, the first in index order; else the
- * set that needs the fewest victims. Victims are only ready instances that may yield; `evict` false
- * never parks.
+ * wakes where it is: its own GPUs). Among the sets that fit, the one fewest engines (ready or
+ * parked) already share, so that fewer wait to wake there; else the set that needs the fewest
+ * victims, then the fewest GPU bytes released, then the least shared. Ties: the first in index order.
+ * Victims are ready instances that may yield, and parked ones holding memory when `parkedMayStop`;
+ * `evict` false never parks. `policy` (default `cheapest`) is the older rule only for a scheduler
+ * that began under it.
  */
 export function planRoom(input: {
   ledger: HostLedger;
@@ -208,24 +271,42 @@ export function planRoom(input: {
   evict: boolean;
   /** Parked instances holding memory (their residue) may be stopped to free it (false in histories from before). */
   parkedMayStop?: boolean;
+  policy?: RoomPolicy;
 }): RoomPlan {
-  const { ledger, need, holders, evict } = input;
-  let best: { gpuIndexes: number[]; victims: Holder[] } | undefined;
+  const { ledger, need, holders, evict, policy = 'cheapest' } = input;
+  // The older rule: the first set that fits, else the fewest victims.
+  const shared = (gpuIndexes: number[]) => (policy === 'cheapest' ? crowding(ledger, gpuIndexes) : 0);
+  let fits: { gpuIndexes: number[]; crowding: number } | undefined;
+  let best: { gpuIndexes: number[]; victims: Holder[]; crowding: number } | undefined;
   let blockedByWaiting = false;
   const keptHolders = new Map<string, KeptHolder>();
   for (const gpuIndexes of gpuSets(input.gpuIndexes, input.count)) {
-    const room = roomOn(ledger, gpuIndexes, need, holders, input.parkedMayStop ?? false);
+    const room = roomOn(ledger, gpuIndexes, need, holders, input.parkedMayStop ?? false, policy);
     if ('victims' in room) {
-      if (room.victims.length === 0) return { kind: 'fits', gpuIndexes };
-      if (!best || room.victims.length < best.victims.length) best = { gpuIndexes, victims: room.victims };
+      const option = { gpuIndexes, victims: room.victims, crowding: shared(gpuIndexes) };
+      if (room.victims.length === 0) {
+        if (!fits || option.crowding < fits.crowding) fits = option;
+      } else if (!best || dearer(best, option, policy)) best = option;
       continue;
     }
     if (room.blockedByWaiting) blockedByWaiting = true;
     else for (const h of room.kept) keptHolders.set(h.name, keptHolder(h));
   }
-  if (best) return evict ? { kind: 'evict', ...best } : { kind: 'wait' };
+  if (fits) return { kind: 'fits', gpuIndexes: fits.gpuIndexes };
+  if (best) return evict ? { kind: 'evict', gpuIndexes: best.gpuIndexes, victims: best.victims } : { kind: 'wait' };
   if (blockedByWaiting || keptHolders.size === 0) return { kind: 'wait' };
   return { kind: 'refused', holders: [...keptHolders.values()].sort((a, b) => (a.name < b.name ? -1 : 1)) };
+}
+
+/** True when making room as `a` does costs more than as `b`: more victims, then more bytes, then more engines sharing. */
+function dearer(
+  a: { victims: Holder[]; crowding: number },
+  b: { victims: Holder[]; crowding: number },
+  policy: RoomPolicy,
+): boolean {
+  const bytes = policy === 'cheapest' ? releasedBytes(a.victims) - releasedBytes(b.victims) : 0;
+  const order = a.victims.length - b.victims.length || bytes || a.crowding - b.crowding;
+  return order > 0;
 }
 
 /**

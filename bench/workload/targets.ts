@@ -8,9 +8,10 @@
  * begins its trace with the four most popular models on the cards (what `fixed` keeps) and the other
  * two parked (capyctl), stopped (restart-only) or never started (`fixed`).
  *
- * Not `capyctl preinitialize` each model: it parks each one as soon as it started, so every model
- * starts on the first card, and a parked engine wakes where it was launched — the second card would
- * never be used (README, "What the runs say about the open choices").
+ * Not `capyctl preinitialize` each model: it parks each one as soon as it started, so no model sees
+ * the others ready when it is placed (before the scheduler chose the card fewer engines share, every
+ * model started on the first card, and a parked engine wakes where it was launched; README, "What
+ * the runs say about the open choices").
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

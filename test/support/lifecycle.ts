@@ -36,6 +36,8 @@ import { QueueGateway } from './queueGateway.js';
 export interface LifecycleOptions {
   /** The simulated GPU's memory, e.g. "12GiB" (one card). */
   gpuMemory?: string;
+  /** How many such cards; one unless said. */
+  gpuCount?: number;
   memoryKind?: 'discrete' | 'unified';
   hostRam?: string;
   /** Extra lines of the host document (YAML), e.g. `lifecycle: { activation: explicit }`. */
@@ -129,6 +131,7 @@ export async function startLifecycle(options: LifecycleOptions = {}): Promise<Li
       temporalAddress: services.temporalAddress,
       dataDir: join(dir, 'host'),
       gpuMemory: options.gpuMemory ?? '12GiB',
+      gpuCount: options.gpuCount,
       memoryKind: options.memoryKind,
       hostRam: options.hostRam,
       extra: options.hostYaml,

@@ -17,6 +17,8 @@ import type { HostScheduler } from './scheduler.js';
 const SERVERS_WITH_DEMAND = 'live-servers-with-demand';
 /** The `patched()` name of a demand's reads as one local step; older histories read each apart. */
 const DEMAND_READ_AS_ONE = 'demand-read-as-one';
+/** The `patched()` name of wakes on GPUs apart running beside each other; older histories ran one switch at a time. */
+const WAKES_APART = 'wakes-on-other-gpus-beside';
 
 /** A demand's reads as older histories made them: the model, each holder and the live servers apart. */
 async function readApart(scheduler: HostScheduler, deploymentId: string) {
@@ -63,13 +65,23 @@ function answerWaiters<K extends 'failWaiters' | 'capacityRefused'>(
   );
 }
 
-/** Serves the longest-waiting model that can go now; true when a switch ran. */
+/**
+ * Serves the longest-waiting model that can go now; true when a switch ran, or began and runs on.
+ * Models competing for the same GPUs go longest wait first, one switch at a time; a wake on GPUs no
+ * running switch holds begins beside it (the spec's order is among models waiting for the same
+ * memory), and the scheduler hears when it ends.
+ */
 export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
   const { state } = scheduler;
+  const beside = patched(WAKES_APART);
   for (const demand of byLongestWait(state.demands)) {
     const dropDemand = () => (state.demands = state.demands.filter((d) => d !== demand));
+    const entry = scheduler.entryOf(demand.deploymentId);
     // A ready model's requests wait for a free slot, not for a switch; they keep it from being a victim.
-    if (scheduler.entryOf(demand.deploymentId)?.state === 'ready') continue;
+    if (entry?.state === 'ready') continue;
+    // Nothing to read for a model that must wait for a running switch (bringUp would say so).
+    if (scheduler.running.size > 0 && (entry?.state !== 'parked' || scheduler.running.holdsAny(entry.gpuIndexes)))
+      continue;
     // The holders, the live servers and a parked model's first answer are read with the model, in
     // one step, not after it (nor in the switch): a request waits for every round trip here.
     const { deployment, holders, liveServerQueues, wakeReference } = patched(DEMAND_READ_AS_ONE)
@@ -98,13 +110,27 @@ export async function serveDemands(scheduler: HostScheduler): Promise<boolean> {
       continue;
     }
     try {
-      const brought = await scheduler.bringUp(deployment, holders, {
+      let begun = () => {};
+      const begins = new Promise<'begun'>((resolve) => (begun = () => resolve('begun')));
+      const bringing = scheduler.bringUp(deployment, holders, {
         evict: true,
         instanceIndex: demand.instanceIndex ?? 0,
         admissionWindowMs: scheduler.settings.admissionWindowMs,
         liveServerQueues,
         wakeReference,
+        begun,
       });
+      const brought = await (beside ? Promise.race([bringing, begins]) : bringing);
+      if (brought === 'begun') {
+        void bringing.then(
+          () => scheduler.noteChange(),
+          (e) => {
+            log.warn('switch ended with a failure', { deploymentId: deployment.id, error: String(e) });
+            scheduler.noteChange();
+          },
+        );
+        return true;
+      }
       if (brought.kind !== 'waits') return true;
     } catch (e) {
       // Only models kept loaded (explicit, warm) hold the memory: waiting would not free it, so the

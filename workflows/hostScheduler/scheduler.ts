@@ -60,6 +60,7 @@ import { wakeQuestion } from '../wakeCheck.js';
 import { runCommand } from './commands.js';
 import { hasWaiting, serveDemands, withDemand, withoutDemandsOf } from './demands.js';
 import { IdleTimers } from './idleTimers.js';
+import { RunningSwitches } from './running.js';
 import { type HostSchedulerInput, sameSettings, type SchedulerSettings, type SchedulerState } from './input.js';
 import { type Command, Job } from './jobs.js';
 import type { hostScheduler } from './workflow.js';
@@ -69,6 +70,8 @@ const DEFAULT_MAX_HISTORY_EVENTS = 10_000;
 const WAKE_AHEAD = 'wake-ahead-of-switch';
 /** The `patched()` name of parked instances stopped to free the residue they hold; older histories never stopped one for room. */
 const STOP_PARKED_HOLDERS = 'stop-parked-holders';
+/** The `patched()` name of room made the cheapest way (ledger.planRoom); older histories chose first fit, LRU victims. */
+const CHEAPEST_ROOM = 'cheapest-room';
 
 /** A deployment whose checkpoint is measured: the only kind the scheduler places or releases. */
 export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
@@ -105,7 +108,8 @@ export class HostScheduler {
   private readonly jobs: Job[] = [];
   /** Something changed since the last turn found nothing to do. */
   private changed = true;
-  private runningSwitchId: string | null = null;
+  /** The switches running now: one at a time, or wakes on GPUs apart beside each other (demands.ts). */
+  readonly running = new RunningSwitches();
   /** Settings the server sent that differ from this run's: the next run starts with them. */
   private newSettings: SchedulerSettings | null = null;
 
@@ -171,7 +175,7 @@ export class HostScheduler {
   ledgerNow(): HostLedger {
     return {
       ...(this.state.ledger ?? { hostId: this.hostId, gpus: [], hostRamBytes: 0, entries: [] }),
-      runningSwitchId: this.runningSwitchId,
+      runningSwitchId: this.running.first(),
     };
   }
 
@@ -310,6 +314,8 @@ export class HostScheduler {
       begun?: (switchId: string) => void;
       liveServerQueues?: string[];
       wakeReference?: WakeReference | null;
+      /** Host RAM its victims' parked copies take. */
+      hostRamBytes?: number;
     } = {},
   ): Promise<SwitchResult> {
     const { settings } = this;
@@ -326,7 +332,7 @@ export class HostScheduler {
       ...(target?.action === 'wake' && opts.wakeReference !== undefined ? { wakeReference: opts.wakeReference } : {}),
       timeouts: { drainMs: settings.drainMs, wakeWindowMs: settings.wakeWindowMs, startMs: settings.startMs },
     };
-    this.runningSwitchId = switchInput.switchId;
+    this.running.add(switchInput.switchId, target, victims, opts.hostRamBytes ?? 0);
     try {
       if (target?.action === 'wake' && victims.length === 0 && opts.wakeReference !== undefined)
         this.wakeAhead(switchInput, target, opts.wakeReference);
@@ -343,7 +349,7 @@ export class HostScheduler {
       this.applyResult(result, target, checkpoints);
       return result;
     } finally {
-      this.runningSwitchId = null;
+      this.running.remove(switchInput.switchId);
     }
   }
 
@@ -406,7 +412,7 @@ export class HostScheduler {
     const { plans, hostRamFreeBytes } = planVictims({
       victims,
       memoryKind: (gpuIndexes) => this.memoryKind(gpuIndexes),
-      hostRamFreeBytes: hostRamFree(this.ledger),
+      hostRamFreeBytes: hostRamFree(this.ledger) - this.running.hostRamBytes(),
       operator,
     });
     const releases = plans.map((plan) => {
@@ -449,9 +455,13 @@ export class HostScheduler {
     const existing = this.entryOf(deployment.id);
     if (existing?.state === 'ready') return { kind: 'ready' };
     const wake = existing?.state === 'parked';
+    // Beside a running switch only a wake on GPUs it does not hold goes: a start waits to choose among all.
+    if (this.running.size > 0 && (!wake || this.running.holdsAny(existing!.gpuIndexes))) return { kind: 'waits' };
     // A parked engine's process keeps its CUDA devices (CUDA_VISIBLE_DEVICES is read at its start): it wakes on them.
     const gpus = wake ? existing!.gpuIndexes.length : gpusPerInstance(deployment.spec);
-    const others = holders.filter((h) => h.entry.deploymentId !== deployment.id);
+    const others = holders.filter(
+      (h) => h.entry.deploymentId !== deployment.id && !this.running.holdsAny(h.entry.gpuIndexes),
+    );
     const room = planRoom({
       ledger: this.ledger,
       gpuIndexes: wake ? existing!.gpuIndexes : this.ledger.gpus.map((g) => g.index),
@@ -460,12 +470,14 @@ export class HostScheduler {
       holders: others,
       evict: opts.evict,
       parkedMayStop: others.some((h) => h.entry.state === 'parked') && patched(STOP_PARKED_HOLDERS),
+      policy: patched(CHEAPEST_ROOM) ? 'cheapest' : 'first_fit_lru',
     });
     if (room.kind === 'wait') return { kind: 'waits' };
     if (room.kind === 'refused') throw refusal(apiErrors.insufficientCapacity(deployment.id, room.holders));
     const victims = room.kind === 'evict' ? holders.filter((h) => room.victims.some((r) => r.entry === h.entry)) : [];
     const { gpuIndexes } = room;
     const { releases, hostRamFreeBytes } = this.howToReleaseTogether(victims, false);
+    const copiesBytes = hostRamFree(this.ledger) - this.running.hostRamBytes() - hostRamFreeBytes;
     const released = victims.map(({ entry, deployment: victim }, i) => switchVictim(entry, victim, releases[i]!));
     const instance: InstanceRef = wake
       ? existing!.instance
@@ -504,6 +516,7 @@ export class HostScheduler {
       begun,
       liveServerQueues: opts.liveServerQueues,
       wakeReference: opts.wakeReference,
+      hostRamBytes: copiesBytes,
     });
     return { kind: 'switched', result };
   }
@@ -589,11 +602,12 @@ export class HostScheduler {
       await adoptEngines(this);
     }
     for (;;) {
-      const timeout = this.idleTimers.msToNext();
+      // A timer waits for the running switches, which tell their end.
+      const timeout = this.running.size > 0 ? undefined : this.idleTimers.msToNext();
       await condition(() => this.changed, timeout);
       this.changed = false;
       if (await this.takeTurn()) this.changed = true;
-      if ((this.historyFull() || this.newSettings !== null) && this.jobs.length === 0) {
+      if ((this.historyFull() || this.newSettings !== null) && this.jobs.length === 0 && this.running.size === 0) {
         // Between transitions, once every update has answered (a command that comes meanwhile runs
         // first); demands that arrive meanwhile are in `state`, which the next run starts from.
         await condition(() => allHandlersFinished() || this.jobs.length > 0);
@@ -617,6 +631,8 @@ export class HostScheduler {
    * the longest-waiting model; true when something ran.
    */
   private async takeTurn(): Promise<boolean> {
+    // Beside running switches only wakes on other GPUs go; a command or a timer waits for them to end.
+    if (this.running.size > 0) return this.jobs.length === 0 && serveDemands(this);
     if (await this.idleTimers.runDue()) return true;
     const job = this.jobs[0];
     if (!job) return serveDemands(this);

@@ -2,8 +2,9 @@
  * The host scheduler: one long-lived workflow per host (`host-scheduler/<hostId>`), the only thing
  * that changes what that host's GPUs hold. It keeps the host's ledger, takes demands from the gateway
  * (signals) and commands from the management API (updates answered with the receipt), and runs one
- * transition at a time, each a child switch workflow. It continues as new before its history grows
- * large, carrying its ledger and the demands it still holds as plain objects.
+ * transition at a time, each a child switch workflow, except that wakes on GPUs apart run beside each
+ * other (demands.ts). It continues as new between transitions before its history grows large,
+ * carrying its ledger and the demands it still holds as plain objects.
  *
  * This function wires Temporal's messages to the scheduler (scheduler.ts), which owns the state.
  *
