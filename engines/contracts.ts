@@ -405,7 +405,10 @@ const sglang: EngineContract<keyof typeof sglangRoutes> = {
   versions: [
     { from: '0.5.4', below: '0.5.6', sends: {} },
     // PauseGenerationReqInput gained `mode` after 0.5.5.
-    { from: '0.5.6', below: '0.6.0', sends: { pauseMode: 'abort' } },
+    { from: '0.5.6', below: '0.5.18', sends: { pauseMode: 'abort' } },
+    // Sent the same; from here each scheduler's internal state reports the requests it runs at once
+    // (`effective_max_running_requests_per_dp`), which the adapter reads instead of `engine_default`.
+    { from: '0.5.18', below: '0.6.0', sends: { pauseMode: 'abort' } },
   ],
   versionRoute: 'GET /get_server_info',
   // Its --sleep-on-idle only lets the scheduler's loop wait on its sockets; it frees no GPU memory.

@@ -126,9 +126,10 @@ export interface EngineAdapter {
    */
   sampleLoad(endpoint: EngineEndpoint, options?: CallOptions): Promise<EngineLoad | null>;
   /**
-   * How many requests it runs at once, and where that figure comes from: what CapyCTL passes or
-   * expects. No engine reports the figure it chose over HTTP (SGLang's `/get_server_info` gives the
-   * command-line value), so an engine left to choose is `engine_default`.
+   * How many requests it runs at once, and where that figure comes from. With `endpoint` null (not
+   * started, or not ready) it is what CapyCTL passes or expects; SGLang from 0.5.18 reports the
+   * figure its schedulers chose (`engine`, or `state_cache` below what it was passed) once it runs; an
+   * engine that does not answer, or an older one, has not said.
    */
   maxRunning(endpoint: EngineEndpoint | null, ctx: MaxRunningContext, options?: CallOptions): Promise<MaxRunning>;
   /**

@@ -25,6 +25,19 @@ export function parallelLayout(engine: EngineName, args: readonly string[]): Par
   );
 }
 
+/**
+ * The schedulers one instance's batch is split between: a factor that splits requests but, beside
+ * its `notWith` flag, runs on the GPUs the model is already split over. SGLang's `--dp-size` with
+ * `--enable-dp-attention` starts one scheduler per DP rank, each running `--max-running-requests` ÷ dp
+ * (`resolve_max_num_reqs`, mem_cache/kv_cache_configurator.py). 1 for any other layout.
+ */
+export function batchRanks(engine: EngineName, args: readonly string[]): number {
+  const factors = engineContracts[engine].parallelism?.factors ?? [];
+  return factors
+    .filter((f) => f.splits === 'requests' && f.notWith?.some((flag) => findOption(args, flag) !== undefined))
+    .reduce((ranks, f) => ranks * (findCount(args, f.options) ?? 1), 1);
+}
+
 /** The GPUs one instance takes: the product of the engine's parallelism options, 1 when none is given. */
 export function gpusPerInstance(spec: Pick<DeploymentSpec, 'engine' | 'extra_args'>): number {
   return parallelLayout(spec.engine, spec.extra_args).ranks;

@@ -309,3 +309,17 @@ export function maxRunningToPass(ctx: Required<MaxRunningContext>): number | und
   const expected = expectedMaxRunning(ctx);
   return expected.source === 'declared' || expected.source === 'default' ? expected.count : undefined;
 }
+
+/**
+ * The figure once the engine reports its own (`reported`; undefined while it has not said).
+ *
+ * The state_cache rule: an engine runs fewer requests than it was told only when a hybrid model's
+ * recurrent state pool holds fewer sequences than that (SGLang caps max_running_requests at its
+ * Mamba cache, `resolve_max_num_reqs`). So a report below the count CapyCTL passed or expects is
+ * `state_cache` with the engine's count; any other report is `engine`.
+ */
+export function reportedMaxRunning(expected: MaxRunning, reported: number | undefined): MaxRunning {
+  if (reported === undefined) return expected;
+  const fewer = expected.count !== undefined && reported < expected.count;
+  return figure(fewer ? 'state_cache' : 'engine', reported);
+}

@@ -3,8 +3,8 @@
  * simulator playing each engine's version (`--sim-version`, in a deployment's extra_args, which come
  * last on its command line). A start reads the engine's version once it answers its health route and
  * refuses one capyctl does not know, naming it and the versions it knows, unless the host runs it as
- * a listed one; no engine is let sleep on its own; SGLang's bound is what capyctl passed, or
- * `engine_default`.
+ * a listed one; no engine is let sleep on its own; SGLang's bound is its schedulers' own from 0.5.18,
+ * and before it what capyctl passed, or `engine_default`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, engineSettingRefusals, hostStepFailures } from '../domain/catalogue.js';
@@ -89,12 +89,15 @@ describe('engine versions at start', () => {
     );
   });
 
-  it("SGLang's bound is the one capyctl passed, or engine_default: SGLang reports only its command line's", async () => {
+  it("SGLang's bound is its schedulers' own from 0.5.18 (engine); before, the one capyctl passed, or engine_default", async () => {
     const declared = await cluster.deploy(
       simDeployment('sg-declared', 'sglang', [], `hosts: [${strict.hostId}]\nmax_concurrent_requests: 8`),
     );
     const chosen = await cluster.deploy(simDeployment('sg-chosen', 'sglang', [], `hosts: [${strict.hostId}]`));
-    for (const name of ['sg-declared', 'sg-chosen'])
+    const reports = await cluster.deploy(
+      simDeployment('sg-reports', 'sglang', ['--sim-version', '0.5.18'], `hosts: [${strict.hostId}]`),
+    );
+    for (const name of ['sg-declared', 'sg-chosen', 'sg-reports'])
       expect(await cluster.capyctl(['start', 'deployment', name, '--wait'])).toMatchObject({ code: 0 });
     const bound = async (id: string) => {
       const load = await cluster.api('GET', `/management/v1/metrics/load?deployment=${id}`);
@@ -105,10 +108,12 @@ describe('engine versions at start', () => {
       const figure = await bound(id);
       return figure && figure.source !== 'on_host' ? figure : undefined;
     };
-    await until('the host to report both instances', async () =>
-      (await reported(declared.deployment_id)) && (await reported(chosen.deployment_id)) ? true : undefined,
+    const ids = [declared, chosen, reports].map((d) => d.deployment_id);
+    await until('the host to report the three instances', async () =>
+      (await Promise.all(ids.map(reported))).every(Boolean) ? true : undefined,
     );
     expect(await bound(declared.deployment_id)).toEqual({ count: 8, source: 'declared' });
     expect(await bound(chosen.deployment_id)).toEqual({ source: 'engine_default' });
+    expect(await bound(reports.deployment_id)).toEqual({ count: 256, source: 'engine' });
   }, 120_000);
 });

@@ -315,7 +315,7 @@ describe('vLLM', () => {
 });
 
 describe('SGLang', () => {
-  it('never reports the bound it chose (engine_default, starting or ready); a declared one stays declared', async () => {
+  it('before 0.5.18 never reports the bound it chose (engine_default, starting or ready); a declared one stays declared', async () => {
     const e = await launch('sglang', 'host_ram', {}, { simFlags: ['--sim-load-ms', '2000'] });
     const ctx = { spec: e.spec, command: HOST_COMMAND };
     expect(await e.adapter.maxRunning(null, ctx)).toEqual({ source: 'engine_default' });
@@ -333,6 +333,26 @@ describe('SGLang', () => {
       source: 'declared',
     });
     expect(await e.adapter.maxRunning(e.endpoint, ctx)).toEqual({ source: 'engine_default' });
+  });
+
+  it("from 0.5.18 reports its schedulers' own bound: engine, whether it chose it or was passed it", async () => {
+    const reports = ['--sim-version', '0.5.18'];
+    const chosen = await ready(await launch('sglang', 'host_ram', {}, { simFlags: reports }));
+    const ctx = { spec: chosen.spec, command: HOST_COMMAND };
+    expect(await chosen.adapter.maxRunning(null, ctx)).toEqual({ source: 'engine_default' });
+    expect(await chosen.adapter.maxRunning(chosen.endpoint, ctx)).toEqual({ count: 256, source: 'engine' });
+
+    // The simulator's slots enforce 16; capyctl passed 16.
+    const declared = await ready(
+      await launch(
+        'sglang',
+        'host_ram',
+        { max_concurrent_requests: 16 },
+        { simFlags: reports, othersBytes: WEIGHTS + KV },
+      ),
+    );
+    const declaredCtx = { spec: declared.spec, command: HOST_COMMAND };
+    expect(await declared.adapter.maxRunning(declared.endpoint, declaredCtx)).toEqual({ count: 16, source: 'engine' });
   });
 
   it('samples no load without metrics', async () => {

@@ -16,7 +16,9 @@ import {
   parkRefusal,
   releasedLine,
   releasingLine,
+  reportedMaxRunning,
 } from '../engines/rules.js';
+import { batchRanks } from '../engines/parallelism.js';
 import { findCount, findOption } from '../engines/launchOptions.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
 
@@ -435,6 +437,24 @@ describe('max_running sources', () => {
       count: 4,
       source: 'extra_args',
     });
+  });
+
+  it("engine: the engine's own figure once it reports one", () => {
+    expect(reportedMaxRunning({ source: 'engine_default' }, 48)).toEqual({ count: 48, source: 'engine' });
+    expect(reportedMaxRunning({ count: 12, source: 'declared' }, 12)).toEqual({ count: 12, source: 'engine' });
+    expect(reportedMaxRunning({ count: 12, source: 'declared' }, undefined)).toEqual({ count: 12, source: 'declared' });
+  });
+
+  it("state_cache: an engine that runs fewer than it was passed is held back by a hybrid model's state", () => {
+    expect(reportedMaxRunning({ count: 32, source: 'declared' }, 9)).toEqual({ count: 9, source: 'state_cache' });
+    expect(reportedMaxRunning({ count: 16, source: 'extra_args' }, 10)).toEqual({ count: 10, source: 'state_cache' });
+  });
+
+  it("SGLang's batch is split between its DP ranks' schedulers only with DP attention", () => {
+    expect(batchRanks('sglang', ['--tp-size', '4', '--dp-size', '4', '--enable-dp-attention'])).toBe(4);
+    expect(batchRanks('sglang', ['--tp', '2', '--dp', '2'])).toBe(1);
+    expect(batchRanks('sglang', ['--tp', '2'])).toBe(1);
+    expect(batchRanks('vllm', ['--data-parallel-size', '2'])).toBe(1);
   });
 });
 

@@ -69,6 +69,21 @@ describe('SGLang dialect', () => {
     expect(sim.stdout()).toContain('max_running_requests=256');
   });
 
+  it("from 0.5.18 each scheduler's internal state reports the requests it runs at once, the figure its slots enforce", async () => {
+    const [chosen, capped] = await Promise.all([
+      sglang(['--sim-version', '0.5.18']),
+      sglang(['--sim-version', '0.5.18', '--max-running-requests', '8']),
+    ]);
+    expect(await (await fetch(`${chosen.baseUrl}/get_server_info`)).json()).toMatchObject({
+      max_running_requests: null,
+      internal_states: [{ max_running_requests: null, effective_max_running_requests_per_dp: 256 }],
+      version: '0.5.18',
+    });
+    expect(await (await fetch(`${capped.baseUrl}/get_server_info`)).json()).toMatchObject({
+      internal_states: [{ effective_max_running_requests_per_dp: 8 }],
+    });
+  });
+
   it('reports its server and model info as SGLang does: max_running_requests only as given on its command line', async () => {
     const [plain, capped] = await Promise.all([
       sglang(),
@@ -87,6 +102,10 @@ describe('SGLang dialect', () => {
       max_running_requests: 8,
       internal_states: [{ max_running_requests: 8 }],
     });
+    // Before 0.5.18 no scheduler reports the figure it chose.
+    const [before] = ((await (await fetch(`${plain.baseUrl}/get_server_info`)).json()) as { internal_states: object[] })
+      .internal_states;
+    expect(before).not.toHaveProperty('effective_max_running_requests_per_dp');
     expect(await (await fetch(`${plain.baseUrl}/get_model_info`)).json()).toEqual({
       model_path: 'org/m',
       tokenizer_path: 'org/m',

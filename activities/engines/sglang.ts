@@ -5,12 +5,13 @@
  */
 import { z } from 'zod';
 import { engineContracts } from '../../engines/contracts.js';
-import type { EngineAdapter } from '../../engines/engine.js';
-import { answers200, fetchJsonIfServed, post } from './http.js';
+import { type EngineAdapter, EngineError } from '../../engines/engine.js';
+import { answers200, fetchJson, fetchJsonIfServed, post } from './http.js';
 import { buildLaunchPlan } from '../../engines/launchPlan.js';
 import { sampleMetrics } from './metrics.js';
 import { askProbe } from './probe.js';
-import { expectedMaxRunning } from '../../engines/rules.js';
+import { batchRanks } from '../../engines/parallelism.js';
+import { expectedMaxRunning, reportedMaxRunning } from '../../engines/rules.js';
 import { parkByContract, wakeByContract } from './steps.js';
 import { adapterFacts } from '../../engines/traits.js';
 
@@ -22,8 +23,17 @@ const loadMetrics = {
   kvUsage: ['sglang:token_usage'],
 };
 
-/** Of `/get_server_info` (server args, scheduler info, internal states), only the version is read. */
-const serverInfo = z.object({ version: z.string().nullish() });
+/**
+ * Of `/get_server_info` (server args, scheduler info, internal states), the version and, where the
+ * version reports it, the requests each DP rank's scheduler runs at once: `internal_states[i]` is
+ * scheduler i's `get_internal_state` (CONTRACTS.md).
+ */
+const serverInfo = z.object({
+  internal_states: z
+    .array(z.object({ effective_max_running_requests_per_dp: z.number().int().positive().nullish() }))
+    .nullish(),
+  version: z.string().nullish(),
+});
 
 export const sglang: EngineAdapter = {
   ...adapterFacts('sglang'),
@@ -40,9 +50,21 @@ export const sglang: EngineAdapter = {
   // null without `--enable-metrics` (the route answers 404).
   sampleLoad: (endpoint, options) => sampleMetrics(endpoint, loadMetrics, options),
 
-  // `/get_server_info` gives the command-line value, in its server args and again in each scheduler's
-  // internal state; the figure a scheduler chose is only in its start-up log line (CONTRACTS.md).
-  maxRunning: async (_endpoint, ctx) => expectedMaxRunning(ctx),
+  // The scheduler's own figure where its version reports it, times the DP ranks sharing the batch; an
+  // older version (or an engine that does not answer yet) has not said.
+  async maxRunning(endpoint, ctx, options) {
+    const expected = expectedMaxRunning(ctx);
+    if (endpoint === null) return expected;
+    try {
+      const info = await fetchJson(endpoint, contract.routes.serverInfo.path, serverInfo, options);
+      const perRank = info.internal_states?.[0]?.effective_max_running_requests_per_dp ?? undefined;
+      const ranks = batchRanks('sglang', [...(ctx.command ?? []), ...ctx.spec.extra_args]);
+      return reportedMaxRunning(expected, perRank === undefined ? undefined : perRank * ranks);
+    } catch (e) {
+      if (e instanceof EngineError && e.kind !== 'timeout') return expected;
+      throw e;
+    }
+  },
 
   // A version probe only refines the capability rules: an engine without the route has not said.
   async version(endpoint, options) {

@@ -31,6 +31,12 @@ function memoryParts(body: unknown): MemoryParts {
 const PAUSE_MODE_SINCE = '0.5.6';
 const pauseModes = ['abort', 'retract', 'in_place'];
 
+/**
+ * `get_internal_state` reports the requests its scheduler runs at once, after sizing its pools, as
+ * `effective_max_running_requests_per_dp` from 0.5.18 (CONTRACTS.md, Versions); older ones do not.
+ */
+const EFFECTIVE_MAX_RUNNING_SINCE = '0.5.18';
+
 /** The KV cache's size in tokens, as the simulated engine reports it. */
 const maxTotalNumTokensOf = (config: SimConfig) => config.maxRunning * 64;
 
@@ -53,10 +59,15 @@ function addInfoRoutes(router: Router, engine: SimEngine): void {
     speculative_algorithm: config.speculativeAlgorithm ?? null,
   };
 
+  /** Its one scheduler's own figure, the one its slots enforce, where its version reports it. */
+  const effective = atLeast(config.version, EFFECTIVE_MAX_RUNNING_SINCE)
+    ? { effective_max_running_requests_per_dp: config.maxRunning }
+    : {};
+
   /**
    * `get_server_info` (http_server.py): the server args, the first scheduler's ready message, each
-   * scheduler's internal state (its server args again, its throughput and memory) and the version.
-   * The figure of requests a scheduler chose is in none of them, only in its start-up log line.
+   * scheduler's internal state (its server args again, its throughput and memory, and from 0.5.18 the
+   * requests it runs at once) and the version. Before 0.5.18 that figure is only in its start-up log line.
    */
   function serverInfo(): unknown {
     return {
@@ -73,6 +84,7 @@ function addInfoRoutes(router: Router, engine: SimEngine): void {
             kvcache: config.kvBytes / 2 ** 30,
             token_capacity: maxTotalNumTokens,
           },
+          ...effective,
         },
       ],
       version: config.version,

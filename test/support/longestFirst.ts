@@ -41,6 +41,7 @@ export const ciSeconds: Record<string, number> = {
   'test/inference.test.ts': 20,
   'test/statusPage.e2e.test.ts': 16,
   'test/hostAgent.test.ts': 15,
+  'test/standalone.load.test.ts': 15,
   'test/documents.sweep.e2e.test.ts': 15,
   'test/overload.e2e.test.ts': 13,
   'test/metrics.e2e.test.ts': 13,
