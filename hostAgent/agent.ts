@@ -21,7 +21,7 @@ import { discoverGpus } from './gpus.js';
 import { Ingress } from './ingress.js';
 import { LoadSampler } from './loadSampler.js';
 import { registrationOf } from './registration.js';
-import type { GpuSource } from './gpuMemory.js';
+import { type GpuSource, gpuBytesByOwner } from './gpuMemory.js';
 import { hostMetrics } from './metrics.js';
 import { buildInfo } from '../processes/build.js';
 import { type Registration, RegistrationRefused, ServerClient } from './serverClient.js';
@@ -166,6 +166,8 @@ export async function startHostAgent(
         sglang: settings.engines.sglang.parked_residue,
         tensorfold: 0,
       },
+      gpuBytesOf: async (pid) =>
+        (await gpuBytesByOwner(gpuSource, new Map([[pid, pid]]))).filter((h) => h.owner === pid),
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,
       enginePorts: settings.engine_ports,

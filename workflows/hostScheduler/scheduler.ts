@@ -41,6 +41,7 @@ import { serverStepOptions, taskQueues, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } 
 import { gpusPerInstance, perGpuBytes } from '../../engines/parallelism.js';
 import {
   type Checkpoint,
+  bringUpNeedOnEach,
   gpuIndexesOf,
   gpuNeed,
   heldOnEach,
@@ -69,6 +70,11 @@ const DEFAULT_MAX_HISTORY_EVENTS = 10_000;
 const WAKE_AHEAD = 'wake-ahead-of-switch';
 /** The `patched()` name of parked instances stopped to free the residue they hold; older histories never stopped one for room. */
 const STOP_PARKED_HOLDERS = 'stop-parked-holders';
+/**
+ * The `patched()` name of a parked instance counted at the residue its host measured after the park;
+ * older histories counted the checkpoint's.
+ */
+const MEASURED_RESIDUE = 'measured-parked-residue';
 
 /** A deployment whose checkpoint is measured: the only kind the scheduler places or releases. */
 export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
@@ -211,11 +217,13 @@ export class HostScheduler {
     return this.ledger.gpus.find((g) => g.index === gpuIndexes[0])?.memoryKind ?? 'discrete';
   }
 
+  /** `residueBytes`: what a parked instance's host measured; any other state forgets it. */
   setEntry(
     entry: LedgerEntry,
     newState: LedgerEntry['state'],
     tier: LedgerEntry['tier'],
     bytes: { gpuBytes: number; hostRamBytes: number },
+    residueBytes?: number,
   ): void {
     if (newState !== 'stopped' && (this.exitedGeneration[entry.deploymentId] ?? 0) >= entry.instance.generation) {
       [newState, tier, bytes] = ['stopped', null, { gpuBytes: 0, hostRamBytes: 0 }];
@@ -223,6 +231,8 @@ export class HostScheduler {
     if (entry.state !== newState) this.state.sinceMs[entry.deploymentId] = Date.now();
     if (newState === 'ready') this.state.lastUsedMs[entry.deploymentId] = Date.now();
     Object.assign(entry, { state: newState, tier, ...bytes });
+    if (newState === 'parked' && residueBytes !== undefined) entry.residueBytes = residueBytes;
+    else delete entry.residueBytes;
   }
 
   /** True when `deploymentId` has an instance an operator's stop takes away: ready or parked. */
@@ -379,13 +389,10 @@ export class HostScheduler {
   ): void {
     for (const victim of result.victims) {
       const entry = this.entryOf(victim.deploymentId);
-      if (entry)
-        this.setEntry(
-          entry,
-          victim.state,
-          victim.tier,
-          holdings(checkpoints[victim.deploymentId]!, victim.state, victim.tier),
-        );
+      if (!entry) continue;
+      const measured = victim.residueBytes !== undefined && patched(MEASURED_RESIDUE) ? victim.residueBytes : undefined;
+      const c = checkpoints[victim.deploymentId]!;
+      this.setEntry(entry, victim.state, victim.tier, holdings(c, victim.state, victim.tier, measured), measured);
     }
     const entry = result.target && this.entryOf(result.target.instance.deploymentId);
     if (!result.target || !target || !entry) return;
@@ -456,7 +463,7 @@ export class HostScheduler {
       ledger: this.ledger,
       gpuIndexes: wake ? existing!.gpuIndexes : this.ledger.gpus.map((g) => g.index),
       count: gpus,
-      need: perGpuBytes(gpuNeed(deployment.checkpoint), gpus) - (existing ? heldOnEach(existing) : 0),
+      need: bringUpNeedOnEach(deployment.checkpoint, gpus, existing),
       holders: others,
       evict: opts.evict,
       parkedMayStop: others.some((h) => h.entry.state === 'parked') && patched(STOP_PARKED_HOLDERS),
