@@ -136,7 +136,10 @@ describe('the memory a real engine needs', () => {
   }, 180_000);
 
   it('after a park the ledger counts what the engine still holds, as its host measured it: less frees room, more takes it', async () => {
-    for (const name of ['big', 'c']) await stopped(name);
+    // The card starts empty, whatever the tests before left on it.
+    const { body } = await cluster.api('GET', '/management/v1/deployments');
+    for (const d of body.deployments as Array<{ name: string; state: string }>)
+      if (d.state !== 'stopped') await stopped(d.name);
     for (const [name, args] of Object.entries(UNREPORTED)) await cluster.deploy(simDeployment(name, 'vllm', args));
 
     await cluster.capyctlOk(['start', 'deployment', 'lean', '--wait']);
