@@ -10,6 +10,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { adapters } from '../activities/engines/index.js';
 import { createHostActivities } from '../activities/hostActivities.js';
+import type { HostActivityDeps } from '../activities/host/shared.js';
 import type { EngineName } from '../domain/vocabulary.js';
 import { hostEnginesRefusals } from '../engines/hostEngines.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
@@ -21,7 +22,7 @@ import { discoverGpus } from './gpus.js';
 import { Ingress } from './ingress.js';
 import { LoadSampler } from './loadSampler.js';
 import { registrationOf } from './registration.js';
-import { type GpuSource, gpuBytesByOwner } from './gpuMemory.js';
+import { type GpuSource, gpuBytesOfProcess } from './gpuMemory.js';
 import { hostMetrics } from './metrics.js';
 import { buildInfo } from '../processes/build.js';
 import { type Registration, RegistrationRefused, ServerClient } from './serverClient.js';
@@ -53,6 +54,23 @@ export interface RunningHostAgent {
 const REGISTER_RETRY_MS = 1_000;
 /** How often a stopping agent looks whether the answers running through its ingress have finished. */
 const STOP_POLL_MS = 50;
+
+/** What the host document's `engines` section tells the engine activities, by engine. */
+function engineSections(
+  settings: Pick<HostSettings, 'engines'>,
+): Pick<HostActivityDeps, 'engineCommands' | 'unlistedVersionsAs' | 'parkedResidueBytes'> {
+  const each = <T>(of: (e: HostSettings['engines'][keyof HostSettings['engines']]) => T) =>
+    Object.fromEntries(Object.entries(settings.engines).map(([name, e]) => [name, of(e)]));
+  return {
+    engineCommands: each((e) => e.command) as Record<EngineName, string[]>,
+    unlistedVersionsAs: each((e) => e.unlisted_version_as) as Partial<Record<EngineName, string>>,
+    parkedResidueBytes: {
+      vllm: settings.engines.vllm.parked_residue,
+      sglang: settings.engines.sglang.parked_residue,
+      tensorfold: 0,
+    },
+  };
+}
 
 /** The host's ID: declared, or the machine's name made a DNS label. */
 export const hostIdOf = (settings: Pick<HostSettings, 'id'>) =>
@@ -145,12 +163,6 @@ export async function startHostAgent(
 
   installTemporalRuntime(log);
   const connection = await NativeConnection.connect({ address: settings.temporal.address });
-  const engineCommands = Object.fromEntries(
-    Object.entries(settings.engines).map(([name, e]) => [name, e.command]),
-  ) as Record<EngineName, string[]>;
-  const unlistedVersionsAs = Object.fromEntries(
-    Object.entries(settings.engines).map(([name, e]) => [name, e.unlisted_version_as]),
-  ) as Partial<Record<EngineName, string>>;
   const worker = await Worker.create({
     connection,
     namespace: settings.temporal.namespace,
@@ -158,16 +170,9 @@ export async function startHostAgent(
     activities: createHostActivities({
       adapters,
       supervisor,
-      engineCommands,
-      unlistedVersionsAs,
+      ...engineSections(settings),
       largestGpuBytes: Math.max(0, ...gpus.map((g) => g.memoryBytes)),
-      parkedResidueBytes: {
-        vllm: settings.engines.vllm.parked_residue,
-        sglang: settings.engines.sglang.parked_residue,
-        tensorfold: 0,
-      },
-      gpuBytesOf: async (pid) =>
-        (await gpuBytesByOwner(gpuSource, new Map([[pid, pid]]))).filter((h) => h.owner === pid),
+      gpuBytesOf: (pid) => gpuBytesOfProcess(gpuSource, pid),
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,
       enginePorts: settings.engine_ports,
