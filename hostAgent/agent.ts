@@ -10,7 +10,6 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { adapters } from '../activities/engines/index.js';
 import { createHostActivities } from '../activities/hostActivities.js';
-import type { HostActivityDeps } from '../activities/host/shared.js';
 import type { EngineName } from '../domain/vocabulary.js';
 import { hostEnginesRefusals } from '../engines/hostEngines.js';
 import { installTemporalRuntime } from '../logging/temporalRuntime.js';
@@ -54,23 +53,6 @@ export interface RunningHostAgent {
 const REGISTER_RETRY_MS = 1_000;
 /** How often a stopping agent looks whether the answers running through its ingress have finished. */
 const STOP_POLL_MS = 50;
-
-/** What the host document's `engines` section tells the engine activities, by engine. */
-function engineSections(
-  settings: Pick<HostSettings, 'engines'>,
-): Pick<HostActivityDeps, 'engineCommands' | 'unlistedVersionsAs' | 'parkedResidueBytes'> {
-  const each = <T>(of: (e: HostSettings['engines'][keyof HostSettings['engines']]) => T) =>
-    Object.fromEntries(Object.entries(settings.engines).map(([name, e]) => [name, of(e)]));
-  return {
-    engineCommands: each((e) => e.command) as Record<EngineName, string[]>,
-    unlistedVersionsAs: each((e) => e.unlisted_version_as) as Partial<Record<EngineName, string>>,
-    parkedResidueBytes: {
-      vllm: settings.engines.vllm.parked_residue,
-      sglang: settings.engines.sglang.parked_residue,
-      tensorfold: 0,
-    },
-  };
-}
 
 /** The host's ID: declared, or the machine's name made a DNS label. */
 export const hostIdOf = (settings: Pick<HostSettings, 'id'>) =>
@@ -163,6 +145,12 @@ export async function startHostAgent(
 
   installTemporalRuntime(log);
   const connection = await NativeConnection.connect({ address: settings.temporal.address });
+  const engineCommands = Object.fromEntries(
+    Object.entries(settings.engines).map(([name, e]) => [name, e.command]),
+  ) as Record<EngineName, string[]>;
+  const unlistedVersionsAs = Object.fromEntries(
+    Object.entries(settings.engines).map(([name, e]) => [name, e.unlisted_version_as]),
+  ) as Partial<Record<EngineName, string>>;
   const worker = await Worker.create({
     connection,
     namespace: settings.temporal.namespace,
@@ -170,12 +158,18 @@ export async function startHostAgent(
     activities: createHostActivities({
       adapters,
       supervisor,
-      ...engineSections(settings),
+      engineCommands,
+      unlistedVersionsAs,
       largestGpuBytes: Math.max(0, ...gpus.map((g) => g.memoryBytes)),
-      gpuBytesOf: (pid) => gpuBytesOfProcess(gpuSource, pid),
+      parkedResidueBytes: {
+        vllm: settings.engines.vllm.parked_residue,
+        sglang: settings.engines.sglang.parked_residue,
+        tensorfold: 0,
+      },
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,
       enginePorts: settings.engine_ports,
+      gpuBytesOf: (pid) => gpuBytesOfProcess(gpuSource, pid),
       ingressInFlight: inFlightOf,
       logger: log,
     }),
