@@ -70,11 +70,6 @@ const DEFAULT_MAX_HISTORY_EVENTS = 10_000;
 const WAKE_AHEAD = 'wake-ahead-of-switch';
 /** The `patched()` name of parked instances stopped to free the residue they hold; older histories never stopped one for room. */
 const STOP_PARKED_HOLDERS = 'stop-parked-holders';
-/**
- * The `patched()` name of a parked instance counted at the residue its host measured after the park;
- * older histories counted the checkpoint's.
- */
-const MEASURED_RESIDUE = 'measured-parked-residue';
 
 /** A deployment whose checkpoint is measured: the only kind the scheduler places or releases. */
 export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
@@ -96,6 +91,12 @@ const switchVictim = (
 
 /** What bringing a model up came to: it waits for memory, it was ready already, or a switch ran. */
 export type BringUp = { kind: 'waits' } | { kind: 'ready' } | { kind: 'switched'; result: SwitchResult };
+
+/**
+ * The `patched()` name of a parked instance counted at the residue its host measured after the park;
+ * older histories counted the checkpoint's.
+ */
+const MEASURED_RESIDUE = 'measured-parked-residue';
 
 export class HostScheduler {
   readonly hostId: string;
