@@ -84,7 +84,7 @@ export function measureCheckpoint(model: string, args: readonly string[]): Measu
       weightBytes: config.weightsBytes,
       kvBytes: config.kvBytes,
       source: 'simulator',
-      residuePerGpu: config.residueBytes,
+      ...(config.residueReported ? { residuePerGpu: config.residueBytes } : {}),
       ...(config.kvBytesPerToken !== undefined
         ? { modelKv: { bytesPerToken: config.kvBytesPerToken, maxModelLen: config.modelMaxLen } }
         : {}),

@@ -78,6 +78,11 @@ export interface Instance {
   hostRamBytes: number;
   /** The GPUs of its host it holds; empty when not known (a row written before the store recorded them) or stopped. */
   gpuIndexes: number[];
+  /**
+   * What its engine still holds parked, measured by its host after the park (all its GPUs together):
+   * counted instead of the checkpoint's residue. Null when not measured.
+   */
+  residueBytes: number | null;
   updatedAt: Date;
 }
 

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { measurementStates } from '../domain/measurement.js';
 import { problemBody } from '../domain/problems.js';
-import { activations, instanceStates, maxModelLenSources, parkTiers } from '../domain/vocabulary.js';
+import { activations, instanceStates, maxModelLenSources, parkTiers, residueSources } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 
 export const deploymentBody = z.object({
@@ -63,6 +63,12 @@ export const deploymentBody = z.object({
       state: instanceStates,
       /** Where a parked (or parking) instance's weights are: in host RAM, deep (dropped), or kept on the GPU. */
       park_tier: parkTiers.optional(),
+      /**
+       * Parked: what its engine still holds on its GPUs (bytes, all together), as the ledger counts it,
+       * and where that figure comes from: measured by its host after the park, or the checkpoint's.
+       */
+      parked_residue_bytes: z.number().int().optional(),
+      parked_residue_from: residueSources.optional(),
     }),
   ),
   /**

@@ -139,6 +139,8 @@ export interface SwitchResult {
     tier: ParkTier | null;
     /** The GPUs it gave back. */
     gpuIndexes: number[];
+    /** What its engine still holds parked, measured by the host (all its GPUs together); absent when not read. */
+    residueBytes?: number;
   }>;
   /** Where the target stands after the switch; absent for a release only. */
   target?: { instance: InstanceRef; state: InstanceState; tier: ParkTier | null };
@@ -193,6 +195,16 @@ export interface LedgerEntry {
   gpuBytes: number;
   /** Host RAM its parked copy holds now. */
   hostRamBytes: number;
+  /**
+   * Parked: what its engine still holds, as its host measured it after the park (all its GPUs
+   * together), counted instead of the checkpoint's residue; absent when not measured.
+   */
+  residueBytes?: number;
+}
+
+/** What a park measured: what the engine still holds on each of its GPUs; absent when its host could not read them. */
+export interface ParkResult {
+  residueOnGpus?: Array<{ gpuIndex: number; bytes: number }>;
 }
 
 export interface HostLedger {

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { INGRESS_SECRET_HEADER } from './hostIngress.js';
 import { RETRY_AFTER_SECONDS } from './limits.js';
-import type { MaxModelLenSource, ParkTier } from './vocabulary.js';
+import type { MaxModelLenSource, ParkTier, ResidueSource } from './vocabulary.js';
 
 export const errorCodes = z.enum([
   'unavailable',
@@ -537,6 +537,12 @@ export const maxModelLenWords = {
   kv_budget: 'what its KV budget holds',
   engine_default: 'chosen by the engine',
 } as const satisfies Record<MaxModelLenSource, string>;
+
+/** How `status deployment` says where a parked instance's residue comes from. */
+export const residueSourceWords = {
+  measured: 'measured after park',
+  setting: 'setting',
+} as const satisfies Record<ResidueSource, string>;
 
 /** The line a receipt prints for each way a victim was released. */
 export const releasedLines = {

@@ -69,6 +69,14 @@ export type MaxRunningSource = z.infer<typeof maxRunningSources>;
 export const maxModelLenSources = z.enum(['declared', 'model', 'kv_budget', 'engine_default']);
 export type MaxModelLenSource = z.infer<typeof maxModelLenSources>;
 
+/**
+ * Where the residue a parked instance is counted at comes from: what its host measured its engine still
+ * holds after the park, or the checkpoint's reservation (the host's `parked_residue`, or a simulated
+ * model's own figure) when nothing was measured.
+ */
+export const residueSources = z.enum(['measured', 'setting']);
+export type ResidueSource = z.infer<typeof residueSources>;
+
 /** How a switch ended; a search attribute on every switch workflow. */
 export const switchOutcomes = z.enum([
   'running',

@@ -51,6 +51,11 @@ export interface SimConfig {
    * else sleep does not free. Taken at start with the weights, given back only when the process ends.
    */
   residueBytes: number;
+  /**
+   * `--sim-residue-unreported`: its checkpoint does not declare the residue, as a real engine's does
+   * not, so the host's `parked_residue` is reserved and only the park's measurement finds the real one.
+   */
+  residueReported: boolean;
   /** K and V of one token over every layer (`--sim-kv-per-token`); unset, the engine checks no sequence length. */
   kvBytesPerToken: number | undefined;
   /** The model's own maximum length (`--sim-max-model-len`). */
@@ -138,6 +143,7 @@ const simFlags: Record<string, FlagKind> = {
   'sim-weights': 'string',
   'sim-kv': 'string',
   'sim-residue': 'string',
+  'sim-residue-unreported': 'boolean',
   'sim-kv-per-token': 'string',
   'sim-max-model-len': 'string',
   'sim-load-ms': 'string',
@@ -309,6 +315,7 @@ export function parseSimArgs(argv: readonly string[]): SimConfig {
     weightsBytes: bytes(values, 'sim-weights', 8 * GiB),
     kvBytes: bytes(values, 'sim-kv', 2 * GiB),
     residueBytes: bytes(values, 'sim-residue', 0),
+    residueReported: !values.has('sim-residue-unreported'),
     kvBytesPerToken: text(values, 'sim-kv-per-token') === undefined ? undefined : bytes(values, 'sim-kv-per-token', 0),
     modelMaxLen,
     maxModelLen: (contextOption === undefined ? undefined : count(values, contextOption, 1)) ?? modelMaxLen,

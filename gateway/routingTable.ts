@@ -11,18 +11,23 @@ import type { StoreReads } from './ports.js';
 
 /**
  * `parkTier`: where a parked (or parking) instance's weights are, null otherwise; `gpuIndexes`: the
- * GPUs of its host it holds, empty when not known.
+ * GPUs of its host it holds, empty when not known; `residueBytes`: what a parked one's host measured
+ * its engine still holds, null when not measured.
  */
 export type RoutedInstance = Pick<
   Instance,
-  'index' | 'hostId' | 'generation' | 'observedState' | 'parkTier' | 'gpuIndexes'
+  'index' | 'hostId' | 'generation' | 'observedState' | 'parkTier' | 'gpuIndexes' | 'residueBytes'
 >;
 
 /**
  * What `setInstance` takes. Without `gpuIndexes` (a target's waiters started before its row is
- * written), the GPUs held for that start stay.
+ * written), the GPUs held for that start stay; without `residueBytes`, none is measured.
  */
-export type InstanceUpdate = Omit<RoutedInstance, 'gpuIndexes'> & { deploymentId: string; gpuIndexes?: number[] };
+export type InstanceUpdate = Omit<RoutedInstance, 'gpuIndexes' | 'residueBytes'> & {
+  deploymentId: string;
+  gpuIndexes?: number[];
+  residueBytes?: number | null;
+};
 
 /** What `putDeployment` takes: a catalogue record fits as it is. */
 export type DeploymentFacts = Pick<Deployment, 'id' | 'name' | 'revision' | 'spec' | 'operatorStopped'>;
@@ -106,13 +111,15 @@ export class RoutingTable {
     const sameStart = held && held.generation === generation && held.hostId === hostId;
     const gpuIndexes = update.gpuIndexes ?? (sameStart ? held.gpuIndexes : []);
     // Told again what it holds (a server's beat reads every stopped row): `routed` stays.
+    const residueBytes = update.residueBytes ?? null;
     const same =
       sameStart &&
       held.observedState === observedState &&
       held.parkTier === parkTier &&
-      held.gpuIndexes.join() === gpuIndexes.join();
+      held.gpuIndexes.join() === gpuIndexes.join() &&
+      held.residueBytes === residueBytes;
     if (same) return;
-    entry.instances.set(index, { index, hostId, generation, observedState, parkTier, gpuIndexes });
+    entry.instances.set(index, { index, hostId, generation, observedState, parkTier, gpuIndexes, residueBytes });
     entry.routed = undefined;
   }
 

@@ -21,7 +21,7 @@ import { discoverGpus } from './gpus.js';
 import { Ingress } from './ingress.js';
 import { LoadSampler } from './loadSampler.js';
 import { registrationOf } from './registration.js';
-import type { GpuSource } from './gpuMemory.js';
+import { type GpuSource, gpuBytesOfProcess } from './gpuMemory.js';
 import { hostMetrics } from './metrics.js';
 import { buildInfo } from '../processes/build.js';
 import { type Registration, RegistrationRefused, ServerClient } from './serverClient.js';
@@ -172,6 +172,7 @@ export async function startHostAgent(
       engineEnv,
       engineStopGraceMs: settings.engine_stop_grace,
       enginePorts: settings.engine_ports,
+      gpuBytesOf: (pid) => gpuBytesOfProcess(gpuSource, pid),
       ingressInFlight: inFlightOf,
       logger: log,
     }),

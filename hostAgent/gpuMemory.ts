@@ -74,6 +74,16 @@ export async function gpuBytesByOwner<T>(
   return held;
 }
 
+/** GPU bytes held on each device by the process `pid` and its descendants (a parked engine's residue). */
+export async function gpuBytesOfProcess(
+  source: GpuSource,
+  pid: number,
+): Promise<Array<{ gpu: number; bytes: number }>> {
+  return (await gpuBytesByOwner(source, new Map([[pid, pid]])))
+    .filter((h) => h.owner === pid)
+    .map(({ gpu, bytes }) => ({ gpu, bytes }));
+}
+
 /** The first of `owners` among the process and its parents; null when none is. */
 async function ancestorIn<T>(pid: number, owners: ReadonlyMap<number, T>): Promise<T | null> {
   for (

@@ -56,8 +56,17 @@ export function serveRecorded(
  * takes it, and its dispatch opens (ready) or is withdrawn (anything else).
  */
 export function learnInstance(queue: RequestQueue, table: RoutingTable, row: InstanceUpdate): void {
-  const { deploymentId, index, hostId, generation, observedState, parkTier, gpuIndexes } = row;
-  table.setInstance({ deploymentId, index, hostId, generation, observedState, parkTier, gpuIndexes: gpuIndexes ?? [] });
+  const { deploymentId, index, hostId, generation, observedState, parkTier, gpuIndexes, residueBytes } = row;
+  table.setInstance({
+    deploymentId,
+    index,
+    hostId,
+    generation,
+    observedState,
+    parkTier,
+    gpuIndexes: gpuIndexes ?? [],
+    residueBytes: residueBytes ?? null,
+  });
   if (observedState === 'ready') serveRecorded(queue, row);
   else queue.withdraw({ deploymentId, instanceIndex: index, generation });
 }

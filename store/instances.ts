@@ -15,6 +15,7 @@ interface Row {
   gpu_bytes: number;
   host_ram_bytes: number;
   gpu_indexes: number[];
+  residue_bytes: number | null;
   updated_at: Date;
 }
 
@@ -28,14 +29,18 @@ const fromRow = (r: Row): Instance => ({
   gpuBytes: r.gpu_bytes,
   hostRamBytes: r.host_ram_bytes,
   gpuIndexes: r.gpu_indexes,
+  residueBytes: r.residue_bytes,
   updatedAt: r.updated_at,
 });
 
 /**
- * `gpuIndexes` is absent in a step scheduled before the store recorded them (a switch in flight across
- * an upgrade): not known, as an empty list says.
+ * `gpuIndexes` and `residueBytes` are absent in a step scheduled before the store recorded them (a
+ * switch in flight across an upgrade): not known, as an empty list and null say.
  */
-export type InstanceUpdate = Omit<Instance, 'updatedAt' | 'gpuIndexes'> & { gpuIndexes?: number[] };
+export type InstanceUpdate = Omit<Instance, 'updatedAt' | 'gpuIndexes' | 'residueBytes'> & {
+  gpuIndexes?: number[];
+  residueBytes?: number | null;
+};
 
 /**
  * Writes an instance's observed state. Idempotent, and never goes back in time: an update with an
@@ -45,12 +50,12 @@ export async function saveInstance(db: Db, i: InstanceUpdate): Promise<void> {
   await db.query(
     `INSERT INTO instances
        (deployment_id, instance_index, host_id, generation, observed_state, park_tier, gpu_bytes, host_ram_bytes,
-        gpu_indexes)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+        gpu_indexes, residue_bytes)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
      ON CONFLICT (deployment_id, instance_index) DO UPDATE SET
        host_id = EXCLUDED.host_id, generation = EXCLUDED.generation, observed_state = EXCLUDED.observed_state,
        park_tier = EXCLUDED.park_tier, gpu_bytes = EXCLUDED.gpu_bytes, host_ram_bytes = EXCLUDED.host_ram_bytes,
-       gpu_indexes = EXCLUDED.gpu_indexes, updated_at = now()
+       gpu_indexes = EXCLUDED.gpu_indexes, residue_bytes = EXCLUDED.residue_bytes, updated_at = now()
      WHERE instances.generation <= EXCLUDED.generation`,
     [
       i.deploymentId,
@@ -62,6 +67,7 @@ export async function saveInstance(db: Db, i: InstanceUpdate): Promise<void> {
       i.gpuBytes,
       i.hostRamBytes,
       i.gpuIndexes ?? [],
+      i.residueBytes ?? null,
     ],
   );
 }

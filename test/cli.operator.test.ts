@@ -184,7 +184,16 @@ describe('capyctl over the management API', () => {
       '',
     ]);
     expect(JSON.parse(ok(await cli('status', 'deployment', 'my-model', '--json'))).instances).toEqual([
-      { index: 0, host_id: host, generation: 1, state: 'parked', park_tier: 'host_ram' },
+      {
+        index: 0,
+        host_id: host,
+        generation: 1,
+        state: 'parked',
+        park_tier: 'host_ram',
+        // Its engine keeps nothing asleep, as its host measured after the park.
+        parked_residue_bytes: 0,
+        parked_residue_from: 'measured',
+      },
     ]);
 
     expect(await list()).toBe(

@@ -8,6 +8,7 @@ const row = (hostId: string, generation: number, observedState: 'ready' | 'parke
   observedState,
   parkTier: null,
   gpuIndexes: [],
+  residueBytes: null,
 });
 
 describe('the engines that are over, after the server restarts', () => {

@@ -22,6 +22,18 @@ const MODELS = {
   c: ['--sim-weights', '8GiB', '--sim-kv', '2GiB'],
   big: ['--sim-weights', '20GiB', '--sim-kv', '3GiB'],
 };
+/**
+ * Models whose engines, like real ones, do not declare their residue when measured: the host's
+ * `parked_residue` (2 GiB) is reserved, while asleep one keeps 512 MiB and the other 4 GiB.
+ */
+const UNREPORTED = {
+  lean: ['--sim-weights', '8GiB', '--sim-kv', '4GiB', '--sim-residue', '512MiB', '--sim-residue-unreported'],
+  heavy: ['--sim-weights', '8GiB', '--sim-kv', '4GiB', '--sim-residue', '4GiB', '--sim-residue-unreported'],
+  /** 23 GiB: beside 2 GiB it does not fit, beside 512 MiB it does. */
+  wide: ['--sim-weights', '20GiB', '--sim-kv', '3GiB'],
+  /** 21 GiB: beside 2 GiB it fits the ledger, beside 4 GiB vLLM refuses it. */
+  broad: ['--sim-weights', '18GiB', '--sim-kv', '3GiB'],
+};
 
 describe('the memory a real engine needs', () => {
   let cluster: Cluster;
@@ -36,6 +48,10 @@ describe('the memory a real engine needs', () => {
   const parked = async (name: string) => {
     expect((await cluster.capyctl(['park', 'deployment', name])).code).toBe(0);
     await until(`${name} to park`, async () => ((await stateOf(name)) === 'parked' ? true : undefined), 30_000);
+  };
+  const stopped = async (name: string) => {
+    await cluster.capyctlOk(['stop', 'deployment', name]);
+    await until(`${name} to stop`, async () => ((await stateOf(name)) === 'stopped' ? true : undefined), 30_000);
   };
 
   beforeAll(async () => {
@@ -117,5 +133,46 @@ describe('the memory a real engine needs', () => {
     expect(big.stdout).toMatch(/\nvictim: c \(deployment [^)]+\) released: parked \([^)]+\)\n/);
     expect(await held()).toEqual({ 'vllm sim/big': 23 });
     expect((await cluster.chat('big')).status).toBe(200);
+  }, 180_000);
+
+  it('after a park the ledger counts what the engine still holds, as its host measured it: less frees room, more takes it', async () => {
+    // The card starts empty, whatever the tests before left on it.
+    const { body } = await cluster.api('GET', '/management/v1/deployments');
+    for (const d of body.deployments as Array<{ name: string; state: string }>)
+      if (d.state !== 'stopped') await stopped(d.name);
+    for (const [name, args] of Object.entries(UNREPORTED)) await cluster.deploy(simDeployment(name, 'vllm', args));
+
+    await cluster.capyctlOk(['start', 'deployment', 'lean', '--wait']);
+    await parked('lean');
+    expect(await held()).toEqual({ 'vllm sim/lean': 0.5 });
+    const lean = await cluster.capyctlOk(['status', 'deployment', 'lean']);
+    expect(lean).toContain(
+      '\nreserved: 8GiB weights + 4GiB KV cache + 2GiB kept parked\nkept_parked: 512MiB (measured after park)\n',
+    );
+    expect((await cluster.status('lean')).instances).toMatchObject([
+      { state: 'parked', parked_residue_bytes: GiB / 2, parked_residue_from: 'measured' },
+    ]);
+
+    // 23 GiB fit beside the 512 MiB lean keeps, not beside the 2 GiB the setting says: it stays parked.
+    const wide = await cluster.capyctl(['start', 'deployment', 'wide', '--evict', '--wait']);
+    expect(wide.code, `${wide.stdout}${wide.stderr}`).toBe(0);
+    expect(wide.stdout).toMatch(/^wide: ready\n/);
+    expect(wide.stdout).not.toContain('victim:');
+    expect(await held()).toEqual({ 'vllm sim/lean': 0.5, 'vllm sim/wide': 23 });
+    expect(await stateOf('lean')).toBe('parked');
+    for (const name of ['wide', 'lean']) await stopped(name);
+
+    // heavy keeps 4 GiB, not the 2 the setting says: 21 GiB beside it would fail vLLM's free-memory check.
+    await cluster.capyctlOk(['start', 'deployment', 'heavy', '--wait']);
+    await parked('heavy');
+    expect(await held()).toEqual({ 'vllm sim/heavy': 4 });
+    expect(await cluster.capyctlOk(['status', 'deployment', 'heavy'])).toContain(
+      '\nkept_parked: 4GiB (measured after park)\n',
+    );
+    const broad = await cluster.capyctl(['start', 'deployment', 'broad', '--evict', '--wait']);
+    expect(broad.code, `${broad.stdout}${broad.stderr}`).toBe(0);
+    expect(broad.stdout).toMatch(/^broad: ready\n.*\nvictim: heavy \(deployment [^)]+\) released: stopped\n$/);
+    expect(await held()).toEqual({ 'vllm sim/broad': 21 });
+    expect((await cluster.chat('broad')).status).toBe(200);
   }, 180_000);
 });

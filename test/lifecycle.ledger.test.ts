@@ -6,6 +6,7 @@ import { deploymentDocument } from '../settings/deploymentDocument.js';
 import { loadSettings } from '../settings/load.js';
 import type { DeploymentView, HostLedger, LedgerEntry } from '../api/lifecycle.js';
 import {
+  bringUpNeedOnEach,
   byLongestWait,
   gpuFree,
   gpuNeed,
@@ -13,6 +14,7 @@ import {
   holdings,
   hostRamFree,
   launchTier,
+  measuredResidue,
   planRoom,
   planVictims,
   type RoomPlan,
@@ -76,6 +78,34 @@ describe('what a host holds', () => {
     expect(holdings(keeps, 'parked', 'deep')).toEqual({ gpuBytes: 2 * GiB, hostRamBytes: 0 });
     expect(holdings(keeps, 'parked', 'kv_only')).toEqual({ gpuBytes: 6 * GiB, hostRamBytes: 0 });
     expect(holdings(keeps, 'stopped', null)).toEqual({ gpuBytes: 0, hostRamBytes: 0 });
+  });
+
+  it("counts a parked engine at the residue its host measured after the park, its GPUs' most on each, instead of the checkpoint's", () => {
+    const keeps = { ...checkpoint, residueBytes: 2 * GiB };
+    expect(holdings(keeps, 'parked', 'deep', GiB / 2)).toEqual({ gpuBytes: GiB / 2, hostRamBytes: 0 });
+    expect(holdings(keeps, 'parked', 'kv_only', 3 * GiB)).toEqual({ gpuBytes: 7 * GiB, hostRamBytes: 0 });
+    // Running again, it holds its reservation: the measurement was of its park.
+    expect(holdings(keeps, 'ready', 'deep', GiB / 2)).toEqual({ gpuBytes: 7 * GiB, hostRamBytes: 0 });
+    const park = {
+      residueOnGpus: [
+        { gpuIndex: 2, bytes: GiB },
+        { gpuIndex: 3, bytes: 3 * GiB },
+      ],
+    };
+    expect(measuredResidue(park, [2, 3])).toBe(6 * GiB);
+    expect(measuredResidue({}, [2, 3])).toBeUndefined();
+    expect(measuredResidue(undefined, [0])).toBeUndefined();
+  });
+
+  it("wakes a parked engine whose residue was measured beside what it keeps, counting only what the checkpoint's park gave back", () => {
+    const keeps = { ...checkpoint, residueBytes: 2 * GiB };
+    const measured = (bytes: number) =>
+      entry('a', { state: 'parked', tier: 'deep', gpuBytes: bytes, residueBytes: bytes });
+    // 4 GiB kept, not the 2 reserved: the wake still takes weights and KV cache, 5 GiB, not 7 - 4.
+    expect(bringUpNeedOnEach(keeps, 1, measured(4 * GiB))).toBe(5 * GiB);
+    expect(bringUpNeedOnEach(keeps, 1, measured(GiB))).toBe(5 * GiB);
+    expect(bringUpNeedOnEach(keeps, 1, entry('a', { state: 'parked', tier: 'deep', gpuBytes: 2 * GiB }))).toBe(5 * GiB);
+    expect(bringUpNeedOnEach(keeps, 1, undefined)).toBe(7 * GiB);
   });
 
   it('keeps counting all the GPU memory of a model on its way out until its park or stop finished', () => {

@@ -286,7 +286,15 @@ describe('waiting requests for a model ready on one host', () => {
     const pairBefore = await cluster.status('pair');
     // busy is parked on host-1, where an instance of pair holds the card: its request parks that one.
     expect((await cluster.status('busy')).instances).toEqual([
-      { index: 0, host_id: host1.hostId, generation: 1, state: 'parked', park_tier: 'host_ram' },
+      {
+        index: 0,
+        host_id: host1.hostId,
+        generation: 1,
+        state: 'parked',
+        park_tier: 'host_ram',
+        parked_residue_bytes: 0,
+        parked_residue_from: 'measured',
+      },
     ]);
     const busy = cluster.chat('busy');
     const forPair: Array<Promise<{ status: number }>> = [];
@@ -310,7 +318,13 @@ describe('waiting requests for a model ready on one host', () => {
     const onHost2 = pairBefore.instances.find((i: any) => i.host_id === host2.hostId);
     expect((await cluster.status('pair')).instances).toEqual(
       [
-        { ...onHost1, state: 'parked', park_tier: 'host_ram' },
+        {
+          ...onHost1,
+          state: 'parked',
+          park_tier: 'host_ram',
+          parked_residue_bytes: 0,
+          parked_residue_from: 'measured',
+        },
         { ...onHost2, state: 'ready' },
       ].sort((a, b) => a.index - b.index),
     );

@@ -40,6 +40,7 @@ const instance = (hostId: string, observedState: RoutedInstance['observedState']
   observedState,
   parkTier: null,
   gpuIndexes: [],
+  residueBytes: null,
 });
 
 describe('the host a model goes to', () => {

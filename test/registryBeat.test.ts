@@ -48,6 +48,7 @@ const instance = (deploymentId: string, observedState: Instance['observedState']
   observedState,
   parkTier: null,
   gpuBytes: 0,
+  residueBytes: null,
   hostRamBytes: 0,
   gpuIndexes: [],
   updatedAt: new Date(0),

@@ -48,6 +48,8 @@ describe('the routing table', () => {
       generation: 1,
       observedState: 'parked',
       parkTier: 'host_ram',
+      // What its host measured its engine still holds after the park.
+      residueBytes: 512 * 2 ** 20,
     });
     await saveInstance(db, {
       ...instance,
@@ -82,9 +84,25 @@ describe('the routing table', () => {
       operatorStopped: false,
       activation: 'on_demand',
       instances: [
-        { index: 0, hostId: 'gpu-a', generation: 3, observedState: 'ready', parkTier: null, gpuIndexes: [0, 1] },
+        {
+          index: 0,
+          hostId: 'gpu-a',
+          generation: 3,
+          observedState: 'ready',
+          parkTier: null,
+          gpuIndexes: [0, 1],
+          residueBytes: null,
+        },
         // Its row does not say which GPUs: not known.
-        { index: 1, hostId: 'gpu-a', generation: 1, observedState: 'parked', parkTier: 'host_ram', gpuIndexes: [] },
+        {
+          index: 1,
+          hostId: 'gpu-a',
+          generation: 1,
+          observedState: 'parked',
+          parkTier: 'host_ram',
+          gpuIndexes: [],
+          residueBytes: 512 * 2 ** 20,
+        },
       ],
     });
     expect(table.byModel('chat-b')).toMatchObject({
@@ -127,6 +145,7 @@ describe('the routing table', () => {
       observedState: 'draining',
       parkTier: null,
       gpuIndexes: [0, 1],
+      residueBytes: null,
     });
 
     const starting = {
@@ -139,7 +158,15 @@ describe('the routing table', () => {
     } as const;
     table.setInstance(starting);
     expect(table.byModel('chat-c')?.instances).toStrictEqual([
-      { index: 0, hostId: 'gpu-a', generation: 1, observedState: 'starting', parkTier: null, gpuIndexes: [] },
+      {
+        index: 0,
+        hostId: 'gpu-a',
+        generation: 1,
+        observedState: 'starting',
+        parkTier: null,
+        gpuIndexes: [],
+        residueBytes: null,
+      },
     ]);
     // Told again what it holds (every server beat reads the stopped rows), the table keeps what requests read.
     const routed = table.byModel('chat-c');

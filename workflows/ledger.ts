@@ -7,7 +7,15 @@ import { parkPlan } from '../engines/rules.js';
 import { perGpuBytes } from '../engines/parallelism.js';
 import { type ApiError, apiErrors, type KeptHolder } from '../domain/catalogue.js';
 import type { InstanceState, MemoryKind, ParkTier } from '../domain/vocabulary.js';
-import type { Demand, DeploymentView, HostLedger, InstanceRef, LedgerEntry, VictimPlan } from '../api/lifecycle.js';
+import type {
+  Demand,
+  DeploymentView,
+  HostLedger,
+  InstanceRef,
+  LedgerEntry,
+  ParkResult,
+  VictimPlan,
+} from '../api/lifecycle.js';
 import type { StoreActivities } from '../activities/storeActivities.js';
 
 /** A measured checkpoint: what a deployment brings to a GPU. */
@@ -22,9 +30,24 @@ export const residueOf = (c: Checkpoint): number => c.residueBytes ?? 0;
 /** GPU memory a ready instance holds: its weights, its KV cache and its residue, across all its GPUs (`heldOnEach` on each). */
 export const gpuNeed = (c: Checkpoint): number => c.weightBytes + c.kvBytes + residueOf(c);
 
-/** GPU memory an instance holds parked at `tier`: its residue, and its weights for `kv_only`. */
-const parkedGpuBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number =>
-  residueOf(c) + (tier === 'kv_only' ? c.weightBytes : 0);
+/**
+ * GPU memory an instance holds parked at `tier`: its residue (as its host measured it after the park,
+ * else the checkpoint's), and its weights for `kv_only`.
+ */
+const parkedGpuBytes = (c: Checkpoint, tier: LedgerEntry['tier'], measuredResidue?: number): number =>
+  (measuredResidue ?? residueOf(c)) + (tier === 'kv_only' ? c.weightBytes : 0);
+
+/**
+ * What a park's measurement counts, all the instance's GPUs together: the most its engine holds on any
+ * of them, on each (the ledger splits what an instance holds evenly). None when nothing was read.
+ */
+export function measuredResidue(park: ParkResult | undefined, gpuIndexes: readonly number[]): number | undefined {
+  const onGpus = park?.residueOnGpus;
+  if (onGpus === undefined) return undefined;
+  const mine = gpuIndexes.length > 0 ? onGpus.filter((g) => gpuIndexes.includes(g.gpuIndex)) : onGpus;
+  const count = gpuIndexes.length > 0 ? gpuIndexes.length : onGpus.length;
+  return Math.max(0, ...mine.map((g) => g.bytes)) * count;
+}
 
 /** Host RAM an instance holds parked at `tier`: only a `host_ram` park keeps a copy of its weights. */
 const parkedHostRamBytes = (c: Checkpoint, tier: LedgerEntry['tier']): number =>
@@ -48,23 +71,26 @@ const holdsGpu: ReadonlySet<InstanceState> = new Set([
  * What an instance holds in `state` at `tier`: the one rule for the scheduler's ledger and the rows
  * `list deployments`, placement and the load endpoint read. A parking instance also holds the host
  * RAM its copy is being written to; a parked one only what its tier keeps; a stopped one nothing.
- * An unmeasured checkpoint (null) holds nothing anyone can count.
+ * An unmeasured checkpoint (null) holds nothing anyone can count. `measuredResidue`: what a parked
+ * instance's host measured its engine still holds.
  */
 export function holdings(
   c: Checkpoint | null,
   state: InstanceState,
   tier: LedgerEntry['tier'],
+  measuredResidue?: number,
 ): { gpuBytes: number; hostRamBytes: number } {
   if (c === null) return { gpuBytes: 0, hostRamBytes: 0 };
   const hostRamBytes = state === 'parked' || state === 'parking' ? parkedHostRamBytes(c, tier) : 0;
   if (holdsGpu.has(state)) return { gpuBytes: gpuNeed(c), hostRamBytes };
-  if (state === 'parked') return { gpuBytes: parkedGpuBytes(c, tier), hostRamBytes };
+  if (state === 'parked') return { gpuBytes: parkedGpuBytes(c, tier, measuredResidue), hostRamBytes };
   return { gpuBytes: 0, hostRamBytes: 0 };
 }
 
 /**
  * An instance's row in the store, for `list deployments`, placement and the load endpoint: its state,
- * what it holds and on which of the host's GPUs (none once stopped: its next start places it anew).
+ * what it holds and on which of the host's GPUs (none once stopped: its next start places it anew),
+ * and, parked, the residue its host measured.
  */
 export function instanceRow(
   hostId: string,
@@ -73,8 +99,10 @@ export function instanceRow(
   tier: ParkTier | null,
   c: Checkpoint | null,
   gpuIndexes: readonly number[] = [],
+  measuredResidue?: number,
 ): Parameters<StoreActivities['saveInstance']>[0] {
   const { deploymentId, instanceIndex: index, generation } = instance;
+  const residue = state === 'parked' ? measuredResidue : undefined;
   return {
     deploymentId,
     index,
@@ -82,14 +110,27 @@ export function instanceRow(
     hostId,
     observedState: state,
     parkTier: tier,
-    ...holdings(c, state, tier),
+    ...holdings(c, state, tier, residue),
     gpuIndexes: state === 'stopped' ? [] : [...gpuIndexes],
+    residueBytes: residue ?? null,
   };
 }
 
 /** What `entry` holds on each of its GPUs. */
 export const heldOnEach = (entry: Pick<LedgerEntry, 'gpuBytes' | 'gpuIndexes'>): number =>
   perGpuBytes(entry.gpuBytes, entry.gpuIndexes.length);
+
+/**
+ * What bringing `c` up on `gpus` GPUs takes on each beyond what its `existing` entry holds. A parked
+ * engine whose residue its host measured wakes beside it, whatever it is: the wake takes what the
+ * checkpoint says the park gave back (a measured residue above the reserved one is not counted as
+ * room the wake already has).
+ */
+export function bringUpNeedOnEach(c: Checkpoint, gpus: number, existing: LedgerEntry | undefined): number {
+  if (existing?.state === 'parked' && existing.residueBytes !== undefined)
+    return perGpuBytes(gpuNeed(c), gpus) - perGpuBytes(parkedGpuBytes(c, existing.tier), gpus);
+  return perGpuBytes(gpuNeed(c), gpus) - (existing ? heldOnEach(existing) : 0);
+}
 
 export function gpuFree(ledger: HostLedger, gpuIndex: number): number {
   const gpu = ledger.gpus.find((g) => g.index === gpuIndex);

@@ -11,6 +11,7 @@ import { freePort, freePortIn } from '../../processes/freePort.js';
 import type { ParkTier } from '../../domain/vocabulary.js';
 import type { DeploymentSpec } from '../../settings/deploymentDocument.js';
 import type { LaunchMemory } from '../../engines/memoryBound.js';
+import type { ParkResult } from '../../api/lifecycle.js';
 import { type EngineBusyDetails, type ExitFailureDetails, hostFailureTypes } from '../../api/hostFailures.js';
 import { whileHeartbeating } from '../heartbeat.js';
 import type { ReleaseBoard, VictimRelease } from '../releaseBoard.js';
@@ -58,6 +59,7 @@ type LifecycleDeps = Pick<
   | 'engineStopGraceMs'
   | 'enginePorts'
   | 'ingressInFlight'
+  | 'gpuBytesOf'
   | 'logger'
 >;
 
@@ -147,6 +149,31 @@ async function launchOn(deps: LifecycleDeps, input: LaunchInput): Promise<Superv
   });
 }
 
+/**
+ * What a parked engine still holds on each of its GPUs, its child processes counted (vLLM's workers),
+ * for the ledger to count instead of the checkpoint's residue. Nothing when the devices cannot be
+ * read: the checkpoint's figure then stands, and the park is not failed for it.
+ */
+async function parkedResidue(deps: LifecycleDeps, engine: SupervisedEngine): Promise<ParkResult> {
+  const pid = engine.process.pid;
+  if (pid === undefined) return {};
+  try {
+    const held = await deps.gpuBytesOf(pid);
+    const residueOnGpus = engine.gpuIndexes.map((gpuIndex) => ({
+      gpuIndex,
+      bytes: held.filter((h) => h.gpu === gpuIndex).reduce((sum, h) => sum + h.bytes, 0),
+    }));
+    deps.logger.info({ ...engine.key, residueOnGpus }, 'parked engine residue measured');
+    return { residueOnGpus };
+  } catch (e) {
+    deps.logger.warn(
+      { ...engine.key, err: e },
+      "could not read what the parked engine holds; the checkpoint's residue stands",
+    );
+    return {};
+  }
+}
+
 /** `releases`: where a park or stop told a switch's id says what its victim did with its memory. */
 export function engineLifecycleActivities(deps: LifecycleDeps, releases: ReleaseBoard) {
   const launchOnFreePort = portedLauncher(deps);
@@ -208,10 +235,13 @@ export function engineLifecycleActivities(deps: LifecycleDeps, releases: Release
       idleWithinMs?: number;
       /** The switch whose wake waits for this park (`WakeAfter`). */
       switchId?: string;
-    }): Promise<void> {
+    }): Promise<ParkResult> {
       const said = (release: VictimRelease) => input.switchId && releases.say(input.switchId, input.key, release);
       const engine = runningEngine(deps.supervisor, input.key);
-      if (engine.stage === 'parked') return void said('released');
+      if (engine.stage === 'parked') {
+        said('released');
+        return parkedResidue(deps, engine);
+      }
       const busy = await whileHeartbeating((signal) =>
         busyUntil(engine, () => deps.ingressInFlight(input.key), Date.now() + (input.idleWithinMs ?? 0), signal),
       );
@@ -235,6 +265,7 @@ export function engineLifecycleActivities(deps: LifecycleDeps, releases: Release
       engine.stage = 'parked';
       engine.parkedTier = input.tier;
       said('released');
+      return parkedResidue(deps, engine);
     },
 
     async stopEngine(input: { key: InstanceKey; switchId?: string }): Promise<void> {

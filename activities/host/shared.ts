@@ -21,6 +21,11 @@ export interface HostActivityDeps {
   largestGpuBytes: number;
   /** What a parked engine keeps on each GPU, by engine (the host document's `engines.<name>.parked_residue`; 0 for one that cannot park). */
   parkedResidueBytes: Record<EngineName, number>;
+  /**
+   * What the process `pid` and its children hold on each of the host's GPUs now: `nvidia-smi`'s compute
+   * apps, or the simulated devices' ledgers (the host agent's /metrics reads the same).
+   */
+  gpuBytesOf: (pid: number) => Promise<Array<{ gpu: number; bytes: number }>>;
   /** Set for every engine when the host's GPUs are simulated. */
   engineEnv: Record<string, string>;
   engineStopGraceMs: number;

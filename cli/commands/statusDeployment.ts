@@ -2,7 +2,7 @@
  * `capyctl status deployment NAME [--json]`: one deployment, its activation, its checkpoint, why its
  * last start failed, its restarts and last problem, and where its instances are parked.
  */
-import { maxModelLenWords, parkTierWords } from '../../domain/catalogue.js';
+import { maxModelLenWords, parkTierWords, residueSourceWords } from '../../domain/catalogue.js';
 import { formatBytes } from '../../settings/units.js';
 import type { DeploymentBody } from '../../api/deployments.js';
 import { exitCodes, printJson } from '../command.js';
@@ -31,15 +31,24 @@ function problemFacts(d: DeploymentBody): string[][] {
   return facts;
 }
 
-/** What an instance reserves and the longest sequence its engine serves, once measured. */
-function memoryFacts({ memory: m }: DeploymentBody): [string, string][] {
+/**
+ * What an instance reserves and the longest sequence its engine serves, once measured; parked, what
+ * its engine is counted as keeping and where that figure comes from.
+ */
+function memoryFacts({ memory: m, instances }: DeploymentBody): [string, string][] {
   if (m === undefined) return [];
+  const kept = instances.flatMap((i): [string, string][] =>
+    i.parked_residue_bytes !== undefined && i.parked_residue_from !== undefined
+      ? [['kept_parked', `${formatBytes(i.parked_residue_bytes)} (${residueSourceWords[i.parked_residue_from]})`]]
+      : [],
+  );
   return [
     [
       'reserved',
       `${formatBytes(m.weight_bytes)} weights + ${formatBytes(m.kv_bytes)} KV cache + ` +
         `${formatBytes(m.parked_residue_bytes)} kept parked`,
     ],
+    ...kept,
     ['max_model_len', `${m.max_model_len ?? '-'} (${maxModelLenWords[m.max_model_len_from]})`],
   ];
 }

@@ -90,6 +90,20 @@ function memoryOf(d: Deployment): Pick<DeploymentBody, 'memory'> {
   };
 }
 
+/**
+ * What a parked instance's engine is counted as keeping: what its host measured after the park, else
+ * the checkpoint's residue; nothing for an instance that is not parked.
+ */
+function parkedResidueOf(
+  i: RoutedInstance,
+  d: Deployment,
+): Pick<DeploymentBody['instances'][number], 'parked_residue_bytes' | 'parked_residue_from'> {
+  if (i.observedState !== 'parked') return {};
+  if (i.residueBytes !== null) return { parked_residue_bytes: i.residueBytes, parked_residue_from: 'measured' };
+  const c = checkpointOf(d);
+  return c === null ? {} : { parked_residue_bytes: c.residueBytes, parked_residue_from: 'setting' };
+}
+
 /** Why no GPU it may run on could hold it, when none could: waiting for memory cannot help. */
 function fitsNowhere(d: Deployment, hostList: readonly Host[] | undefined): { fits_nowhere?: string } {
   const refusal = hostList ? fitsNoGpu(d, hostList) : undefined;
@@ -131,6 +145,7 @@ function deploymentViews(deps: DeploymentRouteDeps) {
         generation: i.generation,
         state: i.observedState,
         ...(i.parkTier !== null ? { park_tier: i.parkTier } : {}),
+        ...parkedResidueOf(i, d),
       })),
       spec: d.spec,
     };

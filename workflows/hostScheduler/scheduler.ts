@@ -41,6 +41,7 @@ import { serverStepOptions, taskQueues, WORKFLOW_TASK_TIMEOUT_MS, workflowIds } 
 import { gpusPerInstance, perGpuBytes } from '../../engines/parallelism.js';
 import {
   type Checkpoint,
+  bringUpNeedOnEach,
   gpuIndexesOf,
   gpuNeed,
   heldOnEach,
@@ -93,6 +94,12 @@ const switchVictim = (
 
 /** What bringing a model up came to: it waits for memory, it was ready already, or a switch ran. */
 export type BringUp = { kind: 'waits' } | { kind: 'ready' } | { kind: 'switched'; result: SwitchResult };
+
+/**
+ * The `patched()` name of a parked instance counted at the residue its host measured after the park;
+ * older histories counted the checkpoint's.
+ */
+const MEASURED_RESIDUE = 'measured-parked-residue';
 
 export class HostScheduler {
   readonly hostId: string;
@@ -215,11 +222,13 @@ export class HostScheduler {
     return this.ledger.gpus.find((g) => g.index === gpuIndexes[0])?.memoryKind ?? 'discrete';
   }
 
+  /** `residueBytes`: what a parked instance's host measured; any other state forgets it. */
   setEntry(
     entry: LedgerEntry,
     newState: LedgerEntry['state'],
     tier: LedgerEntry['tier'],
     bytes: { gpuBytes: number; hostRamBytes: number },
+    residueBytes?: number,
   ): void {
     if (newState !== 'stopped' && (this.exitedGeneration[entry.deploymentId] ?? 0) >= entry.instance.generation) {
       [newState, tier, bytes] = ['stopped', null, { gpuBytes: 0, hostRamBytes: 0 }];
@@ -227,6 +236,8 @@ export class HostScheduler {
     if (entry.state !== newState) this.state.sinceMs[entry.deploymentId] = Date.now();
     if (newState === 'ready') this.state.lastUsedMs[entry.deploymentId] = Date.now();
     Object.assign(entry, { state: newState, tier, ...bytes });
+    if (newState === 'parked' && residueBytes !== undefined) entry.residueBytes = residueBytes;
+    else delete entry.residueBytes;
   }
 
   /** True when `deploymentId` has an instance an operator's stop takes away: ready or parked. */
@@ -385,13 +396,10 @@ export class HostScheduler {
   ): void {
     for (const victim of result.victims) {
       const entry = this.entryOf(victim.deploymentId);
-      if (entry)
-        this.setEntry(
-          entry,
-          victim.state,
-          victim.tier,
-          holdings(checkpoints[victim.deploymentId]!, victim.state, victim.tier),
-        );
+      if (!entry) continue;
+      const measured = victim.residueBytes !== undefined && patched(MEASURED_RESIDUE) ? victim.residueBytes : undefined;
+      const c = checkpoints[victim.deploymentId]!;
+      this.setEntry(entry, victim.state, victim.tier, holdings(c, victim.state, victim.tier, measured), measured);
     }
     const entry = result.target && this.entryOf(result.target.instance.deploymentId);
     if (!result.target || !target || !entry) return;
@@ -466,7 +474,7 @@ export class HostScheduler {
       ledger: this.ledger,
       gpuIndexes: wake ? existing!.gpuIndexes : this.ledger.gpus.map((g) => g.index),
       count: gpus,
-      need: perGpuBytes(gpuNeed(deployment.checkpoint), gpus) - (existing ? heldOnEach(existing) : 0),
+      need: bringUpNeedOnEach(deployment.checkpoint, gpus, existing),
       holders: others,
       evict: opts.evict,
       parkedMayStop: others.some((h) => h.entry.state === 'parked') && patched(STOP_PARKED_HOLDERS),

@@ -9,6 +9,7 @@ import { releasedLines } from '../../domain/catalogue.js';
 import type { InstanceState, ParkTier } from '../../domain/vocabulary.js';
 import type { Drained } from './drain.js';
 import { busyOf, failureOf } from './failures.js';
+import { measuredResidue } from '../ledger.js';
 import type { SwitchRun, VictimResult } from './run.js';
 
 /**
@@ -68,7 +69,8 @@ async function parkOrStopVictim(
     {
       requestsStillRunning = 0,
       recorded = Promise.resolve(),
-    }: Partial<Pick<VictimOutcome, 'requestsStillRunning' | 'recorded'>> = {},
+      residueBytes,
+    }: Partial<Pick<VictimOutcome, 'requestsStillRunning' | 'recorded'> & { residueBytes: number }> = {},
   ): VictimOutcome => ({
     victim: v,
     result: {
@@ -78,6 +80,7 @@ async function parkOrStopVictim(
       state,
       tier,
       gpuIndexes: v.gpuIndexes ?? [],
+      ...(residueBytes !== undefined ? { residueBytes } : {}),
     },
     parkFailed,
     requestsStillRunning,
@@ -85,7 +88,7 @@ async function parkOrStopVictim(
   });
   if (plan.kind === 'park') {
     try {
-      await run.timed('park', plan.tier, () =>
+      const parked = await run.timed('park', plan.tier, () =>
         asPlanned('parking', plan.tier, () =>
           run.host(timeouts.startMs).parkEngine({
             key: v.instance,
@@ -95,8 +98,11 @@ async function parkOrStopVictim(
           }),
         ),
       );
+      // A host from before measured nothing (its park returned nothing): the checkpoint's residue stands.
+      const residueBytes = measuredResidue(parked ?? undefined, v.gpuIndexes ?? []);
       return outcome(releasedLine(plan), 'parked', plan.tier, {
-        recorded: run.saveInstance(v.instance, 'parked', plan.tier),
+        recorded: run.saveInstance(v.instance, 'parked', plan.tier, residueBytes),
+        ...(residueBytes !== undefined ? { residueBytes } : {}),
       });
     } catch (e) {
       const busy = busyOf(e);

@@ -134,7 +134,7 @@ export class SwitchRun {
    * What each instance holds, for the rows `list deployments` and the load endpoint read, as the
    * scheduler read it: every read here would be on the waiters' clock.
    */
-  rowOf(instance: InstanceRef, state: InstanceState, tier: ParkTier | null) {
+  rowOf(instance: InstanceRef, state: InstanceState, tier: ParkTier | null, measuredResidue?: number) {
     const { hostId, checkpoints } = this.input;
     return instanceRow(
       hostId,
@@ -143,6 +143,7 @@ export class SwitchRun {
       tier,
       checkpoints[instance.deploymentId] ?? null,
       this.gpusOf(instance),
+      measuredResidue,
     );
   }
 
@@ -155,8 +156,9 @@ export class SwitchRun {
     return victims.find((v) => same(v.instance))?.gpuIndexes ?? [];
   }
 
-  saveInstance(instance: InstanceRef, state: InstanceState, tier: ParkTier | null): Promise<void> {
-    return this.store.saveInstance(this.rowOf(instance, state, tier));
+  /** `measuredResidue`: what a parked instance's host measured its engine still holds. */
+  saveInstance(instance: InstanceRef, state: InstanceState, tier: ParkTier | null, measuredResidue?: number) {
+    return this.store.saveInstance(this.rowOf(instance, state, tier, measuredResidue));
   }
 
   /**
