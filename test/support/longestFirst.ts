@@ -8,8 +8,8 @@ import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * Seconds each file took in CI on 2026-12-04 (two cores; engineMemory.e2e's estimated from a local
- * run); files under 10 s keep vitest's order after these.
+ * Seconds each file took in CI on 2026-12-04 (two cores; files added since, from a whole local run
+ * on 2026-12-06); files under 10 s keep vitest's order after these.
  */
 export const ciSeconds: Record<string, number> = {
   'test/lifecycle.switch.test.ts': 108,
@@ -43,7 +43,9 @@ export const ciSeconds: Record<string, number> = {
   'test/hostAgent.test.ts': 15,
   'test/standalone.load.test.ts': 15,
   'test/documents.sweep.e2e.test.ts': 15,
+  'test/lifecycle.scheduler.beside.test.ts': 14,
   'test/overload.e2e.test.ts': 13,
+  'test/lifecycle.scheduler.room.test.ts': 13,
   'test/metrics.e2e.test.ts': 13,
   'test/temporalHarness.test.ts': 12,
   'test/hostTokens.e2e.test.ts': 12,
