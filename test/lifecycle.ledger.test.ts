@@ -352,14 +352,31 @@ describe('the cheapest room: which card a model goes to and which models yield t
     expect(chosen(plan)).toEqual({ gpuIndexes: [0], victims: ['v0', 'v2'] });
   });
 
-  it('launches a model on the card fewer parked engines wait to wake on, else the first with room, so that ready ones pack', () => {
-    // A ready model leaves the rest of its card to the next one: spread, four models that fit two
-    // cards packed left the last 8B model no card.
-    expect(room([small('m6-small', 0)], 20 * GiB)).toEqual({ kind: 'fits', gpuIndexes: [0] });
+  it('launches a model on the card fewer engines share, parked ones counted, when both have room', () => {
+    expect(room([small('m6-small', 0)], 20 * GiB)).toEqual({ kind: 'fits', gpuIndexes: [1] });
     // A parked engine wakes on its own card: the new model goes where none waits to come back.
     expect(room([eightB('m5-8b', 0, parked)], 2.75 * GiB)).toEqual({ kind: 'fits', gpuIndexes: [1] });
     // Its bytes are read from the ledger, not assumed zero: a parked engine holding 23 GiB leaves no room.
     expect(room([eightB('m5-8b', 0, { ...parked, gpuBytes: 23 * GiB }), eightB('m3-8b', 1)], 2.75 * GiB)).toEqual({
+      kind: 'fits',
+      gpuIndexes: [1],
+    });
+  });
+
+  it('packs a model beside models kept loaded (explicit or warm), which never yield, leaving whole cards to larger ones', () => {
+    const kept = (e: LedgerEntry) => holder(e, { explicit: true });
+    const plan = (entries: LedgerEntry[], need: number) =>
+      planRoom({
+        ledger: ledger(entries, { gpus: cards }),
+        gpuIndexes: [0, 1],
+        count: 1,
+        need,
+        holders: entries.map(kept),
+        evict: true,
+      });
+    // The `fixed` set-up, least popular first: m3-8b beside m4-small, so that m1-8b finds card 1 whole.
+    expect(plan([small('m4-small', 0)], 20 * GiB)).toEqual({ kind: 'fits', gpuIndexes: [0] });
+    expect(plan([small('m4-small', 0), eightB('m3-8b', 0), small('m2-small', 1)], 20 * GiB)).toEqual({
       kind: 'fits',
       gpuIndexes: [1],
     });

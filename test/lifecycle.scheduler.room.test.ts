@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type SchedulerBench, startSchedulerBench } from './support/scheduler.js';
 
+const GiB = 2 ** 30;
 const SMALL = ['--sim-weights', '1GiB', '--sim-kv', '1GiB'];
 
 describe('the host scheduler chooses the cheapest room', () => {
@@ -24,25 +25,25 @@ describe('the host scheduler chooses the cheapest room', () => {
   });
   afterAll(() => s?.close());
 
-  it('packs ready models on the first card with room, leaving the other whole for the next big one', async () => {
+  it('starts a model on the card fewer engines share when both have room', async () => {
     await start('small-a');
-    // Card 1 is empty, but card 0 still holds big-b beside small-a (2 + 5 of 8 GiB): spread, small-d
-    // would then take part of card 1 and big-c find no card at all.
+    // Card 0 has room too (8 − 2 GiB), but small-a is there: big-b takes the empty card.
     expect(await start('big-b')).toMatchObject({ state: 'ready', victims: [] });
-    expect(await start('big-c')).toMatchObject({ state: 'ready', victims: [] });
-    expect(await start('small-d')).toMatchObject({ state: 'ready', victims: [] });
+    await start('big-c');
+    await start('small-d');
     expect(await cards()).toEqual({
       'small-a': 'ready on 0',
-      'big-b': 'ready on 0',
-      'big-c': 'ready on 1',
+      'big-b': 'ready on 1',
+      'big-c': 'ready on 0',
       'small-d': 'ready on 1',
     });
+    expect((await s.ledger()).gpus.map((g) => g.memoryBytes)).toEqual([8 * GiB, 8 * GiB]);
   });
 
   it('parks only the big model a big one needs, not the small one beside it used longer ago as well', async () => {
     // Either card frees 5 GiB by parking its big model alone; small-a, the least recently used, stays.
     const receipt = await start('big-e');
-    expect(receipt.victims.map((v) => [v.deploymentId, v.gpuIndexes])).toEqual([[ids['big-b'], [0]]]);
-    expect(await cards()).toMatchObject({ 'small-a': 'ready on 0', 'big-b': 'parked on 0', 'big-e': 'ready on 0' });
+    expect(receipt.victims.map((v) => [v.deploymentId, v.gpuIndexes])).toEqual([[ids['big-c'], [0]]]);
+    expect(await cards()).toMatchObject({ 'small-a': 'ready on 0', 'big-c': 'parked on 0', 'big-e': 'ready on 0' });
   });
 });

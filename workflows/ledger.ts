@@ -284,26 +284,26 @@ function roomOn(
 /** States in which an instance has no engine on its GPUs: nothing of it will wake there. */
 const noEngine: ReadonlySet<InstanceState> = new Set(['stopped', 'failed']);
 
-/** States in which an instance's engine is parked, or on its way there: it will want its card back. */
-const parkedEngine: ReadonlySet<InstanceState> = new Set(['parking', 'parked']);
-
 /**
- * Engines on any GPU of `gpuIndexes` that `counts`: each parked one will want its card back, since an
- * engine wakes on the GPUs it was launched on.
+ * Engines on any GPU of `gpuIndexes`, ready, parked or on their way, but those in `fixed`: each
+ * parked one will want its card back, since an engine wakes on the GPUs it was launched on.
  */
-const crowding = (ledger: HostLedger, gpuIndexes: readonly number[], counts: (s: InstanceState) => boolean): number =>
-  ledger.entries.filter((e) => counts(e.state) && e.gpuIndexes.some((g) => gpuIndexes.includes(g))).length;
+const crowding = (ledger: HostLedger, gpuIndexes: readonly number[], fixed: ReadonlySet<string>): number =>
+  ledger.entries.filter(
+    (e) => !noEngine.has(e.state) && !fixed.has(e.deploymentId) && e.gpuIndexes.some((g) => gpuIndexes.includes(g)),
+  ).length;
 
 /** GPU bytes `victims` give back. */
 const releasedBytes = (victims: readonly Holder[]): number => victims.reduce((sum, h) => sum + h.entry.gpuBytes, 0);
 
 /**
  * How to find `need` bytes on each of `count` GPUs, chosen among `gpuIndexes` (a parked instance
- * wakes where it is: its own GPUs). Among the sets that fit, the one the fewest parked engines wait
- * to wake on, then the first in index order: ready models pack, leaving whole cards to the larger
- * models still to come (spreading them left an 8B model no card at all); else the set that needs the
- * fewest victims, then the fewest GPU bytes released, then the one fewest engines (ready or parked)
- * share. Ties: the first in index order.
+ * wakes where it is: its own GPUs). Among the sets that fit, the one fewest engines (ready or
+ * parked) already share, so that fewer wait to wake there, counting none kept loaded (explicit or
+ * warm): those never yield, so models pack around them, leaving whole cards to larger ones (spread,
+ * four explicit models that fit two cards left the last 8B one no card); else the set that needs the
+ * fewest victims, then the fewest GPU bytes released, then the least shared. Ties: the first in
+ * index order.
  * Victims are ready instances that may yield, and parked ones holding memory when `parkedMayStop`;
  * `evict` false never parks. `policy` (default `cheapest`) is the older rule only for a scheduler
  * that began under it.
@@ -321,8 +321,8 @@ export function planRoom(input: {
 }): RoomPlan {
   const { ledger, need, holders, evict, policy = 'cheapest' } = input;
   // The older rule: the first set that fits, else the fewest victims.
-  const shared = (gpuIndexes: number[], counts: (s: InstanceState) => boolean) =>
-    policy === 'cheapest' ? crowding(ledger, gpuIndexes, counts) : 0;
+  const fixed = new Set(holders.filter(kept).map((h) => h.entry.deploymentId));
+  const shared = (gpuIndexes: number[]) => (policy === 'cheapest' ? crowding(ledger, gpuIndexes, fixed) : 0);
   let fits: { gpuIndexes: number[]; crowding: number } | undefined;
   let best: { gpuIndexes: number[]; victims: Holder[]; crowding: number } | undefined;
   let blockedByWaiting = false;
@@ -330,13 +330,10 @@ export function planRoom(input: {
   for (const gpuIndexes of gpuSets(input.gpuIndexes, input.count)) {
     const room = roomOn(ledger, gpuIndexes, need, holders, input.parkedMayStop ?? false, policy);
     if ('victims' in room) {
+      const option = { gpuIndexes, victims: room.victims, crowding: shared(gpuIndexes) };
       if (room.victims.length === 0) {
-        const option = { gpuIndexes, crowding: shared(gpuIndexes, (s) => parkedEngine.has(s)) };
         if (!fits || option.crowding < fits.crowding) fits = option;
-      } else {
-        const option = { gpuIndexes, victims: room.victims, crowding: shared(gpuIndexes, (s) => !noEngine.has(s)) };
-        if (!best || dearer(best, option, policy)) best = option;
-      }
+      } else if (!best || dearer(best, option, policy)) best = option;
       continue;
     }
     if (room.blockedByWaiting) blockedByWaiting = true;
