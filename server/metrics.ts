@@ -8,6 +8,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { SwitchOutcome } from '../domain/vocabulary.js';
 import type { LoadBoard } from '../gateway/loadBoard.js';
 import type { RequestEnd, RequestMetrics } from '../gateway/requestMetrics.js';
+import type { ErrorCounts } from '../gateway/statusHistory.js';
 import type { RequestQueue } from '../gateway/requestQueue.js';
 import type { RoutingTable } from '../gateway/routingTable.js';
 import { engineGauges, gpuMemoryGauge } from '../metrics/engineGauges.js';
@@ -121,6 +122,21 @@ export class ServerMetrics implements RequestMetrics {
 
   answered(deployment: string, status: number, end: RequestEnd): void {
     this.requests.inc({ deployment, code: String(status), error: end });
+  }
+
+  /**
+   * Requests answered with an error since the server started, by code, the most frequent first, as
+   * `capyctl_requests_total` counts them: the catalogue's code, or an engine's own error passed on
+   * whole by its status (`engine 500`).
+   */
+  async errorsByCode(): Promise<ErrorCounts> {
+    const counts = new Map<string, number>();
+    for (const { labels, value } of (await this.requests.get()).values) {
+      const [code, error] = [String(labels.code), String(labels.error)];
+      const key = error === 'cut' ? null : error !== 'none' ? error : Number(code) >= 400 ? `engine ${code}` : null;
+      if (key !== null) counts.set(key, (counts.get(key) ?? 0) + value);
+    }
+    return [...counts].map(([code, count]) => ({ code, count })).sort((a, b) => b.count - a.count);
   }
 
   waited(deployment: string, seconds: number): void {

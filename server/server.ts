@@ -147,7 +147,10 @@ async function buildCore({ settings, db, logger }: ServerDeps, opened: Awaited<R
     hosts: () => directory.ids().map((host) => ({ host, up: directory.liveness.stateOf(host, false) !== 'down' })),
     build: buildInfo(),
   });
-  const history = new StatusHistory(() => table.list().reduce((sum, d) => sum + queue.deployment(d.id).waiting, 0));
+  const history = new StatusHistory(
+    () => table.list().reduce((sum, d) => sum + queue.deployment(d.id).waiting, 0),
+    () => metrics.errorsByCode(),
+  );
   for (const d of table.list()) for (const i of d.instances) serveRecorded(queue, { deploymentId: d.id, ...i });
   const exits = EngineExits.fromRecorded(table.list());
   const activities = createServerActivities({
@@ -243,7 +246,7 @@ function listenersOf(core: Core, { settings, adminToken, logger, localEngines, i
     inference: {
       table,
       queue,
-      metrics: history.alongside(metrics),
+      metrics,
       logger,
       token: inferenceToken,
       routeTo: engineRoutes(table, directory, localEngines),

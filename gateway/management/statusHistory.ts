@@ -34,7 +34,7 @@ export function statusHistoryRoutes(deps: { history: StatusHistory; switchReceip
           return {
             sample_every_ms: HISTORY_SAMPLE_MS,
             waiting: deps.history.waiting(now).map((s) => ({ at: new Date(s.atMs).toISOString(), waiting: s.waiting })),
-            errors_by_code: deps.history.errorsByCode(),
+            errors_by_code: await deps.history.errorsByCode(),
             switches,
           };
         },
