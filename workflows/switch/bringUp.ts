@@ -10,7 +10,6 @@ import type { WakeAfter } from '../../activities/hostActivities.js';
 import { hostFailureTypes } from '../../api/hostFailures.js';
 import type { SwitchTarget, WakeReference } from '../../api/lifecycle.js';
 import { type ApiError, apiErrors } from '../../domain/catalogue.js';
-import type { ProblemKind } from '../../domain/problems.js';
 import type { SwitchOutcome } from '../../domain/vocabulary.js';
 import { gpuIndexesOf } from '../ledger.js';
 import { compareAnswers, probeFor, wakeQuestion } from '../wakeCheck.js';
@@ -62,7 +61,7 @@ export async function bringUp(
     const lost = failure.kind === hostFailureTypes.lostWithAgent ? { lostWithAgent: true as const } : {};
     if (t.action === 'start') {
       const error = startError(id, failure, timeouts.startMs);
-      const problem = problemOf(run, t, 'start_failed', error);
+      const problem = run.problemOf(t.instance, 'start_failed', error.message);
       await run.store.recordStartFailure({ deploymentId: id, failure: error.message, problem });
       return { outcome: 'start_failed', error, ...lost };
     }
@@ -76,15 +75,6 @@ export async function bringUp(
  */
 const WAKE_FAILURE_RECORDED = 'wake-failure-recorded';
 
-/** A failed step of the target as its deployment's last problem; the error says it whole (an engine's stderr too). */
-const problemOf = (run: SwitchRun, t: SwitchTarget, kind: ProblemKind, error: ApiError) => ({
-  kind,
-  host_id: run.input.hostId,
-  instance_index: t.instance.instanceIndex,
-  generation: t.instance.generation,
-  message: error.message,
-});
-
 /** A wake that failed, recorded as the deployment's last problem. */
 async function wakeFailed(
   run: SwitchRun,
@@ -92,11 +82,7 @@ async function wakeFailed(
   error: ApiError,
   lost: { lostWithAgent?: true } = {},
 ): Promise<BringUpFailure> {
-  if (patched(WAKE_FAILURE_RECORDED))
-    await run.store.recordProblem({
-      deploymentId: t.instance.deploymentId,
-      problem: problemOf(run, t, 'wake_failed', error),
-    });
+  if (patched(WAKE_FAILURE_RECORDED)) await run.recordProblem(t.instance, 'wake_failed', error.message);
   return { outcome: 'wake_failed', error, ...lost };
 }
 

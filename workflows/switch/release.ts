@@ -125,21 +125,8 @@ async function parkOrStopVictim(
     }),
   );
   if (!parkFailed) return outcome(stopLine(plan), 'stopped', null);
-  if (patched(PARK_FAILURE_RECORDED)) {
-    const { deploymentId, instanceIndex, generation } = v.instance;
-    await CancellationScope.nonCancellable(() =>
-      run.store.recordProblem({
-        deploymentId,
-        problem: {
-          kind: 'park_failed',
-          host_id: run.input.hostId,
-          instance_index: instanceIndex,
-          generation,
-          message: parkFailure,
-        },
-      }),
-    );
-  }
+  if (patched(PARK_FAILURE_RECORDED))
+    await CancellationScope.nonCancellable(() => run.recordProblem(v.instance, 'park_failed', parkFailure));
   return outcome(releasedLines.stoppedParkFailed(parkFailure), 'stopped', null);
 }
 

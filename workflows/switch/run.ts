@@ -15,7 +15,8 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { HostActivities } from '../../activities/hostActivities.js';
-import type { StoreActivities } from '../../activities/storeActivities.js';
+import type { ProblemInput, StoreActivities } from '../../activities/storeActivities.js';
+import type { ProblemKind } from '../../domain/problems.js';
 import type { InstanceState, ParkTier, SwitchOutcome, SwitchPhase } from '../../domain/vocabulary.js';
 import { HEARTBEAT_TIMEOUT_MS } from '../../api/heartbeat.js';
 import type {
@@ -154,6 +155,20 @@ export class SwitchRun {
       other.deploymentId === instance.deploymentId && other.instanceIndex === instance.instanceIndex;
     if (target && same(target.instance)) return target.gpuIndexes;
     return victims.find((v) => same(v.instance))?.gpuIndexes ?? [];
+  }
+
+  /** A failed step of `instance` as its deployment's last problem, in the words of what failed. */
+  problemOf(instance: InstanceRef, kind: ProblemKind, message: string): ProblemInput {
+    const { instanceIndex, generation } = instance;
+    return { kind, host_id: this.input.hostId, instance_index: instanceIndex, generation, message };
+  }
+
+  /** Records a failed step of `instance` (a park, a wake) as its deployment's last problem. */
+  recordProblem(instance: InstanceRef, kind: ProblemKind, message: string): Promise<void> {
+    return this.store.recordProblem({
+      deploymentId: instance.deploymentId,
+      problem: this.problemOf(instance, kind, message),
+    });
   }
 
   /** `measuredResidue`: what a parked instance's host measured its engine still holds. */
