@@ -174,7 +174,7 @@ function refuseIfDeclaredLengthFitsNoGpu(
   throw new Error(
     `max_model_len ${sequence.maxModelLen} needs ${gibibytes(reserved.kvBytes)} GiB of KV cache; with ` +
       `${gibibytes(reserved.weightBytes)} GiB of weights and ${gibibytes(reserved.residueBytes)} GiB of residue that is ` +
-      `${gibibytes(perGpu)} GiB on each of its ${ranks === 1 ? 'GPU' : `${ranks} GPUs`}, more than this host's largest ` +
+      `${gibibytes(perGpu)} GiB ${ranks === 1 ? 'on its GPU' : `on each of its ${ranks} GPUs`}, more than this host's largest ` +
       `GPU (${gibibytes(largestGpuBytes)} GiB)`,
   );
 }

@@ -6,11 +6,9 @@
  */
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Cluster, type ClusterHost } from './support/cluster.js';
+import { Cluster, type ClusterHost, gpuHeld } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
 import { until } from './support/until.js';
-import { gpuUsage } from '../hostAgent/simulatedGpu.js';
-import { join } from 'node:path';
 
 const GiB = 2 ** 30;
 /** Llama-3.1-8B's figures: 32 layers × 8 KV heads × 128 × 2 (bf16) × K and V = 128 KiB a token, 131072 tokens. */
@@ -39,11 +37,7 @@ describe('the memory a real engine needs', () => {
   let cluster: Cluster;
   let host: ClusterHost;
   const held = async (): Promise<Record<string, number>> =>
-    Object.fromEntries(
-      (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).owners
-        .filter((o) => o.gpuBytes > 0)
-        .map((o) => [o.label, o.gpuBytes / GiB]),
-    );
+    Object.fromEntries([...(await gpuHeld(host))].map(([label, bytes]) => [label, bytes / GiB]));
   const stateOf = async (name: string): Promise<string> => (await cluster.status(name)).state;
   const parked = async (name: string) => {
     expect((await cluster.capyctl(['park', 'deployment', name])).code).toBe(0);
@@ -97,7 +91,7 @@ describe('the memory a real engine needs', () => {
     );
     expect(failure).toBe(
       'max_model_len 65536 needs 8.00 GiB of KV cache; with 16.00 GiB of weights and 0.00 GiB of residue that is ' +
-        "24.00 GiB on each of its GPU, more than this host's largest GPU (24.00 GiB)",
+        "24.00 GiB on its GPU, more than this host's largest GPU (24.00 GiB)",
     );
 
     await cluster.deploy(simDeployment('declared', 'vllm', LLAMA_8B, 'max_model_len: 16384\n'));
@@ -106,6 +100,11 @@ describe('the memory a real engine needs', () => {
       max_model_len: 16384,
       max_model_len_from: 'declared',
     });
+    // Passed to the engine: without it vLLM would size for the model's 131072 tokens and refuse to start.
+    const started = await cluster.capyctl(['start', 'deployment', 'declared', '--wait']);
+    expect(started.code, `${started.stdout}${started.stderr}`).toBe(0);
+    await cluster.capyctlOk(['stop', 'deployment', 'declared']);
+    await until('declared to stop', async () => ((await stateOf('declared')) === 'stopped' ? true : undefined), 30_000);
   }, 120_000);
 
   it("a parked engine's residue is counted: a wake that would not fit beside another's stops it first, and a start stops the parked engine", async () => {

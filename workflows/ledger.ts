@@ -320,8 +320,8 @@ export function planRoom(input: {
   policy?: RoomPolicy;
 }): RoomPlan {
   const { ledger, need, holders, evict, policy = 'cheapest' } = input;
-  // The older rule: the first set that fits, else the fewest victims.
   const fixed = new Set(holders.filter(kept).map((h) => h.entry.deploymentId));
+  // The older rule counts no sharing: the first set that fits, else the fewest victims.
   const shared = (gpuIndexes: number[]) => (policy === 'cheapest' ? crowding(ledger, gpuIndexes, fixed) : 0);
   let fits: { gpuIndexes: number[]; crowding: number } | undefined;
   let best: { gpuIndexes: number[]; victims: Holder[]; crowding: number } | undefined;
