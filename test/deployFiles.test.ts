@@ -505,6 +505,12 @@ describe('deploy/helm', () => {
     const [tokenRef] = secretsReadBy(host, docs);
     const [tokenSecret, tokenKey] = tokenRef!.split('/');
     expect(secrets.get(tokenSecret!).stringData[tokenKey!]).toBe('capy_host_a');
+    // The variables the agent reads its token and its ingress address from, as its pod sets them.
+    expect(hostContainer.env).toContainEqual({
+      name: 'CAPYCTL_SET__SERVER__TOKEN',
+      valueFrom: { secretKeyRef: { name: tokenSecret, key: tokenKey } },
+    });
+    expect(hostContainer.env).toContainEqual({ name: 'CAPYCTL_SET__INGRESS__URL', value: 'http://$(NODE_IP):7080' });
     const hostEnv: Env = {
       CAPYCTL_SET__SERVER__TOKEN: 'capy_host_a',
       CAPYCTL_SET__INGRESS__URL: 'http://10.0.0.7:7080',

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, engineSettingRefusals, hostStepFailures } from '../domain/catalogue.js';
-import { Cluster, type ClusterHost } from './support/cluster.js';
+import { Cluster, type ClusterHost, gpuUsed } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
 import { until } from './support/until.js';
 
@@ -52,8 +52,12 @@ describe('engine versions at start', () => {
       start_failure: apiErrors.engineVersionUnsupported(id, unlistedVllm).message,
     });
     // Nothing stays on the card: the engine the check refused was stopped.
+    await until('the refused engine to leave the card', async () => ((await gpuUsed(strict)) === 0 ? true : undefined));
     const request = await cluster.chat('unlisted');
     expect(request.body).toMatchObject({ code: 'engine_version_unsupported', retryable: false });
+    await until('the engine a request started and the check refused to leave the card', async () =>
+      (await gpuUsed(strict)) === 0 ? true : undefined,
+    );
   }, 120_000);
 
   it('runs that version on a host that names the listed one whose requests it takes: it starts, parks and wakes', async () => {

@@ -43,7 +43,8 @@ describe("a process tree's GPU memory, from nvidia-smi", () => {
     writeFileSync(
       join(dir, 'nvidia-smi'),
       '#!/bin/sh\ncase "$1" in\n' +
-        `  --query-gpu=index,uuid) printf '0, GPU-aaaa\\n1, GPU-bbbb\\n' ;;\n` +
+        // Not in index order: each card's index is read from its row, not its place.
+        `  --query-gpu=index,uuid) printf '1, GPU-bbbb\\n0, GPU-aaaa\\n' ;;\n` +
         `  --query-compute-apps=*) printf '${apps.join('\\n')}\\n' ;;\n` +
         'esac\n',
     );

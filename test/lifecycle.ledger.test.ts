@@ -376,6 +376,18 @@ describe('the cheapest room: which card a model goes to and which models yield t
       });
     // The `fixed` set-up, least popular first: m3-8b beside m4-small, so that m1-8b finds card 1 whole.
     expect(plan([small('m4-small', 0)], 20 * GiB)).toEqual({ kind: 'fits', gpuIndexes: [0] });
+    // A warm model is kept loaded the same way.
+    const warm = small('m4-small', 0);
+    expect(
+      planRoom({
+        ledger: ledger([warm], { gpus: cards }),
+        gpuIndexes: [0, 1],
+        count: 1,
+        need: 20 * GiB,
+        holders: [holder(warm, { warm: true })],
+        evict: true,
+      }),
+    ).toEqual({ kind: 'fits', gpuIndexes: [0] });
     expect(plan([small('m4-small', 0), eightB('m3-8b', 0), small('m2-small', 1)], 20 * GiB)).toEqual({
       kind: 'fits',
       gpuIndexes: [1],

@@ -47,3 +47,33 @@ describe('the host scheduler chooses the cheapest room', () => {
     expect(await cards()).toMatchObject({ 'small-a': 'ready on 0', 'big-c': 'parked on 0', 'big-e': 'ready on 0' });
   });
 });
+
+describe('the host scheduler with models kept loaded', () => {
+  let s: SchedulerBench;
+  const ids: Record<string, string> = {};
+  const explicit = 'lifecycle:\n  activation: explicit';
+
+  beforeAll(async () => {
+    s = await startSchedulerBench({ gpuMemory: '8GiB', gpuCount: 2 });
+    for (const name of ['small-x', 'small-z']) ids[name] = await s.deployMeasured(name, explicit, SMALL);
+    for (const name of ['big-y', 'big-w']) ids[name] = await s.deployMeasured(name, explicit);
+  });
+  afterAll(() => s?.close());
+
+  it('packs them, as they never yield: four that fit two cards all start, the last big one on a whole card', async () => {
+    // Spread (big-y away from small-x), small-z would take part of card 1 and big-w find no card at all.
+    for (const name of ['small-x', 'big-y', 'small-z', 'big-w'])
+      expect(await s.command('start', { deploymentId: ids[name]!, evict: true }), name).toMatchObject({
+        state: 'ready',
+        victims: [],
+      });
+    expect(
+      Object.fromEntries((await s.settledLedger()).entries.map((e) => [e.name, `${e.state} on ${e.gpuIndexes}`])),
+    ).toEqual({
+      'small-x': 'ready on 0',
+      'big-y': 'ready on 0',
+      'small-z': 'ready on 1',
+      'big-w': 'ready on 1',
+    });
+  });
+});

@@ -10,6 +10,8 @@ describe('a crash loop: the engine keeps ending unasked', () => {
     expect(CRASH_LOOP).toEqual({ endings: 3, withinMs: 10 * MINUTE });
     expect(crashLooping(ago(9, 5, 1), 'stopped', now)).toBe(true);
     expect(crashLooping(ago(10, 5, 1), 'starting', now)).toBe(true);
+    // The last three count: an older ending beyond the window does not hide them.
+    expect(crashLooping(ago(30, 5, 3, 1), 'stopped', now)).toBe(true);
   });
 
   it('is not two endings, nor three spread over more than ten minutes, nor a model serving again', () => {

@@ -138,6 +138,9 @@ describe('simulated GPU', () => {
       },
     );
     expect((await gpuUsage(dir, 0)).usedBytes).toBe(10 * GiB);
+    // Its exit gives the residue back.
+    await a.stop();
+    expect((await gpuUsage(dir, 0)).usedBytes).toBe(9 * GiB);
   });
 
   it('vLLM refuses a KV cache that cannot hold one sequence of its max model length, in its own words; SGLang serves', async () => {

@@ -6,6 +6,7 @@ import {
   listDeployments,
   recordCheckpoint,
   recordMeasureFailure,
+  recordProblem,
   saveDeployment,
   setOperatorStopped,
 } from '../store/deployments.js';
@@ -125,6 +126,32 @@ describe('the store on Postgres', () => {
     expect(await deleteDeployment(db, deployment.id)).toBe(true);
     expect(await deleteDeployment(db, deployment.id)).toBe(false);
     expect((await listDeployments(db)).map((d) => d.name)).toEqual(['chat-a']);
+  });
+
+  it("records a deployment's last problem: each unasked ending a restart, the last three kept, the same problem twice once", async () => {
+    const { deployment } = await saveDeployment(db, spec('name: crashy\nengine: vllm\nmodel: m\n'));
+    const exited = (generation: number, minute: number) => ({
+      kind: 'engine_exited' as const,
+      at: new Date(Date.UTC(2026, 11, 6, 2, minute)).toISOString(),
+      host_id: 'gpu-box',
+      instance_index: 0,
+      generation,
+      message: 'its engine exited unasked (code 1)',
+    });
+    for (const g of [1, 2, 3, 4]) await recordProblem(db, deployment.id, exited(g, g));
+    const endings = (d: Awaited<ReturnType<typeof findDeployment>>) => d!.recentEndings.map((t) => t.getUTCMinutes());
+    const after = await findDeployment(db, 'crashy');
+    expect(after).toMatchObject({ restarts: 4, lastProblem: exited(4, 4) });
+    expect(endings(after)).toEqual([2, 3, 4]);
+    // The same report again (an activity retried, a report sent twice) changes nothing.
+    await recordProblem(db, deployment.id, exited(4, 9));
+    const again = await findDeployment(db, 'crashy');
+    expect(again).toMatchObject({ restarts: 4, lastProblem: exited(4, 4) });
+    expect(endings(again)).toEqual([2, 3, 4]);
+    // A failed park is a problem, not a restart.
+    await recordProblem(db, deployment.id, { ...exited(5, 10), kind: 'park_failed', message: 'it has no POST /sleep' });
+    expect(await findDeployment(db, 'crashy')).toMatchObject({ restarts: 4, lastProblem: { kind: 'park_failed' } });
+    await deleteDeployment(db, deployment.id);
   });
 
   it('records why a measurement failed until the checkpoint is measured, and never over a measurement', async () => {

@@ -143,13 +143,17 @@ export interface ApiReply<T = any> {
 export const gpuUsed = async (host: ClusterHost): Promise<number> =>
   (await gpuUsage(join(host.dataDir, 'sim-gpus'), 0)).usedBytes;
 
+/** What each engine holds on one of the host's simulated cards, in bytes, by its label ("vllm sim/m1"). */
+export const gpuHeld = async (host: ClusterHost, index = 0): Promise<Map<string, number>> =>
+  new Map(
+    (await gpuUsage(join(host.dataDir, 'sim-gpus'), index)).owners
+      .filter((o) => o.gpuBytes > 0)
+      .map((o) => [o.label, o.gpuBytes]),
+  );
+
 /** Who holds memory on each of the host's first `count` simulated cards: the engines' labels ("vllm sim/m1"). */
 export const gpuHolders = (host: ClusterHost, count: number): Promise<string[][]> =>
-  Promise.all(
-    Array.from({ length: count }, async (_, index) =>
-      (await gpuUsage(join(host.dataDir, 'sim-gpus'), index)).owners.filter((o) => o.gpuBytes > 0).map((o) => o.label),
-    ),
-  );
+  Promise.all(Array.from({ length: count }, async (_, index) => [...(await gpuHeld(host, index)).keys()]));
 
 export class Cluster {
   server!: CapyProcess;
