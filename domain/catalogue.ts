@@ -541,7 +541,7 @@ export const maxModelLenWords = {
 /** How `status deployment` says where a parked instance's residue comes from. */
 export const residueSourceWords = {
   measured: 'measured after park',
-  setting: 'setting',
+  reserved: 'reserved at measurement',
 } as const satisfies Record<ResidueSource, string>;
 
 /** The line a receipt prints for each way a victim was released. */

@@ -74,7 +74,7 @@ export type MaxModelLenSource = z.infer<typeof maxModelLenSources>;
  * holds after the park, or the checkpoint's reservation (the host's `parked_residue`, or a simulated
  * model's own figure) when nothing was measured.
  */
-export const residueSources = z.enum(['measured', 'setting']);
+export const residueSources = z.enum(['measured', 'reserved']);
 export type ResidueSource = z.infer<typeof residueSources>;
 
 /** How a switch ended; a search attribute on every switch workflow. */

@@ -101,7 +101,7 @@ function parkedResidueOf(
   if (i.observedState !== 'parked') return {};
   if (i.residueBytes !== null) return { parked_residue_bytes: i.residueBytes, parked_residue_from: 'measured' };
   const c = checkpointOf(d);
-  return c === null ? {} : { parked_residue_bytes: c.residueBytes, parked_residue_from: 'setting' };
+  return c === null ? {} : { parked_residue_bytes: c.residueBytes, parked_residue_from: 'reserved' };
 }
 
 /** Why no GPU it may run on could hold it, when none could: waiting for memory cannot help. */
