@@ -127,7 +127,10 @@ describe('a host that leaves and comes back', () => {
     listed(list, 'gamma', 'stopped', '0/1', '-');
     listed(list, 'beta', 'ready', '1/1', small.hostId);
     expect(await cluster.capyctlOk(['list', 'hosts'])).toMatch(new RegExp(`^${big.hostId} .* ${hostState} `, 'm'));
-    // Its engines went with it.
+    // Its engines went with it: a killed agent's engines are sent SIGTERM by the kernel as it dies
+    // (processes/endingWithThisProcess.ts) and end on their own clock, which an agent started again
+    // at once can beat.
+    await until(`${big.hostId}'s engines to end`, async () => ((await gpuUsed(big)) === 0 ? true : undefined), 10_000);
     expect(await gpuUsed(big)).toBe(0);
   }
 
