@@ -170,6 +170,12 @@ export interface Demand {
    * `instanceIndexes`): the index a start here takes. Absent: 0.
    */
   instanceIndex?: number;
+  /**
+   * When each deployment last started or finished a request on the reporting server (its gateway's
+   * clock): what "least recently used" means when the scheduler chooses what yields. Absent from
+   * reports sent before it was.
+   */
+  lastRequestMs?: Record<string, number>;
 }
 
 /** What the host scheduler gives back for a command: the receipt. */

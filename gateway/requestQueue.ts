@@ -422,8 +422,12 @@ export class RequestQueue implements RouterFigures {
   /** Who waits, since when, for every deployment with waiting requests; and when each last saw traffic. */
   snapshot(): { demands: Demand[]; lastActivityMs: Record<string, number> } {
     const demands = [...this.models.values()].map((m) => this.demandOf(m)).filter((d) => d.waiting > 0);
-    const lastActivityMs = Object.fromEntries([...this.models.values()].map((m) => [m.id, m.lastChangeMs]));
-    return { demands, lastActivityMs };
+    return { demands, lastActivityMs: this.lastActivity() };
+  }
+
+  /** When each deployment last started or finished a request here (or began to serve). */
+  private lastActivity(): Record<string, number> {
+    return Object.fromEntries([...this.models.values()].map((m) => [m.id, m.lastChangeMs]));
   }
 
   private open(m: Model, i: Instance, ref: InstanceRef, event: 'serve' | 'reopen'): number {
@@ -545,7 +549,8 @@ export class RequestQueue implements RouterFigures {
       const last = this.reported.get(id) ?? { deploymentId: id, waiting: 0, oldestSinceMs: 0 };
       if (demand.waiting === last.waiting && demand.oldestSinceMs === last.oldestSinceMs) continue;
       this.reported.set(id, demand);
-      this.options.onDemand(demand);
+      // The scheduler that serves it chooses what yields by when each model was last asked for.
+      this.options.onDemand({ ...demand, lastRequestMs: this.lastActivity() });
     }
     this.touched.clear();
   }

@@ -37,7 +37,9 @@ const LIMITS: SharedQueueLimits = {
 
 interface Bench {
   queue: RequestQueue;
+  /** The demands reported, each without `lastRequestMs`, which `lastRequests` keeps beside it. */
   demands: Demand[];
+  lastRequests: Record<string, number>[];
   /** The instances' load samples, as the hosts report them; the queue reads the fresh ones, as a server's does. */
   board: LoadBoard;
   /** A client's request; `hangUp` aborts its signal. */
@@ -52,16 +54,21 @@ afterEach(() => {
 
 function bench(limits: Partial<SharedQueueLimits> = {}): Bench {
   const demands: Demand[] = [];
+  const lastRequests: Record<string, number>[] = [];
   const board = new LoadBoard();
   const queue = new RequestQueue({
     limits: () => ({ ...LIMITS, ...limits }),
-    onDemand: (d) => demands.push(d),
+    onDemand: ({ lastRequestMs, ...d }) => {
+      demands.push(d);
+      lastRequests.push(lastRequestMs ?? {});
+    },
     engineLoad: (deploymentId, instanceIndex) => board.freshEngine(deploymentId, instanceIndex, Date.now()),
   });
   benches.push(queue);
   return {
     queue,
     demands,
+    lastRequests,
     board,
     send(deploymentId, more = {}) {
       const client = new AbortController();
@@ -145,6 +152,23 @@ describe('a request for a model that is not ready', () => {
     await turn();
     expect(b.demands.at(-1)).toEqual({ deploymentId: B, waiting: 0, oldestSinceMs: 0 });
     expect(b.queue.snapshot().demands).toEqual([]);
+  });
+
+  it('reports with its demand when each model last started or finished a request, for the scheduler to choose what yields', async () => {
+    const b = bench();
+    b.queue.startWaiters(instanceOf(A));
+    const [t] = await fill(b, A, 1);
+    const beforeFinish = Date.now();
+    t!.finish({ cut: false });
+    const afterFinish = Date.now();
+    b.send(B);
+    await turn();
+    expect(b.demands).toEqual([{ deploymentId: B, waiting: 1, oldestSinceMs: expect.any(Number) }]);
+    const reported = b.lastRequests.at(-1)!;
+    expect(Object.keys(reported).sort()).toEqual([A, B].sort());
+    expect(reported[A]).toBeGreaterThanOrEqual(beforeFinish);
+    expect(reported[A]).toBeLessThanOrEqual(afterFinish);
+    expect(b.queue.snapshot().lastActivityMs).toEqual(reported);
   });
 
   it('starts at most 32 waiters together; the rest wait for a slot, in arrival order', async () => {

@@ -18,6 +18,7 @@ import {
   planRoom,
   planVictims,
   type RoomPlan,
+  type RoomPolicy,
   type VictimFacts,
 } from '../workflows/ledger.js';
 
@@ -316,7 +317,13 @@ describe('the cheapest room: which card a model goes to and which models yield t
   const small = (id: string, gpu: number, fields: Partial<LedgerEntry> = {}) =>
     entry(id, { gpuIndexes: [gpu], gpuBytes: 2.75 * GiB, ...fields });
   const parked = { state: 'parked' as const, gpuBytes: 0 };
-  const room = (entries: LedgerEntry[], need: number, gpuIndexes = [0, 1], lastUsed: Record<string, number> = {}) =>
+  const room = (
+    entries: LedgerEntry[],
+    need: number,
+    gpuIndexes = [0, 1],
+    lastUsed: Record<string, number> = {},
+    policy?: RoomPolicy,
+  ) =>
     planRoom({
       ledger: ledger(entries, { gpus: cards }),
       gpuIndexes,
@@ -324,6 +331,7 @@ describe('the cheapest room: which card a model goes to and which models yield t
       need,
       holders: entries.filter((e) => e.gpuBytes > 0).map((e) => holder(e, { lastUsedMs: lastUsed[e.name] ?? 0 })),
       evict: true,
+      policy,
     });
   const chosen = (plan: RoomPlan) =>
     plan.kind === 'evict' ? { gpuIndexes: plan.gpuIndexes, victims: plan.victims.map((v) => v.name) } : plan;
@@ -401,6 +409,24 @@ describe('the cheapest room: which card a model goes to and which models yield t
     // m1-8b: one 8B model on either card; card 0 also has a parked engine waiting to come back.
     const later = [small('m6-small', 0, parked), eightB('m3-8b', 0), eightB('m5-8b', 1)];
     expect(chosen(room(later, 20 * GiB))).toEqual({ gpuIndexes: [1], victims: ['m5-8b'] });
+  });
+
+  it('makes room, between two cards that cost the same, on the one whose victim was asked for least recently, however shared', () => {
+    // restart_only's m5-8b: one 8B model on either card. m1-8b served a request a moment ago; m3-8b
+    // a minute ago. Card 0 is the less shared (m6-small parked on card 1), yet m1-8b stays.
+    const loaded = [eightB('m1-8b', 0), small('m2-small', 0), eightB('m3-8b', 1), small('m4-small', 1)];
+    const withParked = [...loaded, small('m6-small', 1, parked)];
+    const used = { 'm1-8b': 60_000, 'm2-small': 30_000, 'm3-8b': 1_000, 'm4-small': 50_000 };
+    expect(chosen(room(withParked, 20 * GiB, [0, 1], used))).toEqual({ gpuIndexes: [1], victims: ['m3-8b'] });
+    expect(chosen(room(loaded, 20 * GiB, [0, 1], { ...used, 'm1-8b': 500, 'm3-8b': 60_000 }))).toEqual({
+      gpuIndexes: [0],
+      victims: ['m1-8b'],
+    });
+    // Schedulers begun before it broke the tie by sharing, then by index: they park m1-8b.
+    expect(chosen(room(withParked, 20 * GiB, [0, 1], used, 'cheapest_by_sharing'))).toEqual({
+      gpuIndexes: [0],
+      victims: ['m1-8b'],
+    });
   });
 
   it('chooses as schedulers begun before it did when told to: the first card that fits, the least recently used first', () => {

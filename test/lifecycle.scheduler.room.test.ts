@@ -40,11 +40,34 @@ describe('the host scheduler chooses the cheapest room', () => {
     expect((await s.ledger()).gpus.map((g) => g.memoryBytes)).toEqual([8 * GiB, 8 * GiB]);
   });
 
-  it('parks only the big model a big one needs, not the small one beside it used longer ago as well', async () => {
+  it('parks only the big model a big one needs, the one used least recently, not the small one beside it as well', async () => {
     // Either card frees 5 GiB by parking its big model alone; small-a, the least recently used, stays.
+    // Neither big model has served a request: big-b, ready before big-c, is the one used longer ago,
+    // though its card is the second and as shared.
     const receipt = await start('big-e');
-    expect(receipt.victims.map((v) => [v.deploymentId, v.gpuIndexes])).toEqual([[ids['big-c'], [0]]]);
-    expect(await cards()).toMatchObject({ 'small-a': 'ready on 0', 'big-c': 'parked on 0', 'big-e': 'ready on 0' });
+    expect(receipt.victims.map((v) => [v.deploymentId, v.gpuIndexes])).toEqual([[ids['big-b'], [1]]]);
+    expect(await cards()).toMatchObject({ 'small-a': 'ready on 0', 'big-b': 'parked on 1', 'big-e': 'ready on 1' });
+  });
+});
+
+describe('the host scheduler keeps the model asked for last', () => {
+  let s: SchedulerBench;
+  const ids: Record<string, string> = {};
+
+  beforeAll(async () => {
+    s = await startSchedulerBench({ gpuMemory: '8GiB', gpuCount: 2 });
+    for (const name of ['big-1', 'big-2', 'big-3']) ids[name] = await s.deployMeasured(name);
+  });
+  afterAll(() => s?.close());
+
+  it('starts a model a request asks for on the card of the model whose last request is older, not the one that became ready first', async () => {
+    for (const name of ['big-1', 'big-2']) await s.command('start', { deploymentId: ids[name]!, evict: true });
+    // big-1 became ready first, then served a request: it is the one used last.
+    expect(await s.lc.gateway.request(ids['big-1']!)).toMatchObject({ kind: 'served' });
+    expect(await s.lc.gateway.request(ids['big-3']!)).toMatchObject({ kind: 'served' });
+    expect(
+      Object.fromEntries((await s.settledLedger()).entries.map((e) => [e.name, `${e.state} on ${e.gpuIndexes}`])),
+    ).toEqual({ 'big-1': 'ready on 0', 'big-2': 'parked on 1', 'big-3': 'ready on 1' });
   });
 });
 

@@ -205,12 +205,13 @@ const roomWith = (free: ReadonlyMap<number, number>, victims: readonly Holder[],
   shortWith(free, victims, need).length === 0;
 
 /**
- * How a scheduler chooses where a model goes and what yields to it: `cheapest` (planRoom), or
- * `first_fit_lru` as schedulers begun before it chose (the first set that fits; else the fewest
- * victims, each set's parked ones first, then least recently used, until it fits), which their
- * histories replay.
+ * How a scheduler chooses where a model goes and what yields to it: `cheapest` (planRoom), or as
+ * schedulers begun before it chose, which their histories replay: `cheapest_by_sharing` broke a tie
+ * between sets of GPUs by the engines sharing them, not by when their victims were last used;
+ * `first_fit_lru` took the first set that fits, else the fewest victims, each set's parked ones
+ * first, then least recently used, until it fits.
  */
-export type RoomPolicy = 'cheapest' | 'first_fit_lru';
+export type RoomPolicy = 'cheapest' | 'cheapest_by_sharing' | 'first_fit_lru';
 
 /** Parked holders first: stopping one frees what its engine still holds and no model that serves. */
 const parkedFirst = (a: Holder, b: Holder) => Number(b.entry.state === 'parked') - Number(a.entry.state === 'parked');
@@ -302,8 +303,8 @@ const releasedBytes = (victims: readonly Holder[]): number => victims.reduce((su
  * parked) already share, so that fewer wait to wake there, counting none kept loaded (explicit or
  * warm): those never yield, so models pack around them, leaving whole cards to larger ones (spread,
  * four explicit models that fit two cards left the last 8B one no card); else the set that needs the
- * fewest victims, then the fewest GPU bytes released, then the least shared. Ties: the first in
- * index order.
+ * fewest victims, then the fewest GPU bytes released, then whose victims were used least recently,
+ * then the least shared. Ties: the first in index order.
  * Victims are ready instances that may yield, and parked ones holding memory when `parkedMayStop`;
  * `evict` false never parks. `policy` (default `cheapest`) is the older rule only for a scheduler
  * that began under it.
@@ -321,8 +322,8 @@ export function planRoom(input: {
 }): RoomPlan {
   const { ledger, need, holders, evict, policy = 'cheapest' } = input;
   const fixed = new Set(holders.filter(kept).map((h) => h.entry.deploymentId));
-  // The older rule counts no sharing: the first set that fits, else the fewest victims.
-  const shared = (gpuIndexes: number[]) => (policy === 'cheapest' ? crowding(ledger, gpuIndexes, fixed) : 0);
+  // The oldest rule counts no sharing: the first set that fits, else the fewest victims.
+  const shared = (gpuIndexes: number[]) => (policy === 'first_fit_lru' ? 0 : crowding(ledger, gpuIndexes, fixed));
   let fits: { gpuIndexes: number[]; crowding: number } | undefined;
   let best: { gpuIndexes: number[]; victims: Holder[]; crowding: number } | undefined;
   let blockedByWaiting = false;
@@ -345,14 +346,23 @@ export function planRoom(input: {
   return { kind: 'refused', holders: [...keptHolders.values()].sort((a, b) => (a.name < b.name ? -1 : 1)) };
 }
 
-/** True when making room as `a` does costs more than as `b`: more victims, then more bytes, then more engines sharing. */
+/** When the most recently used of `victims` was last used: the sooner one of them is asked for again, the dearer. */
+const lastUsedOf = (victims: readonly Holder[]): number => Math.max(...victims.map((h) => h.lastUsedMs));
+
+/**
+ * True when making room as `a` does costs more than as `b`: more victims, then more bytes, then
+ * victims used more recently (a model just asked for is likely to be asked for again, and each ask
+ * would take its GPU back), then more engines sharing.
+ */
 function dearer(
   a: { victims: Holder[]; crowding: number },
   b: { victims: Holder[]; crowding: number },
   policy: RoomPolicy,
 ): boolean {
-  const bytes = policy === 'cheapest' ? releasedBytes(a.victims) - releasedBytes(b.victims) : 0;
-  const order = a.victims.length - b.victims.length || bytes || a.crowding - b.crowding;
+  const legacy = policy === 'first_fit_lru';
+  const bytes = legacy ? 0 : releasedBytes(a.victims) - releasedBytes(b.victims);
+  const recency = policy === 'cheapest' ? lastUsedOf(a.victims) - lastUsedOf(b.victims) : 0;
+  const order = a.victims.length - b.victims.length || bytes || recency || a.crowding - b.crowding;
   return order > 0;
 }
 

@@ -52,6 +52,7 @@ import {
   planRoom,
   residueOf,
   planVictims,
+  type RoomPolicy,
   type VictimFacts,
 } from '../ledger.js';
 import { refusal } from '../refusal.js';
@@ -73,6 +74,8 @@ const WAKE_AHEAD = 'wake-ahead-of-switch';
 const STOP_PARKED_HOLDERS = 'stop-parked-holders';
 /** The `patched()` name of room made the cheapest way (ledger.planRoom); older histories chose first fit, LRU victims. */
 const CHEAPEST_ROOM = 'cheapest-room';
+/** The `patched()` name of a tie between GPUs broken by when their victims were last used; older histories broke it by sharing. */
+const RECENTLY_USED_KEPT = 'recently-used-victims-kept';
 
 /** A deployment whose checkpoint is measured: the only kind the scheduler places or releases. */
 export type MeasuredView = DeploymentView & { checkpoint: Checkpoint };
@@ -100,6 +103,10 @@ export type BringUp = { kind: 'waits' } | { kind: 'ready' } | { kind: 'switched'
  * older histories counted the checkpoint's.
  */
 const MEASURED_RESIDUE = 'measured-parked-residue';
+
+/** The room rule this scheduler's history began under (ledger.RoomPolicy). */
+const roomPolicy = (): RoomPolicy =>
+  !patched(CHEAPEST_ROOM) ? 'first_fit_lru' : patched(RECENTLY_USED_KEPT) ? 'cheapest' : 'cheapest_by_sharing';
 
 export class HostScheduler {
   readonly hostId: string;
@@ -132,7 +139,10 @@ export class HostScheduler {
   // ─── What the handlers call ───────────────────────────────────────────────────────────────────
 
   /** One demand per model and server: each server reports its own waiters, none replaces another's. */
-  reportDemand(demand: Demand): void {
+  reportDemand({ lastRequestMs, ...demand }: Demand): void {
+    // A request counts as use: the victims chosen next are those asked for least recently.
+    for (const [id, ms] of Object.entries(lastRequestMs ?? {}))
+      if (ms > (this.state.lastUsedMs[id] ?? 0)) this.state.lastUsedMs[id] = ms;
     this.state.demands = withDemand(this.state.demands, demand);
     this.changed = true;
   }
@@ -478,7 +488,7 @@ export class HostScheduler {
       holders: others,
       evict: opts.evict,
       parkedMayStop: others.some((h) => h.entry.state === 'parked') && patched(STOP_PARKED_HOLDERS),
-      policy: patched(CHEAPEST_ROOM) ? 'cheapest' : 'first_fit_lru',
+      policy: roomPolicy(),
     });
     if (room.kind === 'wait') return { kind: 'waits' };
     if (room.kind === 'refused') throw refusal(apiErrors.insufficientCapacity(deployment.id, room.holders));
