@@ -18,6 +18,7 @@ import { instanceStates } from '../domain/vocabulary.js';
 import { gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN, type ClusterHost } from './support/cluster.js';
 import { simDeployment } from './support/lifecycle.js';
+import { postDeclaringLength } from './support/declaredLength.js';
 import { type Scrape, samplesOf, scrape, valueOf } from './support/prometheusText.js';
 import { getWithRepeatedHeader } from './support/repeatedHeaders.js';
 import { until } from './support/until.js';
@@ -152,7 +153,7 @@ describe('Prometheus metrics', () => {
       ['a model no deployment serves', await cluster.chat('no-such-model'), 404],
       ['a body that is not JSON', await inference('{"model": "chat-a",'), 400],
       ['a body without a model', await inference(JSON.stringify({ messages: [] })), 400],
-      ['a body over the limit', await inference(Buffer.alloc(BODY_LIMIT_BYTES + 1, 0x20)), 413],
+      ['a body over the limit', await oversizedInference(), 413],
       ['no inference token', await inference(JSON.stringify({ model: 'chat-a' }), null), 401],
     ] as const;
     for (const [what, reply, status] of refused) expect(reply.status, what).toBe(status);
@@ -211,6 +212,15 @@ describe('Prometheus metrics', () => {
     });
     await reply.body.dump();
     return { status: reply.statusCode };
+  }
+
+  /** A request to the inference listener whose body is declared one byte over the limit. */
+  function oversizedInference() {
+    return postDeclaringLength(
+      `${cluster.inferenceUrl}/v1/chat/completions`,
+      { 'content-type': 'application/json', authorization: `Bearer ${INFERENCE_TOKEN}` },
+      BODY_LIMIT_BYTES + 1,
+    );
   }
 });
 
