@@ -187,6 +187,26 @@ describe('the operator routes for deployments and hosts', () => {
     expect(missing.json()).toEqual({ code: 'not_found', message: 'deployment nope not found', retryable: false });
   });
 
+  it("says a parked instance keeps what its host measured, else the checkpoint's residue, reserved at measurement", async () => {
+    const d = (await call('POST', '/deployments', doc('chat-r'))).json() as { deployment: { deployment_id: string } };
+    const id = d.deployment.deployment_id;
+    await recordCheckpoint(fresh.db, id, 1, { weightBytes: 4 * 2 ** 30, kvBytes: 2 ** 30, residueBytes: 2 ** 31 });
+    const parked = {
+      deploymentId: id,
+      hostId: 'gpu-box',
+      generation: 1,
+      observedState: 'parked',
+      parkTier: 'host_ram',
+    } as const;
+    table.setInstance({ ...parked, index: 0 });
+    table.setInstance({ ...parked, index: 1, residueBytes: 2 ** 29 });
+    const body = (await call('GET', '/deployments/chat-r')).json() as { instances: Array<Record<string, unknown>> };
+    expect(body.instances.map((i) => [i.index, i.parked_residue_bytes, i.parked_residue_from])).toEqual([
+      [0, 2 ** 31, 'reserved'],
+      [1, 2 ** 29, 'measured'],
+    ]);
+  });
+
   it('sends each command to the scheduler of the host, and answers with its receipt', async () => {
     const a = table.byModel('chat-a')!;
     const b = table.byModel('chat-b')!;
