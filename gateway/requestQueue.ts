@@ -177,7 +177,7 @@ export class RequestQueue implements RouterFigures {
   private readonly models = new Map<string, Model>();
   private readonly now: () => number;
   private bufferedBytes = 0;
-  private waitingTotal = 0;
+  private waitingCount = 0;
   /** Deployments whose demand may have changed; reported together once the current turn ends. */
   private readonly touched = new Set<string>();
   private readonly reported = new Map<string, Demand>();
@@ -214,7 +214,7 @@ export class RequestQueue implements RouterFigures {
       }
       return refused(apiErrors.notServableNoWait(id));
     }
-    if (m.waiters.length >= limits.max_pending_per_deployment || this.waitingTotal >= limits.max_pending_total) {
+    if (m.waiters.length >= limits.max_pending_per_deployment || this.waitingCount >= limits.max_pending_total) {
       return refused(apiErrors.waitingLimit(id));
     }
     if (this.bufferedBytes + bodyBytes > limits.max_buffered_bytes_total) return refused(apiErrors.bufferedBytes());
@@ -247,7 +247,7 @@ export class RequestQueue implements RouterFigures {
           const at = m.waiters.indexOf(waiter);
           if (at < 0) return;
           m.waiters.splice(at, 1);
-          this.waitingTotal--;
+          this.waitingCount--;
           this.bufferedBytes -= arrival.bodyBytes;
           this.touch(m.id);
         },
@@ -258,7 +258,7 @@ export class RequestQueue implements RouterFigures {
         waiter.refuse(waiter.forSlot ? apiErrors.inFlightDeadline(m.id) : apiErrors.queueDeadline(m.id));
       arrival.signal.addEventListener('abort', onHangUp, { once: true });
       m.waiters.push(waiter);
-      this.waitingTotal++;
+      this.waitingCount++;
       this.bufferedBytes += arrival.bodyBytes;
       this.touch(m.id);
     });
@@ -467,6 +467,11 @@ export class RequestQueue implements RouterFigures {
       for (const i of m.instances.values()) this.setDispatch(m, i, 'stop');
       this.failWaiters(m.id, apiErrors.dispatchClosed(m.id));
     }
+  }
+
+  /** Requests waiting now, on every deployment: the count `max_pending_total` bounds. */
+  waitingTotal(): number {
+    return this.waitingCount;
   }
 
   /** Requests running now, on every deployment. */

@@ -148,7 +148,7 @@ async function buildCore({ settings, db, logger }: ServerDeps, opened: Awaited<R
     build: buildInfo(),
   });
   const history = new StatusHistory(
-    () => table.list().reduce((sum, d) => sum + queue.deployment(d.id).waiting, 0),
+    () => queue.waitingTotal(),
     () => metrics.errorsByCode(),
   );
   for (const d of table.list()) for (const i of d.instances) serveRecorded(queue, { deploymentId: d.id, ...i });

@@ -171,6 +171,17 @@ describe('a request for a model that is not ready', () => {
     expect(b.queue.snapshot().lastActivityMs).toEqual(reported);
   });
 
+  it('counts the requests waiting on every deployment together, the figure the status page samples', async () => {
+    const b = bench();
+    const hangUp = b.send(A).hangUp;
+    for (let i = 0; i < 3; i++) b.send(B);
+    expect([b.queue.waitingTotal(), b.queue.deployment(B).waiting]).toEqual([4, 3]);
+    expect(b.queue.startWaiters(instanceOf(B))).toBe(3);
+    expect(b.queue.waitingTotal()).toBe(1);
+    hangUp();
+    expect(b.queue.waitingTotal()).toBe(0);
+  });
+
   it('starts at most 32 waiters together; the rest wait for a slot, in arrival order', async () => {
     const b = bench();
     const clients = Array.from({ length: 34 }, () => b.send(B).admission);
