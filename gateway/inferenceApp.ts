@@ -21,7 +21,7 @@ import type { RoutingTable } from './routingTable.js';
  * Long prompts and images sent inline fit well under this; the waiting bodies' own bound
  * (max_buffered_bytes_total, 64 MiB by default) still applies on top of it.
  */
-const INFERENCE_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
+export const INFERENCE_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
 
 const UNOBSERVED: RequestMetrics = { answered() {}, waited() {}, firstOutput() {} };
 

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiErrors, renderApiError } from '../domain/catalogue.js';
+import { INFERENCE_BODY_LIMIT_BYTES } from '../gateway/inferenceApp.js';
 import { instanceStates } from '../domain/vocabulary.js';
 import { gpuUsage } from '../hostAgent/simulatedGpu.js';
 import { Cluster, CLUSTER_ADMIN_TOKEN, type ClusterHost } from './support/cluster.js';
@@ -25,8 +26,6 @@ import { until } from './support/until.js';
 
 const METRICS_TOKEN = 'capy_metrics_cluster_test';
 const INFERENCE_TOKEN = 'capy_inference_cluster_test';
-/** The inference listener's body limit (gateway/inferenceApp.ts). */
-const BODY_LIMIT_BYTES = 16 * 2 ** 20;
 
 describe('Prometheus metrics', () => {
   let cluster: Cluster;
@@ -219,7 +218,7 @@ describe('Prometheus metrics', () => {
     return postDeclaringLength(
       `${cluster.inferenceUrl}/v1/chat/completions`,
       { 'content-type': 'application/json', authorization: `Bearer ${INFERENCE_TOKEN}` },
-      BODY_LIMIT_BYTES + 1,
+      INFERENCE_BODY_LIMIT_BYTES + 1,
     );
   }
 });
