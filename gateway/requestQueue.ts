@@ -549,13 +549,15 @@ export class RequestQueue implements RouterFigures {
   }
 
   private reportTouched() {
+    // Read once for the whole turn's reports, however many models they are for.
+    let lastRequestMs: Record<string, number> | undefined;
     for (const id of this.touched) {
       const demand = this.demandOf(this.model(id));
       const last = this.reported.get(id) ?? { deploymentId: id, waiting: 0, oldestSinceMs: 0 };
       if (demand.waiting === last.waiting && demand.oldestSinceMs === last.oldestSinceMs) continue;
       this.reported.set(id, demand);
       // The scheduler that serves it chooses what yields by when each model was last asked for.
-      this.options.onDemand({ ...demand, lastRequestMs: this.lastActivity() });
+      this.options.onDemand({ ...demand, lastRequestMs: (lastRequestMs ??= this.lastActivity()) });
     }
     this.touched.clear();
   }
