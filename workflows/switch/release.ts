@@ -55,9 +55,8 @@ async function parkOrStopVictim(
   const asPlanned = <T>(state: InstanceState, tier: ParkTier | null, step: () => Promise<T>) =>
     released ? step() : run.during(v.instance, state, tier, step);
   const forWake = run.wakeBesideParks ? { switchId } : {};
-  let parkFailed = false;
-  /** Why its park failed, in the words of what failed. */
-  let parkFailure = '';
+  /** Why its park failed, in the words of what failed; undefined while it has not. */
+  let parkFailure: string | undefined;
   /**
    * Where the victim ended, with its receipt line; unless said, none of its requests still run and
    * its final row is written.
@@ -82,7 +81,7 @@ async function parkOrStopVictim(
       gpuIndexes: v.gpuIndexes ?? [],
       ...(residueBytes !== undefined ? { residueBytes } : {}),
     },
-    parkFailed,
+    parkFailed: parkFailure !== undefined,
     requestsStillRunning,
     recorded,
   });
@@ -113,18 +112,19 @@ async function parkOrStopVictim(
         deploymentId: v.instance.deploymentId,
         error: String(e),
       });
-      parkFailed = true;
       parkFailure = failureOf(e).message;
     }
   }
   await CancellationScope.nonCancellable(() =>
     run.timed('stop', null, async () => {
       const stop = () => run.host(timeouts.startMs).stopEngine({ key: v.instance, ...forWake });
-      await (parkFailed ? run.during(v.instance, 'stopping', null, stop) : asPlanned('stopping', null, stop));
+      await (parkFailure !== undefined
+        ? run.during(v.instance, 'stopping', null, stop)
+        : asPlanned('stopping', null, stop));
       await run.saveInstance(v.instance, 'stopped', null);
     }),
   );
-  if (!parkFailed) return outcome(stopLine(plan), 'stopped', null);
+  if (parkFailure === undefined) return outcome(stopLine(plan), 'stopped', null);
   if (patched(PARK_FAILURE_RECORDED))
     await CancellationScope.nonCancellable(() => run.recordProblem(v.instance, 'park_failed', parkFailure));
   return outcome(releasedLines.stoppedParkFailed(parkFailure), 'stopped', null);
