@@ -35,6 +35,9 @@ export function supportedRange(engine: EngineName, version: string): SupportedVe
 }
 
 /** "0.10.1 up to (not including) 0.32.0": every release the table holds, which are contiguous. */
+/** The host document's setting that runs an unlisted version of `engine`. */
+export const unlistedVersionSetting = (engine: EngineName) => `engines.${engine}.unlisted_version_as`;
+
 export function supportedSpan(engine: EngineName): string {
   const { versions } = engineContracts[engine];
   return `${versions[0]!.from} up to (not including) ${versions.at(-1)!.below}`;

@@ -7,7 +7,7 @@ import { engineSettingRefusals } from '../domain/catalogue.js';
 import type { EngineName } from '../domain/vocabulary.js';
 import type { HostSettings } from '../settings/hostDocument.js';
 import { engineContracts } from './contracts.js';
-import { supportedRange, supportedSpan } from './engineVersions.js';
+import { supportedRange, supportedSpan, unlistedVersionSetting } from './engineVersions.js';
 import { findOption } from './launchOptions.js';
 
 /** The first option of `args` that parks `engine` on its own; undefined when none does. */
@@ -25,7 +25,7 @@ export function hostEnginesRefusals(engines: HostSettings['engines']): string[] 
     if (unlistedAs !== undefined && !supportedRange(engine, unlistedAs))
       problems.push(
         engineSettingRefusals.unlistedAsUnknown(
-          `engines.${engine}.unlisted_version_as`,
+          unlistedVersionSetting(engine),
           unlistedAs,
           label,
           supportedSpan(engine),

@@ -6,10 +6,12 @@
 import { hostStepFailures } from '../../domain/catalogue.js';
 import { engineContracts } from '../../engines/contracts.js';
 import { type CallOptions, type EngineAdapter, type EngineEndpoint, EngineError } from '../../engines/engine.js';
-import { type CheckedVersion, judgeVersion, supportedSpan } from '../../engines/engineVersions.js';
-
-/** The host document's setting that runs an unlisted version of `engine`. */
-export const unlistedVersionSetting = (engine: EngineAdapter['name']) => `engines.${engine}.unlisted_version_as`;
+import {
+  type CheckedVersion,
+  judgeVersion,
+  supportedSpan,
+  unlistedVersionSetting,
+} from '../../engines/engineVersions.js';
 
 export async function checkEngineVersion(
   adapter: EngineAdapter,
