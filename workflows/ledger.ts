@@ -187,11 +187,14 @@ export function gpuSets(indexes: readonly number[], count: number): number[][] {
 }
 
 /**
- * What a victim frees on each of its GPUs: a parked one (stopped) all it holds, a ready one (parked)
- * all but the residue its engine keeps.
+ * What a victim still holds on each of its GPUs once released: a parked one is stopped and keeps
+ * nothing, a ready one parks and keeps its engine's residue.
  */
-const freesOnEach = (h: Holder): number =>
-  heldOnEach(h.entry) - (h.entry.state === 'parked' ? 0 : perGpuBytes(h.residueBytes ?? 0, h.entry.gpuIndexes.length));
+export const keptOnEach = (h: Holder): number =>
+  h.entry.state === 'parked' ? 0 : perGpuBytes(h.residueBytes ?? 0, h.entry.gpuIndexes.length);
+
+/** What a victim frees on each of its GPUs: all it holds but what it keeps. */
+const freesOnEach = (h: Holder): number => heldOnEach(h.entry) - keptOnEach(h);
 
 /** The GPUs of `free` (what each holds free now) still short of `need` once `victims` are released. */
 function shortWith(free: ReadonlyMap<number, number>, victims: readonly Holder[], need: number): number[] {

@@ -47,6 +47,7 @@ import {
   heldOnEach,
   type Holder,
   holdings,
+  keptOnEach,
   hostRamFree,
   launchTier,
   planRoom,
@@ -549,13 +550,9 @@ export class HostScheduler {
   private launchMemory(deployment: MeasuredView, gpuIndexes: number[], victims: Holder[]): LaunchMemory {
     const leaving = new Set(victims.map((h) => h.entry.deploymentId));
     const others = this.ledger.entries.filter((e) => e.deploymentId !== deployment.id && !leaving.has(e.deploymentId));
-    // A ready victim parks and keeps its residue; a parked one is stopped and keeps nothing.
-    const parking = victims.filter((h) => h.entry.state === 'ready');
     const othersOn = (gpuIndex: number) =>
       others.filter((e) => e.gpuIndexes.includes(gpuIndex)).reduce((sum, e) => sum + heldOnEach(e), 0) +
-      parking
-        .filter((h) => h.entry.gpuIndexes.includes(gpuIndex))
-        .reduce((sum, h) => sum + perGpuBytes(h.residueBytes ?? 0, h.entry.gpuIndexes.length), 0);
+      victims.filter((h) => h.entry.gpuIndexes.includes(gpuIndex)).reduce((sum, h) => sum + keptOnEach(h), 0);
     const sizeOf = (gpuIndex: number) => this.ledger.gpus.find((g) => g.index === gpuIndex)?.memoryBytes ?? 0;
     return {
       gpuBytes: Math.min(...gpuIndexes.map(sizeOf)),
