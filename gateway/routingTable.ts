@@ -4,7 +4,7 @@
  * request costs a query: rebuilt from the store when the server starts (`loadFrom`), then kept
  * current by the lifecycle's activities as transitions happen.
  */
-import type { Activation } from '../domain/vocabulary.js';
+import type { Activation, InstanceState } from '../domain/vocabulary.js';
 import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import type { Deployment, Instance } from '../api/catalogue.js';
 import type { StoreReads } from './ports.js';
@@ -18,6 +18,11 @@ export type RoutedInstance = Pick<
   Instance,
   'index' | 'hostId' | 'generation' | 'observedState' | 'parkTier' | 'gpuIndexes' | 'residueBytes'
 >;
+
+/** A deployment's state for its list row and gauge: ready when an instance is, else its first instance's, or `stopped` before any. */
+export function deploymentState(instances: readonly RoutedInstance[]): InstanceState {
+  return instances.find((i) => i.observedState === 'ready')?.observedState ?? instances[0]?.observedState ?? 'stopped';
+}
 
 /**
  * What `setInstance` takes. Without `gpuIndexes` (a target's waiters started before its row is

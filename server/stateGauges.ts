@@ -4,7 +4,7 @@
  */
 import { Gauge, type Registry } from 'prom-client';
 import { instanceStates } from '../domain/vocabulary.js';
-import { deploymentState } from '../gateway/management/deployments.js';
+import { deploymentState } from '../gateway/routingTable.js';
 import type { RoutingTable } from '../gateway/routingTable.js';
 
 /** A host the server knows, and whether it reports: any state `capyctl list hosts` shows but `down`. */

@@ -8,7 +8,7 @@ import { table } from '../table.js';
  * The list's row of one deployment: `NAME STATE READY REVISION HOSTS`, with `RESTARTS` when `restarts`.
  * A crash loop is said beside the state, which stays the spec's (kubectl's CrashLoopBackOff beside a phase).
  */
-export function deploymentRow(d: DeploymentBody, restarts = false): string[] {
+function deploymentRow(d: DeploymentBody, restarts = false): string[] {
   return [
     d.name,
     d.crash_loop ? `${d.state} (crash loop)` : d.state,

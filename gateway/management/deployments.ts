@@ -13,7 +13,6 @@ import { gpusPerInstance } from '../../engines/parallelism.js';
 import { apiErrors, CapyError } from '../../domain/catalogue.js';
 import { checkpointOf, measurementState, unmeasuredRefusal } from '../../domain/measurement.js';
 import { crashLooping } from '../../domain/problems.js';
-import type { InstanceState } from '../../domain/vocabulary.js';
 import { deploymentDocument } from '../../settings/deploymentDocument.js';
 import { fitsNoGpu, instanceIndexes, liveInstances, mayRunOn, tooFewGpus } from '../placement.js';
 import type { Deployment, Host } from '../../api/catalogue.js';
@@ -28,7 +27,7 @@ import {
 import type { CommandReceipt } from '../../api/lifecycle.js';
 import type { CommandArgs } from '../lifecycleClient.js';
 import type { OperatorLifecycle } from './operatorLifecycle.js';
-import type { RoutedDeployment, RoutedInstance, RoutingTable } from '../routingTable.js';
+import { deploymentState, type RoutedDeployment, type RoutedInstance, type RoutingTable } from '../routingTable.js';
 import { POLLED_LOG_LEVEL } from '../polledLogLevel.js';
 
 const refParams = z.strictObject({ ref: z.string().min(1) });
@@ -61,11 +60,6 @@ export function renderReceipt(r: CommandReceipt, name: string, table: RoutingTab
 function mergedReceipt(receipts: readonly CommandReceipt[]): CommandReceipt {
   const followed = receipts.find((r) => r.switchId !== undefined) ?? receipts[0]!;
   return { ...followed, victims: receipts.flatMap((r) => r.victims) };
-}
-
-/** A deployment's state for its list row: ready when an instance is, else its first instance's, or `stopped` before any. */
-export function deploymentState(instances: readonly RoutedInstance[]): InstanceState {
-  return instances.find((i) => i.observedState === 'ready')?.observedState ?? instances[0]?.observedState ?? 'stopped';
 }
 
 export interface DeploymentRouteDeps {
