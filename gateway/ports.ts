@@ -44,8 +44,8 @@ export interface HostRegistry extends HostReads {
 
 /** The switches' receipts. */
 export interface SwitchReceipts {
-  /** The newest first. */
-  latest(limit: number): Promise<SwitchReceipt[]>;
+  /** The newest first; with `finishedSince`, only those that finished then or later. */
+  latest(limit: number, finishedSince?: Date): Promise<SwitchReceipt[]>;
 }
 
 /** What the routing table loads and placement weighs: reads only. */

@@ -90,7 +90,7 @@ export function storePorts(db: Db): ServerStore {
       markSeen: (id, at) => markHostSeen(db, id, at),
       setDraining: (id, draining) => setHostDraining(db, id, draining),
     },
-    switchReceipts: { latest: (limit) => listSwitchReceipts(db, { limit }) },
+    switchReceipts: { latest: (limit, finishedSince) => listSwitchReceipts(db, { limit, finishedSince }) },
     servers: {
       markSeen: (server) => markServerSeen(db, server),
       takeGone: () => takeGoneServers(db),

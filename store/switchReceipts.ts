@@ -67,12 +67,13 @@ export async function findSwitchReceipt(db: Db, switchId: string): Promise<Switc
 /** The newest receipts first, optionally only those whose target is one deployment. */
 export async function listSwitchReceipts(
   db: Db,
-  filter: { targetDeploymentId?: string; limit?: number } = {},
+  filter: { targetDeploymentId?: string; limit?: number; finishedSince?: Date } = {},
 ): Promise<SwitchReceipt[]> {
   const rows = await db.query<Row>(
     `SELECT * FROM switch_receipts WHERE ($1::text IS NULL OR target_deployment_id = $1)
+       AND ($3::timestamptz IS NULL OR finished_at >= $3)
      ORDER BY started_at DESC LIMIT $2`,
-    [filter.targetDeploymentId ?? null, filter.limit ?? 100],
+    [filter.targetDeploymentId ?? null, filter.limit ?? 100, filter.finishedSince ?? null],
   );
   return rows.map(fromRow);
 }

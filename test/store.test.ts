@@ -313,5 +313,9 @@ describe('the store on Postgres', () => {
       finishedAt: new Date('2026-11-29T12:00:05Z'),
     });
     expect(await listSwitchReceipts(db, { targetDeploymentId: 'T' })).toHaveLength(1);
+    // The status page's hour: only receipts that finished since then (one still running never did).
+    const since = (iso: string) => listSwitchReceipts(db, { targetDeploymentId: 'T', finishedSince: new Date(iso) });
+    expect((await since('2026-11-29T12:00:05Z')).map((r) => r.switchId)).toEqual([receipt.switchId]);
+    expect(await since('2026-11-29T12:00:06Z')).toEqual([]);
   });
 });

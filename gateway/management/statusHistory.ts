@@ -21,9 +21,9 @@ export function statusHistoryRoutes(deps: { history: StatusHistory; switchReceip
         { logLevel: POLLED_LOG_LEVEL, schema: { response: { 200: statusHistoryReply } } },
         async (): Promise<StatusHistoryReply> => {
           const now = Date.now();
-          const receipts = await deps.switchReceipts.latest(HOUR_OF_SWITCHES);
+          const receipts = await deps.switchReceipts.latest(HOUR_OF_SWITCHES, new Date(now - HISTORY_SPAN_MS));
           const switches = receipts
-            .filter((r) => r.finishedAt !== null && now - r.finishedAt.getTime() <= HISTORY_SPAN_MS)
+            .filter((r) => r.finishedAt !== null)
             .map((r) => ({
               switch_id: r.switchId,
               started_at: r.startedAt.toISOString(),
