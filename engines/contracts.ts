@@ -117,6 +117,8 @@ export interface ParallelLayout {
   ranks: number;
   /** The parts its weights are cut into, each on its own rank: the factors that split the model (vLLM's world size). */
   modelShards: number;
+  /** The schedulers its batch is split between (parallelism.ts `parallelLayout`); 1 for most layouts. */
+  batchRanks: number;
 }
 
 export interface ParallelismContract {

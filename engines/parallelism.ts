@@ -9,33 +9,28 @@ import type { DeploymentSpec } from '../settings/deploymentDocument.js';
 import { engineContracts, type ParallelLayout } from './contracts.js';
 import { findCount, findOption } from './launchOptions.js';
 
-/** The layout an engine's arguments give an instance; one rank and one shard when they name no parallelism. */
+/**
+ * The layout an engine's arguments give an instance; one rank, one shard and one batch rank when they
+ * name no parallelism. A factor that splits requests but, beside its `notWith` flag, runs on the GPUs
+ * the model is already split over takes no ranks of its own and splits the batch instead: SGLang's
+ * `--dp-size` with `--enable-dp-attention` starts one scheduler per DP rank, each running
+ * `--max-running-requests` ÷ dp (`resolve_max_num_reqs`, mem_cache/kv_cache_configurator.py).
+ */
 export function parallelLayout(engine: EngineName, args: readonly string[]): ParallelLayout {
   const factors = engineContracts[engine].parallelism?.factors ?? [];
   return factors.reduce(
     (layout, factor) => {
       const off = factor.notWith?.some((flag) => findOption(args, flag) !== undefined) ?? false;
-      const size = off ? 1 : (findCount(args, factor.options) ?? 1);
+      const count = findCount(args, factor.options) ?? 1;
+      const size = off ? 1 : count;
       return {
         ranks: layout.ranks * size,
         modelShards: factor.splits === 'model' ? layout.modelShards * size : layout.modelShards,
+        batchRanks: off && factor.splits === 'requests' ? layout.batchRanks * count : layout.batchRanks,
       };
     },
-    { ranks: 1, modelShards: 1 },
+    { ranks: 1, modelShards: 1, batchRanks: 1 },
   );
-}
-
-/**
- * The schedulers one instance's batch is split between: a factor that splits requests but, beside
- * its `notWith` flag, runs on the GPUs the model is already split over. SGLang's `--dp-size` with
- * `--enable-dp-attention` starts one scheduler per DP rank, each running `--max-running-requests` ÷ dp
- * (`resolve_max_num_reqs`, mem_cache/kv_cache_configurator.py). 1 for any other layout.
- */
-export function batchRanks(engine: EngineName, args: readonly string[]): number {
-  const factors = engineContracts[engine].parallelism?.factors ?? [];
-  return factors
-    .filter((f) => f.splits === 'requests' && f.notWith?.some((flag) => findOption(args, flag) !== undefined))
-    .reduce((ranks, f) => ranks * (findCount(args, f.options) ?? 1), 1);
 }
 
 /** The GPUs one instance takes: the product of the engine's parallelism options, 1 when none is given. */

@@ -179,10 +179,15 @@ describe('the GPUs an instance runs on', () => {
   });
 
   it('hold the weights in tp × pp parts; each data-parallel group holds all of them', () => {
-    expect(parallelLayout('vllm', ['-tp', '2', '-pp', '2', '-dp', '2'])).toEqual({ ranks: 8, modelShards: 4 });
+    expect(parallelLayout('vllm', ['-tp', '2', '-pp', '2', '-dp', '2'])).toEqual({
+      ranks: 8,
+      modelShards: 4,
+      batchRanks: 1,
+    });
     expect(parallelLayout('sglang', ['--tp', '4', '--dp', '4', '--enable-dp-attention'])).toEqual({
       ranks: 4,
       modelShards: 4,
+      batchRanks: 4,
     });
   });
 });

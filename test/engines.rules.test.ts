@@ -18,9 +18,13 @@ import {
   releasingLine,
   reportedMaxRunning,
 } from '../engines/rules.js';
-import { batchRanks } from '../engines/parallelism.js';
+import { parallelLayout } from '../engines/parallelism.js';
+
 import { findCount, findOption } from '../engines/launchOptions.js';
 import { deploymentDocument } from '../settings/deploymentDocument.js';
+
+/** The schedulers an instance's batch is split between. */
+const batchRanks = (engine: 'vllm' | 'sglang', args: string[]) => parallelLayout(engine, args).batchRanks;
 
 const GiB = 2 ** 30;
 

@@ -10,7 +10,7 @@ import { answers200, fetchJson, fetchJsonIfServed, post } from './http.js';
 import { buildLaunchPlan } from '../../engines/launchPlan.js';
 import { sampleMetrics } from './metrics.js';
 import { askProbe } from './probe.js';
-import { batchRanks } from '../../engines/parallelism.js';
+import { parallelLayout } from '../../engines/parallelism.js';
 import { expectedMaxRunning, reportedMaxRunning } from '../../engines/rules.js';
 import { parkByContract, wakeByContract } from './steps.js';
 import { adapterFacts } from '../../engines/traits.js';
@@ -58,7 +58,7 @@ export const sglang: EngineAdapter = {
     try {
       const info = await fetchJson(endpoint, contract.routes.serverInfo.path, serverInfo, options);
       const perRank = info.internal_states?.[0]?.effective_max_running_requests_per_dp ?? undefined;
-      const ranks = batchRanks('sglang', [...(ctx.command ?? []), ...ctx.spec.extra_args]);
+      const ranks = parallelLayout('sglang', [...(ctx.command ?? []), ...ctx.spec.extra_args]).batchRanks;
       return reportedMaxRunning(expected, perRank === undefined ? undefined : perRank * ranks);
     } catch (e) {
       if (e instanceof EngineError && e.kind !== 'timeout') return expected;
