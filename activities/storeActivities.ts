@@ -140,6 +140,10 @@ const heldOn = async (db: Db, hostId: string) =>
   (await listInstances(db, { hostId })).filter((i) => i.observedState !== 'stopped');
 
 /** What the lifecycle writes on a deployment's catalogue row: its checkpoint, failures, operator's stop, its end. */
+/** `problem` as a deployment's last problem, timed as it is written. */
+const recordProblemNow = (db: Db, deploymentId: string, problem: ProblemInput) =>
+  recordProblem(db, deploymentId, { ...problem, at: new Date().toISOString() });
+
 function deploymentWrites(db: Db) {
   return {
     async recordCheckpoint(input: { deploymentId: string; revision: number; checkpoint: Required<ReservedMemory> }) {
@@ -153,13 +157,12 @@ function deploymentWrites(db: Db) {
     /** `problem`: the failed start as its last problem (absent from a history written before it was recorded). */
     async recordStartFailure(input: { deploymentId: string; failure: string | null; problem?: ProblemInput }) {
       await recordStartFailure(db, input.deploymentId, input.failure);
-      if (input.problem)
-        await recordProblem(db, input.deploymentId, { ...input.problem, at: new Date().toISOString() });
+      if (input.problem) await recordProblemNow(db, input.deploymentId, input.problem);
     },
 
     /** A deployment's last problem, timed as it is written. */
     async recordProblem(input: { deploymentId: string; problem: ProblemInput }) {
-      await recordProblem(db, input.deploymentId, { ...input.problem, at: new Date().toISOString() });
+      await recordProblemNow(db, input.deploymentId, input.problem);
     },
 
     async setOperatorStopped(input: { deploymentId: string; stopped: boolean }) {
