@@ -142,9 +142,11 @@ export class HostScheduler {
   /** One demand per model and server: each server reports its own waiters, none replaces another's. */
   reportDemand({ lastRequestMs, ...demand }: Demand): void {
     // A request counts as use: the victims chosen next are those asked for least recently. Only
-    // this host's models are ever victims here; the others' times would only grow the state.
+    // this host's models are ever victims here; the others' times would only grow the state (all
+    // are kept while the ledger is not read yet: a report may come first).
+    const here = (id: string) => this.state.ledger === null || this.entryOf(id) !== undefined;
     for (const [id, ms] of Object.entries(lastRequestMs ?? {}))
-      if (this.entryOf(id) && ms > (this.state.lastUsedMs[id] ?? 0)) this.state.lastUsedMs[id] = ms;
+      if (here(id) && ms > (this.state.lastUsedMs[id] ?? 0)) this.state.lastUsedMs[id] = ms;
     this.state.demands = withDemand(this.state.demands, demand);
     this.changed = true;
   }
